@@ -1,0 +1,110 @@
+package leases
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestP5_LeaseInvariantChain locks ADR-072 decision 2: the shipped constants
+// satisfy BatchSize×PerRowBudget ≤ BatchTimeout < ClaimLease(BatchSize) and
+// the webhook analogues, and keep the exact derived values.
+func TestP5_LeaseInvariantChain(t *testing.T) {
+	t.Parallel()
+
+	if err := Default().Validate(); err != nil {
+		t.Fatalf("shipped lease constants break the chain: %v", err)
+	}
+	if time.Duration(BatchSize)*PerRowBudget > BatchTimeout {
+		t.Fatalf("BatchSize×PerRowBudget = %s > BatchTimeout %s", time.Duration(BatchSize)*PerRowBudget, BatchTimeout)
+	}
+	if BatchTimeout >= ClaimLease(BatchSize) {
+		t.Fatalf("BatchTimeout %s ≥ ClaimLease(BatchSize) %s", BatchTimeout, ClaimLease(BatchSize))
+	}
+	if DeliveryBudget >= BirthLeaseWindow {
+		t.Fatalf("DeliveryBudget %s ≥ BirthLeaseWindow %s", DeliveryBudget, BirthLeaseWindow)
+	}
+
+	// The derived figures themselves, so a silent retune shows up here.
+	for _, tc := range []struct {
+		name      string
+		got, want time.Duration
+	}{
+		{"PerRowBudget", PerRowBudget, 60 * time.Second},
+		{"ClaimLease(BatchSize)", ClaimLease(BatchSize), 360 * time.Second},
+		{"ClaimLease(1)", ClaimLease(1), 120 * time.Second},
+		{"BatchTimeout", BatchTimeout, 300 * time.Second},
+		{"BirthLeaseWindow", BirthLeaseWindow, 120 * time.Second},
+		{"RetryClaimLease(RetryClaimBatch)", RetryClaimLease(RetryClaimBatch), 190 * time.Second},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s = %s, want %s", tc.name, tc.got, tc.want)
+		}
+	}
+	if BatchSize != 5 || RetryClaimBatch != 10 {
+		t.Errorf("BatchSize=%d RetryClaimBatch=%d, want 5 and 10", BatchSize, RetryClaimBatch)
+	}
+}
+
+func TestValidateNamesBrokenLink(t *testing.T) {
+	t.Parallel()
+
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		link   string
+	}{
+		{"batch too big for timeout", func(c *Config) { c.BatchSize = 6 }, "BatchSize×PerRowBudget ≤ BatchTimeout"},
+		{"timeout reaches lease", func(c *Config) { c.BatchTimeout = c.ClaimLease(c.BatchSize) }, "BatchTimeout < ClaimLease(BatchSize)"},
+		{"no slack", func(c *Config) { c.LeaseSlack = 0 }, "BatchTimeout < ClaimLease(BatchSize)"},
+		{"birth lease too short", func(c *Config) { c.BirthLeaseWindow = 10 * time.Second }, "DeliveryBudget < BirthLeaseWindow"},
+		{"zero batch", func(c *Config) { c.BatchSize = 0 }, "BatchSize ≥ 1"},
+		{"zero retry batch", func(c *Config) { c.RetryClaimBatch = 0 }, "RetryClaimBatch ≥ 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := Default()
+			tc.mutate(&c)
+			var chainErr *ChainError
+			if err := c.Validate(); !errors.As(err, &chainErr) || chainErr.Link != tc.link {
+				t.Fatalf("Validate() = %v, want broken link %q", err, tc.link)
+			}
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	t.Parallel()
+
+	env := func(kv ...string) func(string) (string, bool) {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	for _, tc := range []struct {
+		name    string
+		lookup  func(string) (string, bool)
+		wantErr string
+	}{
+		{"defaults", env(), ""},
+		{"valid override", env(EnvBatchSize, "4", EnvBatchTimeout, "250s"), ""},
+		{"bad int names variable", env(EnvBatchSize, "five"), EnvBatchSize},
+		{"bad duration names variable", env(EnvBatchTimeout, "soon"), EnvBatchTimeout},
+		{"override breaks chain names link", env(EnvBatchTimeout, "360s"), "BatchTimeout < ClaimLease(BatchSize)"},
+		{"retry batch override", env(EnvRetryClaimBatch, "0"), "RetryClaimBatch ≥ 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Load(tc.lookup)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("Load: %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("Load error = %v, want it to contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
