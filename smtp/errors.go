@@ -1,0 +1,42 @@
+package smtp
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrPermanent marks a failure that retrying cannot fix: a 5xx reply or a
+// message that can never be sent as built (header injection, bad address).
+// Callers branch with errors.Is(err, ErrPermanent).
+var ErrPermanent = errors.New("permanent")
+
+// ErrSTARTTLSRefused is returned in starttls mode when the server does not
+// advertise STARTTLS or the handshake fails. Nothing was sent. It is a
+// configuration or network-integrity problem, so callers treat it as
+// transient: fixing the relay resumes delivery without an operator.
+var ErrSTARTTLSRefused = errors.New("STARTTLS required but not available")
+
+// ErrPlaintextForbidden is returned when SMTP_TLS=none is used with
+// APP_ENV=production. Transient for the outbox, like ErrSTARTTLSRefused.
+var ErrPlaintextForbidden = errors.New("SMTP_TLS=none is forbidden when APP_ENV=production")
+
+// ReplyError is an SMTP reply the server gave instead of accepting.
+// A 5xx reply is permanent (errors.Is(err, ErrPermanent) is true);
+// anything else is transient.
+type ReplyError struct {
+	Code         int    // e.g. 550
+	EnhancedCode string // e.g. "5.1.1", empty when the server gave none
+	Text         string
+}
+
+func (e *ReplyError) Error() string {
+	if e.EnhancedCode != "" {
+		return fmt.Sprintf("smtp reply %d %s: %s", e.Code, e.EnhancedCode, e.Text)
+	}
+	return fmt.Sprintf("smtp reply %d: %s", e.Code, e.Text)
+}
+
+// Is makes errors.Is(err, ErrPermanent) true for 5xx replies only.
+func (e *ReplyError) Is(target error) bool {
+	return target == ErrPermanent && e.Code >= 500 && e.Code <= 599
+}
