@@ -1,0 +1,70 @@
+/*
+Package outbox delivers transactional email out of the email_outbox table:
+an invoice email is sent at least once, re-sent at most once per crash or
+expired lease, and never re-sent because a rollback lost the record of its
+delivery (ADR-072).
+
+# Enqueue
+
+An application writes the email in its own transaction, so the email exists
+exactly when the business change that caused it commits:
+
+	tx, _ := pool.Begin(ctx)
+	defer tx.Rollback(ctx)
+	// … the application's own writes …
+	id, err := outbox.Enqueue(ctx, tx, outbox.Email{
+		Kind:       outbox.KindRaw,
+		CustomerID: "cus_123",
+		Payload:    outbox.Payload{To: "ada@example.com", Subject: "Welcome", Text: "Hello!"},
+	})
+	if err != nil {
+		return err // a *ValidationError names the field; nothing was written
+	}
+	return tx.Commit(ctx)
+
+An [Enqueuer] with a [KickFunc] (the jobs package provides one backed by a
+River client) also inserts a unique kick job in the same transaction, so the
+email leaves within milliseconds instead of waiting for the next tick.
+
+The table is also a contract for other languages: a plain
+INSERT INTO email_outbox (kind, customer_id, payload) is sent by the next
+tick. A payload that cannot be decoded at send time fails at once, with the
+decode error in last_error.
+
+# Claim, send, mark
+
+A [Dispatcher] works in batches. Each batch:
+
+ 1. claims up to BatchSize pending, due rows in one short statement — FOR
+    UPDATE SKIP LOCKED, attempts + 1, next_attempt_at = now() + ClaimLease —
+    that commits before anything is sent. The lease keeps every other worker
+    off the rows; if this worker dies, the rows become due again when the
+    lease expires. The claim is the only place attempts increases.
+ 2. sends each row outside any transaction under a per-row budget, split
+    into the sub-budgets of package leases (suppression, render, dial and
+    exchange, post-send report). A row is started only while a full
+    PerRowBudget remains in the batch; rows that cannot start are released
+    (made due again) at once instead of waiting out their lease.
+ 3. records each row's outcome with its own compare-and-set UPDATE … WHERE
+    id = $1 AND status = 'pending', on a context detached from the batch
+    (context.WithoutCancel plus leases.MarkTimeout). A send that happened is
+    therefore always recorded, even if the batch context died a moment
+    later; and a writer whose row was meanwhile resolved by someone else is
+    dropped ([ErrStaleMark]), logged and counted, never applied.
+
+Outcomes: sent → dispatched; the renderer returned [ErrSkip] → skipped; a
+permanent error (undecodable payload, suppressed recipient, SMTP 5xx, header
+injection) → failed at once; anything else is transient → the row stays
+pending and is retried on a 15-slot backoff of about 72 hours, then failed.
+The marks that set dispatched or skipped also remove the payload's
+secret-bearing keys (setup_url, update_url, password_reset_url, invite_url,
+public_token, pdf) in the same UPDATE; pending and failed rows keep the whole
+payload, so an operator's [Requeue] of a failed row sends the complete email.
+
+# What this package does not do
+
+It imports no River package: River (package jobs) only decides when
+[Dispatcher.Drain] runs. It never deletes an email_outbox row: dispatched
+rows are the delivery record that [ListByInvoice] reads.
+*/
+package outbox

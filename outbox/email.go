@@ -1,0 +1,200 @@
+package outbox
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/mail"
+	"net/url"
+	"strings"
+)
+
+// Kind selects how a row is rendered. It is the email_outbox.kind column,
+// whose CHECK constraint lists the same four values.
+type Kind string
+
+const (
+	// KindRaw sends the payload's own subject, text and HTML.
+	KindRaw Kind = "raw"
+	// KindInvoice renders the built-in invoice template and attaches the
+	// payload's PDF, if any. Needs invoice_number.
+	KindInvoice Kind = "invoice"
+	// KindPasswordReset renders the built-in password-reset template.
+	// Needs password_reset_url.
+	KindPasswordReset Kind = "password_reset"
+	// KindMemberInvite renders the built-in member-invite template. Needs
+	// invite_url.
+	KindMemberInvite Kind = "member_invite"
+)
+
+func (k Kind) known() bool {
+	switch k {
+	case KindRaw, KindInvoice, KindPasswordReset, KindMemberInvite:
+		return true
+	}
+	return false
+}
+
+// Email is one email to enqueue: the row's columns plus its payload.
+type Email struct {
+	Kind       Kind   // "" means KindRaw
+	CustomerID string // the customer_id column; ListByCustomer reads by it
+	InvoiceID  string // optional; the invoice_id column that ListByInvoice reads by
+	Payload    Payload
+}
+
+// Payload is the email_outbox.payload document. Its JSON names are part of
+// the SQL contract: an application in another language writes the same
+// keys. Keys this struct does not know are kept in the row and ignored by
+// the built-in renderers (a custom Renderer can read them from
+// Row.RawPayload).
+type Payload struct {
+	To      string `json:"to"`                 // one address, "ada@example.com" or "Ada <ada@example.com>"
+	Subject string `json:"subject"`            // required for every kind
+	Text    string `json:"text,omitempty"`     // text/plain body (KindRaw)
+	HTML    string `json:"html,omitempty"`     // text/html body (KindRaw)
+	PDF     []byte `json:"pdf,omitempty"`      // attachment, base64 in JSON; scrubbed once sent
+	PDFName string `json:"pdf_name,omitempty"` // attachment file name; defaults from the kind
+
+	// Fields the built-in templates read. They are kept after sending, so
+	// the invoice timeline and the sent-emails panel can show them.
+	Name          string `json:"name,omitempty"`           // recipient's name, for the greeting
+	OrgName       string `json:"org_name,omitempty"`       // the inviting organisation (member_invite)
+	InvoiceNumber string `json:"invoice_number,omitempty"` // required for KindInvoice
+	AmountDue     string `json:"amount_due,omitempty"`     // formatted by the application, e.g. "€120.00"
+	DueDate       string `json:"due_date,omitempty"`       // formatted by the application
+	AttemptNumber int    `json:"attempt_number,omitempty"` // the dunning attempt this email belongs to
+	Trigger       string `json:"trigger,omitempty"`        // what caused the email, e.g. "invoice.finalized"
+
+	// Secret-bearing fields: single-use links and tokens. They stay in the
+	// row while it is pending or failed and are removed by the mark that
+	// sets it dispatched or skipped (see scrubbedPayloadKeys).
+	SetupURL         string `json:"setup_url,omitempty"`
+	UpdateURL        string `json:"update_url,omitempty"`
+	PasswordResetURL string `json:"password_reset_url,omitempty"` // required for KindPasswordReset
+	InviteURL        string `json:"invite_url,omitempty"`         // required for KindMemberInvite
+	PublicToken      string `json:"public_token,omitempty"`
+}
+
+// ErrInvalid is matched (errors.Is) by every *ValidationError.
+var ErrInvalid = errors.New("outbox: invalid email")
+
+// ValidationError says which field of an Email is wrong and why. Problems
+// never quote a field's value: values may be secret links.
+type ValidationError struct {
+	Field   string // "kind", "payload.to", "payload.subject", "payload" (size) …
+	Problem string
+}
+
+func (e *ValidationError) Error() string {
+	return fmt.Sprintf("outbox: invalid email: %s %s", e.Field, e.Problem)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+func invalid(field, problem string) error { return &ValidationError{Field: field, Problem: problem} }
+
+// Validate checks everything about e that can be checked without the
+// database, except the payload size limit (an Enqueuer setting). The same
+// rules, minus the size limit, decide at send time whether a row written
+// by plain SQL can be sent at all.
+func (e Email) Validate() error {
+	kind := e.Kind
+	if kind == "" {
+		kind = KindRaw
+	}
+	if !kind.known() {
+		return invalid("kind", "is not one of raw, invoice, password_reset, member_invite")
+	}
+	return e.Payload.validate(kind)
+}
+
+func (p *Payload) validate(kind Kind) error {
+	if strings.TrimSpace(p.To) == "" {
+		return invalid("payload.to", "is required")
+	}
+	if _, err := recipient(p.To); err != nil {
+		return invalid("payload.to", "is not a single valid address: "+err.Error())
+	}
+	if strings.TrimSpace(p.Subject) == "" {
+		return invalid("payload.subject", "is required")
+	}
+	if hasLineBreak(p.Subject) {
+		return invalid("payload.subject", "contains a line break (header injection)")
+	}
+	if hasControl(p.PDFName) {
+		return invalid("payload.pdf_name", "contains a control character (header injection)")
+	}
+	if len(p.PDF) > 0 && !bytes.HasPrefix(p.PDF, []byte("%PDF-")) {
+		return invalid("payload.pdf", "is not a PDF document")
+	}
+	for _, u := range []struct{ field, value string }{
+		{"payload.setup_url", p.SetupURL},
+		{"payload.update_url", p.UpdateURL},
+		{"payload.password_reset_url", p.PasswordResetURL},
+		{"payload.invite_url", p.InviteURL},
+	} {
+		if u.value != "" && !isWebURL(u.value) {
+			return invalid(u.field, "is not an absolute http(s) URL")
+		}
+	}
+	switch kind {
+	case KindRaw:
+		if strings.TrimSpace(p.Text) == "" && strings.TrimSpace(p.HTML) == "" {
+			return invalid("payload.text", "or payload.html is required")
+		}
+	case KindInvoice:
+		if strings.TrimSpace(p.InvoiceNumber) == "" {
+			return invalid("payload.invoice_number", "is required for an invoice email")
+		}
+	case KindPasswordReset:
+		if p.PasswordResetURL == "" {
+			return invalid("payload.password_reset_url", "is required for a password_reset email")
+		}
+	case KindMemberInvite:
+		if p.InviteURL == "" {
+			return invalid("payload.invite_url", "is required for a member_invite email")
+		}
+	}
+	return nil
+}
+
+// decodePayload turns a stored payload into a Payload and checks it as
+// Enqueue would have. Either failure is permanent: the same bytes will
+// never decode on a later attempt.
+func decodePayload(kind Kind, raw []byte) (Payload, error) {
+	var p Payload
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return p, fmt.Errorf("decode payload: %w", err)
+	}
+	if err := p.validate(kind); err != nil {
+		return p, fmt.Errorf("decode payload: %w", err)
+	}
+	return p, nil
+}
+
+// recipient parses one address and returns its bare, lower-cased form: the
+// key of email_suppressions.
+func recipient(to string) (string, error) {
+	if hasLineBreak(to) {
+		return "", errors.New("contains a line break")
+	}
+	addr, err := mail.ParseAddress(to)
+	if err != nil {
+		return "", err
+	}
+	return strings.ToLower(addr.Address), nil
+}
+
+func hasLineBreak(s string) bool { return strings.ContainsAny(s, "\r\n") }
+
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
+}
+
+func isWebURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != ""
+}

@@ -1,0 +1,180 @@
+package outbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox/postbox/internal/pgtest"
+)
+
+func validEmail() Email {
+	return Email{
+		Kind:       KindRaw,
+		CustomerID: "cus_1",
+		Payload:    Payload{To: "Ada <ada@example.com>", Subject: "Hello", Text: "Hi"},
+	}
+}
+
+// Bad input returns an error naming the field, and nothing is written.
+func TestEnqueue_ValidationNamesFieldWritesNothing(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	pdf := append([]byte("%PDF-1.7\n"), bytes.Repeat([]byte("x"), 200)...)
+	for _, tc := range []struct {
+		name   string
+		modify func(*Email)
+		limit  int
+		field  string
+	}{
+		{"unknown kind", func(e *Email) { e.Kind = "newsletter" }, 0, "kind"},
+		{"no recipient", func(e *Email) { e.Payload.To = " " }, 0, "payload.to"},
+		{"unparsable recipient", func(e *Email) { e.Payload.To = "ada at example.com" }, 0, "payload.to"},
+		{"two recipients", func(e *Email) { e.Payload.To = "a@example.com, b@example.com" }, 0, "payload.to"},
+		{"header injection in recipient", func(e *Email) { e.Payload.To = "a@example.com\r\nBcc: x@example.com" }, 0, "payload.to"},
+		{"no subject", func(e *Email) { e.Payload.Subject = "" }, 0, "payload.subject"},
+		{"header injection in subject", func(e *Email) { e.Payload.Subject = "Hi\nBcc: x@example.com" }, 0, "payload.subject"},
+		{"no body", func(e *Email) { e.Payload.Text, e.Payload.HTML = "", "" }, 0, "payload.text"},
+		{"pdf that is not a PDF", func(e *Email) { e.Payload.PDF = []byte("MZ") }, 0, "payload.pdf"},
+		{"control character in pdf name", func(e *Email) { e.Payload.PDF, e.Payload.PDFName = pdf, "a\r\n.pdf" }, 0, "payload.pdf_name"},
+		{"invoice without number", func(e *Email) { e.Kind = KindInvoice }, 0, "payload.invoice_number"},
+		{"reset without link", func(e *Email) { e.Kind = KindPasswordReset }, 0, "payload.password_reset_url"},
+		{"invite without link", func(e *Email) { e.Kind = KindMemberInvite }, 0, "payload.invite_url"},
+		{"relative link", func(e *Email) { e.Payload.UpdateURL = "/billing" }, 0, "payload.update_url"},
+		{"payload over the limit", func(e *Email) { e.Payload.PDF = pdf }, 200, "payload"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			email := validEmail()
+			tc.modify(&email)
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck // read-only check below
+			kicked := false
+			e := &Enqueuer{MaxPayloadBytes: tc.limit, Kick: func(context.Context, pgx.Tx) error { kicked = true; return nil }}
+			id, err := e.Enqueue(ctx, tx, email)
+			var verr *ValidationError
+			if !errors.Is(err, ErrInvalid) || !errors.As(err, &verr) || verr.Field != tc.field {
+				t.Fatalf("Enqueue: id %q, error %v; want a *ValidationError for field %q", id, err, tc.field)
+			}
+			if !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("error %q does not name the field %q", err, tc.field)
+			}
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM email_outbox`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 0 || kicked {
+				t.Errorf("invalid email wrote %d rows (kicked: %v), want nothing", n, kicked)
+			}
+		})
+	}
+}
+
+// Enqueue writes one pending row in the caller's transaction and runs the
+// kick in that same transaction; the row exists exactly when it commits.
+func TestEnqueue_WritesOneRowAndKicksInTheSameTx(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	var kickTx pgx.Tx
+	e := &Enqueuer{Kick: func(_ context.Context, tx pgx.Tx) error { kickTx = tx; return nil }}
+
+	email := validEmail()
+	email.InvoiceID = "inv_9"
+	email.Payload.InviteURL = "https://app.example.com/invite/abc"
+	for _, commit := range []bool{false, true} {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := e.Enqueue(ctx, tx, email)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kickTx != tx {
+			t.Error("the kick did not run in the enqueueing transaction")
+		}
+		if commit {
+			err = tx.Commit(ctx)
+		} else {
+			err = tx.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM email_outbox WHERE id = $1`, id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: 1, false: 0}[commit]; n != want {
+			t.Errorf("commit=%v: %d rows, want %d", commit, n, want)
+		}
+		if !commit {
+			continue
+		}
+		var kind, customer, invoice, status string
+		var attempts int
+		if err := pool.QueryRow(ctx, `SELECT kind, customer_id, invoice_id, status, attempts FROM email_outbox WHERE id = $1`, id).
+			Scan(&kind, &customer, &invoice, &status, &attempts); err != nil {
+			t.Fatal(err)
+		}
+		if kind != "raw" || customer != "cus_1" || invoice != "inv_9" || status != "pending" || attempts != 0 {
+			t.Errorf("row (%s, %s, %s, %s, %d), want (raw, cus_1, inv_9, pending, 0)", kind, customer, invoice, status, attempts)
+		}
+		if p := getRow(t, pool, id).Payload; p["invite_url"] != "https://app.example.com/invite/abc" || p["to"] != "Ada <ada@example.com>" {
+			t.Errorf("payload %v, want the email's fields under their contract names", p)
+		}
+	}
+}
+
+// A failing kick fails the Enqueue, so the caller rolls back rather than
+// committing a row whose wake-up was lost.
+func TestEnqueue_KickErrorFailsEnqueue(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // the point of the test
+	boom := errors.New("river unavailable")
+	e := &Enqueuer{Kick: func(context.Context, pgx.Tx) error { return boom }}
+	if _, err := e.Enqueue(ctx, tx, validEmail()); !errors.Is(err, boom) {
+		t.Fatalf("Enqueue with a failing kick: %v, want the kick's error", err)
+	}
+}
+
+// The default size limit fits an invoice PDF of several megabytes and
+// refuses what would not fit.
+func TestEnqueue_DefaultLimitFitsInvoicePDF(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	for _, tc := range []struct {
+		pdfBytes int
+		ok       bool
+	}{{5 << 20, true}, {8 << 20, false}} {
+		email := validEmail()
+		email.Kind = KindInvoice
+		email.Payload.InvoiceNumber = "INV-1"
+		email.Payload.PDF = append([]byte("%PDF-1.7\n"), bytes.Repeat([]byte{0xA5}, tc.pdfBytes)...)
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Enqueue(ctx, tx, email)
+		_ = tx.Rollback(ctx)
+		if ok := err == nil; ok != tc.ok {
+			t.Errorf("%d MiB PDF: error %v, want accepted=%v", tc.pdfBytes>>20, err, tc.ok)
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox/postbox/internal/claim"
+)
+
+// Outcome is what a mark records about one attempt at a row.
+type Outcome string
+
+const (
+	OutcomeSent    Outcome = "sent"    // status dispatched, dispatched_at set, payload scrubbed
+	OutcomeSkipped Outcome = "skipped" // the renderer declined; status skipped, payload scrubbed
+	OutcomeFailed  Outcome = "failed"  // permanent error or backoff exhausted; waits for Requeue
+	OutcomeRetry   Outcome = "retry"   // transient error; stays pending until its backoff slot
+)
+
+// ErrStaleMark is matched (errors.Is) by the error of a mark whose row was
+// no longer pending: its lease expired and a sibling resolved it, or an
+// operator did. The mark was not applied. It is expected under crashes and
+// slow sends, so the dispatcher logs and counts it instead of failing.
+var ErrStaleMark = errors.New("outbox: stale mark")
+
+// StaleMarkError is the error of a dropped mark: which row, and which
+// outcome it would have written.
+type StaleMarkError struct {
+	ID      string
+	Outcome Outcome
+}
+
+func (e *StaleMarkError) Error() string {
+	return fmt.Sprintf("outbox: stale mark dropped: row %s is no longer pending, so %q was not recorded", e.ID, e.Outcome)
+}
+
+// Is makes errors.Is(err, ErrStaleMark) true.
+func (e *StaleMarkError) Is(target error) bool { return target == ErrStaleMark }
+
+// casGuard makes every mark a compare-and-set: it applies only to a row
+// that is still pending (ADR-072 decision 3). A worker whose lease expired
+// cannot overwrite what the sibling that re-claimed the row recorded.
+const casGuard = `WHERE id = $1 AND status = 'pending'`
+
+// Every mark returns the row's age in seconds, computed by the database so
+// worker clock skew does not distort the enqueue→delivered histogram.
+const returningAge = `RETURNING extract(epoch FROM now() - created_at)::float8`
+
+var (
+	markDispatchedSQL = `UPDATE email_outbox
+SET status = 'dispatched', dispatched_at = now(), last_error = NULL, ` + scrubSet + `
+` + casGuard + `
+` + returningAge
+
+	markSkippedSQL = `UPDATE email_outbox
+SET status = 'skipped', last_error = NULL, ` + scrubSet + `
+` + casGuard + `
+` + returningAge
+
+	markFailedSQL = `UPDATE email_outbox
+SET status = 'failed', last_error = $2
+` + casGuard + `
+` + returningAge
+
+	markRetrySQL = `UPDATE email_outbox
+SET next_attempt_at = now() + $2::interval, last_error = $3
+` + casGuard + `
+` + returningAge
+)
+
+// MarkDispatched records a delivered row: status dispatched, dispatched_at
+// now, last_error cleared, secret payload keys removed. It returns the
+// row's age (enqueue → delivered).
+func MarkDispatched(ctx context.Context, db DB, id string) (time.Duration, error) {
+	return mark(ctx, db, id, OutcomeSent, markDispatchedSQL, id)
+}
+
+// MarkSkipped records a row its renderer declined to send: status skipped,
+// last_error cleared, secret payload keys removed.
+func MarkSkipped(ctx context.Context, db DB, id string) error {
+	_, err := mark(ctx, db, id, OutcomeSkipped, markSkippedSQL, id)
+	return err
+}
+
+// MarkFailed records a row that will not be sent without an operator:
+// status failed, last_error = cause. The payload is kept whole.
+func MarkFailed(ctx context.Context, db DB, id string, cause error) error {
+	_, err := mark(ctx, db, id, OutcomeFailed, markFailedSQL, id, lastError(cause))
+	return err
+}
+
+// MarkRetry records a transient failure: the row stays pending, due again
+// after wait, with last_error = cause. It does not touch attempts: the
+// claim is the only place attempts increases.
+func MarkRetry(ctx context.Context, db DB, id string, wait time.Duration, cause error) error {
+	_, err := mark(ctx, db, id, OutcomeRetry, markRetrySQL, id, wait, lastError(cause))
+	return err
+}
+
+// mark runs one CAS mark on a context detached from the caller's and
+// bounded by leases.MarkTimeout: the batch or row context may already be
+// dead, but what was done must still be recorded. No rows → *StaleMarkError.
+func mark(ctx context.Context, db DB, id string, outcome Outcome, sql string, args ...any) (time.Duration, error) {
+	ctx, cancel := claim.MarkContext(ctx)
+	defer cancel()
+	var ageSeconds float64
+	err := db.QueryRow(ctx, sql, args...).Scan(&ageSeconds)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, &StaleMarkError{ID: id, Outcome: outcome}
+	case err != nil:
+		return 0, fmt.Errorf("outbox: %s mark of row %s: %w", outcome, id, err)
+	}
+	return time.Duration(ageSeconds * float64(time.Second)), nil
+}
+
+// maxLastError caps last_error; SMTP replies and wrapped errors can be long.
+const maxLastError = 2000
+
+func lastError(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := err.Error()
+	if len(s) <= maxLastError {
+		return s
+	}
+	s = s[:maxLastError]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}

@@ -1,0 +1,114 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// ReadWindow bounds ListByCustomer: it reads the last 30 days of a
+// customer's emails. It is a read window only; nothing deletes rows
+// (ADR-072 amendment 2026-08-30).
+const ReadWindow = 30 * 24 * time.Hour
+
+// Status is an email_outbox row's state.
+type Status string
+
+const (
+	StatusPending    Status = "pending"
+	StatusDispatched Status = "dispatched"
+	StatusSkipped    Status = "skipped"
+	StatusFailed     Status = "failed"
+)
+
+// Record is an email_outbox row as the read APIs return it. The payload's
+// secret-bearing keys (see scrubbedPayloadKeys) are never returned, whatever
+// the row's status: a timeline or dashboard has no use for them.
+type Record struct {
+	ID            string
+	Kind          Kind
+	CustomerID    string
+	InvoiceID     string
+	Status        Status
+	Attempts      int
+	NextAttemptAt time.Time
+	LastError     string
+	CreatedAt     time.Time
+	DispatchedAt  *time.Time
+
+	// Fields the invoice timeline and the sent-emails panel show.
+	To            string
+	Subject       string
+	InvoiceNumber string
+	AttemptNumber int
+	Trigger       string
+
+	// Payload is the stored payload without the secret-bearing keys.
+	Payload json.RawMessage
+}
+
+// DefaultListLimit is ListByCustomer's limit when the caller gives none;
+// MaxListLimit caps any limit.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+var recordColumns = `id::text, kind, customer_id, coalesce(invoice_id, ''), status, attempts, next_attempt_at,
+	coalesce(last_error, ''), created_at, dispatched_at,
+	coalesce(payload->>'to', ''), coalesce(payload->>'subject', ''), coalesce(payload->>'invoice_number', ''),
+	coalesce(payload->>'attempt_number', ''), coalesce(payload->>'trigger', ''),
+	payload - ` + scrubbedKeysSQL
+
+// ListByCustomer returns the customer's emails created within ReadWindow,
+// newest first, at most limit of them (0 means DefaultListLimit).
+func ListByCustomer(ctx context.Context, db DB, customerID string, limit int) ([]Record, error) {
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	rows, err := db.Query(ctx, `SELECT `+recordColumns+` FROM email_outbox
+WHERE customer_id = $1 AND created_at > now() - $2::interval
+ORDER BY created_at DESC, id
+LIMIT $3`, customerID, ReadWindow, limit)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: list by customer: %w", err)
+	}
+	recs, err := pgx.CollectRows(rows, scanRecord)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: list by customer: %w", err)
+	}
+	return recs, nil
+}
+
+// ListByInvoice returns every email of the invoice, newest first, however
+// old: the dispatched rows are the invoice's delivery record.
+func ListByInvoice(ctx context.Context, db DB, invoiceID string) ([]Record, error) {
+	rows, err := db.Query(ctx, `SELECT `+recordColumns+` FROM email_outbox
+WHERE invoice_id = $1
+ORDER BY created_at DESC, id`, invoiceID)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: list by invoice: %w", err)
+	}
+	recs, err := pgx.CollectRows(rows, scanRecord)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: list by invoice: %w", err)
+	}
+	return recs, nil
+}
+
+func scanRecord(row pgx.CollectableRow) (Record, error) {
+	var r Record
+	var kind, status, attemptNumber string
+	err := row.Scan(&r.ID, &kind, &r.CustomerID, &r.InvoiceID, &status, &r.Attempts, &r.NextAttemptAt,
+		&r.LastError, &r.CreatedAt, &r.DispatchedAt,
+		&r.To, &r.Subject, &r.InvoiceNumber, &attemptNumber, &r.Trigger, &r.Payload)
+	r.Kind, r.Status = Kind(kind), Status(status)
+	// Written by any language; a non-integer value reads as 0, not an error.
+	r.AttemptNumber, _ = strconv.Atoi(attemptNumber)
+	return r, err
+}

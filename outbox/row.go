@@ -1,0 +1,216 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/postbox/postbox/leases"
+	"github.com/postbox/postbox/smtp"
+)
+
+// Result is what happened to one started row: the outcome its mark
+// recorded (or tried to), and why. AfterSend receives it.
+type Result struct {
+	RowID   string
+	Kind    Kind
+	Attempt int     // the row's attempts, counting this one
+	Outcome Outcome // as marked; OutcomeFailed also when the backoff ran out
+	Err     error   // why: the failure behind OutcomeFailed or OutcomeRetry, the skip reason
+	RetryIn time.Duration
+
+	// Mark is the mark's own error: nil when recorded, a *StaleMarkError
+	// when dropped because the row was no longer pending, else the
+	// database error that kept it from running.
+	Mark error
+}
+
+// runRow gives one row its per-row budget, attempts it, marks the outcome
+// and runs the post-send report.
+func (d *Dispatcher) runRow(batchCtx context.Context, row *Row, supp suppressions) Result {
+	rowCtx, cancel := context.WithTimeout(batchCtx, d.leases.PerRowBudget)
+	defer cancel()
+	res := Result{RowID: row.ID, Kind: row.Kind, Attempt: row.Attempts}
+	res.Outcome, res.Err = d.attempt(rowCtx, row, supp)
+	d.record(rowCtx, row, &res)
+	d.report(rowCtx, res)
+	return res
+}
+
+// attempt runs the steps of one send, each under its sub-budget, and
+// classifies the result. A panic anywhere in it is this row's transient
+// failure, not the batch's end.
+func (d *Dispatcher) attempt(ctx context.Context, row *Row, supp suppressions) (outcome Outcome, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			d.logger.Error("email row panicked; recorded as a transient failure",
+				"row_id", row.ID, "attempt", row.Attempts, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			outcome, err = OutcomeRetry, fmt.Errorf("panic: %v", v)
+		}
+	}()
+
+	if row.decodeErr != nil {
+		return OutcomeFailed, row.decodeErr
+	}
+
+	sctx, cancel := context.WithTimeout(ctx, leases.SuppressionBudget)
+	err = supp.check(sctx, d.db, row.recipient)
+	cancel()
+	if err != nil {
+		return classify(err), err
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, leases.BrandingBudget)
+	msg, err := d.renderer.Render(rctx, row)
+	cancel()
+	if err != nil {
+		return classify(err), fmt.Errorf("render: %w", err)
+	}
+	msg.RowID, msg.To = row.ID, row.Payload.To
+	if err := checkMessage(msg); err != nil {
+		return OutcomeFailed, err
+	}
+
+	// The sender splits this between dial (DialBudget) and exchange
+	// (min(ExchangeBudget, what is left)).
+	sendCtx, cancel := context.WithTimeout(ctx, leases.DialBudget+leases.ExchangeBudget)
+	start := time.Now()
+	err = d.sender.Send(sendCtx, msg)
+	cancel()
+	d.metrics.send(time.Since(start), err)
+	if err != nil {
+		return classify(err), err
+	}
+	return OutcomeSent, nil
+}
+
+// classify maps an error to the outcome it earns (ADR-072 decision 5).
+// STARTTLS refusals and forbidden plaintext are configuration problems:
+// transient, so fixing the relay resumes delivery without an operator.
+func classify(err error) Outcome {
+	switch {
+	case errors.Is(err, ErrSkip):
+		return OutcomeSkipped
+	case errors.Is(err, smtp.ErrPermanent):
+		return OutcomeFailed
+	default:
+		return OutcomeRetry
+	}
+}
+
+// permanentError makes errors.Is(err, smtp.ErrPermanent) true for failures
+// the outbox itself knows are final: an undecodable payload, a suppressed
+// recipient, a message that would inject headers.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string        { return e.err.Error() }
+func (e permanentError) Unwrap() error        { return e.err }
+func (e permanentError) Is(target error) bool { return target == smtp.ErrPermanent }
+
+func permanent(err error) error { return permanentError{err} }
+
+// checkMessage refuses a rendered message that cannot be sent as built.
+func checkMessage(msg smtp.Message) error {
+	switch {
+	case hasLineBreak(msg.Subject):
+		return permanent(errors.New("header injection: line break in subject"))
+	case hasControl(msg.PDFName):
+		return permanent(errors.New("header injection: control character in attachment name"))
+	case msg.Subject == "":
+		return permanent(errors.New("rendered message has no subject"))
+	case msg.Text == "" && msg.HTML == "":
+		return permanent(errors.New("rendered message has no text or HTML body"))
+	}
+	return nil
+}
+
+// record writes the outcome with its CAS mark and logs it. Every mark
+// error is handled here: a stale mark is logged with the outcome it would
+// have written and counted; any other mark error is logged at error level,
+// counted, and returned through Result.Mark to RunBatch.
+func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
+	log := d.logger.With("row_id", row.ID, "kind", string(row.Kind), "attempt", row.Attempts)
+	var metric string
+	switch res.Outcome {
+	case OutcomeSent:
+		var age time.Duration
+		age, res.Mark = MarkDispatched(ctx, d.db, row.ID)
+		if res.Mark == nil {
+			d.metrics.delivered(age)
+		}
+		metric = metricSent
+	case OutcomeSkipped:
+		res.Mark = MarkSkipped(ctx, d.db, row.ID)
+		metric = metricSkipped
+	case OutcomeFailed:
+		res.Mark = MarkFailed(ctx, d.db, row.ID, res.Err)
+		metric = metricFailedPermanent
+	case OutcomeRetry:
+		wait, ok := d.backoff.Next(row.Attempts)
+		if !ok {
+			res.Outcome = OutcomeFailed
+			res.Err = fmt.Errorf("gave up after %d attempts: %w", row.Attempts, res.Err)
+			res.Mark = MarkFailed(ctx, d.db, row.ID, res.Err)
+			metric = metricFailedExhausted
+			break
+		}
+		res.RetryIn = wait
+		res.Mark = MarkRetry(ctx, d.db, row.ID, wait, res.Err)
+		metric = metricRetried
+	}
+
+	switch {
+	case errors.Is(res.Mark, ErrStaleMark):
+		d.metrics.staleMark(res.Outcome)
+		log.Warn("stale email mark dropped: the row was resolved elsewhere",
+			"outcome", string(res.Outcome), "cause", errString(res.Err))
+		return
+	case res.Mark != nil:
+		d.metrics.markError()
+		log.Error("email mark failed; the row is retried when its lease expires",
+			"outcome", string(res.Outcome), "cause", errString(res.Err), "error", res.Mark.Error())
+		return
+	}
+	d.metrics.outcome(metric)
+	switch res.Outcome {
+	case OutcomeSent:
+		log.Debug("email sent")
+	case OutcomeSkipped:
+		log.Info("email skipped by its renderer", "reason", errString(res.Err))
+	case OutcomeFailed:
+		log.Warn("email failed; it waits for an operator's requeue", "error", res.Err.Error())
+	case OutcomeRetry:
+		level := slog.LevelWarn
+		if errors.Is(res.Err, smtp.ErrSTARTTLSRefused) || errors.Is(res.Err, smtp.ErrPlaintextForbidden) {
+			level = slog.LevelError // a relay or configuration problem someone must fix
+		}
+		log.Log(ctx, level, "email send failed; will retry",
+			"retry_in", res.RetryIn.Round(time.Second).String(), "error", res.Err.Error())
+	}
+}
+
+// report runs the AfterSend hook, bounded by BounceReportBudget and shielded
+// from its panics.
+func (d *Dispatcher) report(rowCtx context.Context, res Result) {
+	if d.afterSend == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rowCtx), leases.BounceReportBudget)
+	defer cancel()
+	defer func() {
+		if v := recover(); v != nil {
+			d.logger.Error("email AfterSend hook panicked", "row_id", res.RowID, "panic", fmt.Sprint(v))
+		}
+	}()
+	d.afterSend(ctx, res)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

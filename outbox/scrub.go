@@ -1,0 +1,46 @@
+package outbox
+
+import (
+	"fmt"
+	"strings"
+)
+
+// scrubbedPayloadKeys are removed from a row's payload by the mark that
+// sets it dispatched or skipped, in the same UPDATE (ADR-072 amendment
+// 2026-10-13). They are the single-use links, the public token and the PDF:
+// what must not outlive the send. Every other key stays, because the
+// invoice timeline, the sent-emails panel and provider webhooks read them
+// (to, invoice_number, attempt_number, trigger, …).
+//
+// Pending rows keep all six until sent (seconds normally, up to the ~72 h
+// backoff while retrying); failed rows keep them, so an operator's requeue
+// sends the complete email. Rows marked before the scrub existed are not
+// rewritten.
+var scrubbedPayloadKeys = []string{
+	"setup_url",
+	"update_url",
+	"password_reset_url",
+	"invite_url",
+	"public_token",
+	"pdf",
+}
+
+// scrubbedKeysSQL is scrubbedPayloadKeys as a SQL text[] literal. The keys
+// are constants of this package (checked to be plain identifiers), not
+// input, so building the literal once is as safe as a parameter and keeps
+// the mark statements' parameters about the row.
+var scrubbedKeysSQL = textArray(scrubbedPayloadKeys)
+
+// scrubSet is the SET clause the dispatched and skipped marks share.
+var scrubSet = "payload = payload - " + scrubbedKeysSQL
+
+func textArray(keys []string) string {
+	quoted := make([]string, len(keys))
+	for i, k := range keys {
+		if k == "" || strings.Trim(k, "abcdefghijklmnopqrstuvwxyz_") != "" {
+			panic(fmt.Sprintf("outbox: payload key %q is not a plain identifier", k))
+		}
+		quoted[i] = "'" + k + "'"
+	}
+	return "ARRAY[" + strings.Join(quoted, ", ") + "]::text[]"
+}
