@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -67,7 +68,10 @@ func Ping(ctx context.Context, url string) error {
 	cfg.ConnectTimeout = 5 * time.Second
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return fmt.Errorf("cannot reach Postgres at %s:%d: %w", cfg.Host, cfg.Port, err)
+		// pgx lists every address it tried on its own line; one line reads
+		// better in a boot error.
+		return fmt.Errorf("cannot reach Postgres at %s:%d: %s", cfg.Host, cfg.Port,
+			strings.Join(strings.Fields(err.Error()), " "))
 	}
 	return conn.Close(ctx)
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net/url"
 	"os"
 	"sync"
 	"testing"
@@ -54,24 +53,42 @@ func URL(t testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	name := "pbtest_" + randomHex(8)
-	if err := adminExec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s", name, template)); err != nil {
+	url, err := pgserver.CreateDatabase(ctx, server.URL, name, template)
+	if err != nil {
 		t.Fatalf("pgtest: clone template: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := adminExec(ctx, fmt.Sprintf("DROP DATABASE IF EXISTS %s WITH (FORCE)", name)); err != nil {
+		if err := pgserver.DropDatabase(ctx, server.URL, name); err != nil {
 			t.Logf("pgtest: drop %s: %v", name, err)
 		}
 	})
-	return withDatabase(server.URL, name)
+	return url
+}
+
+// ServerURL returns a URL to the harness's server with rights to create
+// databases, for commands (like `worker demo`) that make their own.
+func ServerURL(t testing.TB) string {
+	t.Helper()
+	setupOnce.Do(setup)
+	if setupErr != nil {
+		t.Fatalf("pgtest: %v", setupErr)
+	}
+	return server.URL
 }
 
 // NewPool returns a pool on a new, migrated database that is closed and
 // dropped when t ends.
 func NewPool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
-	url := URL(t)
+	return Connect(t, URL(t))
+}
+
+// Connect returns a pool on url (from URL), closed when t ends. Use it when
+// a test shares its database with a subprocess.
+func Connect(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatalf("pgtest: %v", err)
@@ -108,17 +125,18 @@ func ensureTemplate(ctx context.Context, logger *slog.Logger) (string, error) {
 		return name, nil
 	}
 	building := name + "_b" + randomHex(4)
-	if err := adminExec(ctx, "CREATE DATABASE "+building); err != nil {
-		return "", fmt.Errorf("create template: %w", err)
-	}
-	if err := migrate(ctx, withDatabase(server.URL, building), logger); err != nil {
-		_ = adminExec(ctx, "DROP DATABASE IF EXISTS "+building+" WITH (FORCE)")
+	url, err := pgserver.CreateDatabase(ctx, server.URL, building, "")
+	if err != nil {
 		return "", err
 	}
-	err := adminExec(ctx, fmt.Sprintf("ALTER DATABASE %s RENAME TO %s", building, name))
+	if err := migrate(ctx, url, logger); err != nil {
+		_ = pgserver.DropDatabase(ctx, server.URL, building)
+		return "", err
+	}
+	err = adminExec(ctx, fmt.Sprintf("ALTER DATABASE %s RENAME TO %s", building, name))
 	if pgErr := (*pgconn.PgError)(nil); errors.As(err, &pgErr) && pgErr.Code == "42P04" {
 		// Another process won the race; its template is as good as ours.
-		err = adminExec(ctx, "DROP DATABASE IF EXISTS "+building+" WITH (FORCE)")
+		err = pgserver.DropDatabase(ctx, server.URL, building)
 	}
 	return name, err
 }
@@ -171,17 +189,6 @@ func adminQueryRow(ctx context.Context, sql string, args []any, dest ...any) err
 	}
 	defer conn.Close(ctx)
 	return conn.QueryRow(ctx, sql, args...).Scan(dest...)
-}
-
-// withDatabase returns raw with its database name replaced, keeping
-// credentials and parameters.
-func withDatabase(raw, db string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		panic(err) // the URL was already used to connect
-	}
-	u.Path = "/" + db
-	return u.String()
 }
 
 func randomHex(n int) string {
