@@ -109,7 +109,7 @@ func (m *Migrator) Up(ctx context.Context) error {
 	}
 	res, err := m.river.Migrate(ctx, rivermigrate.DirectionUp, nil)
 	if err != nil {
-		return fmt.Errorf("River migrations up: %w", err)
+		return fmt.Errorf("river migrations up: %w", err)
 	}
 	for _, v := range res.Versions {
 		m.logger.InfoContext(ctx, "migration applied", "schema", "river", "version", v.Version, "duration", v.Duration)
@@ -140,7 +140,7 @@ func (m *Migrator) Down(ctx context.Context, all bool) error {
 		return err
 	}
 	if _, err := m.river.Migrate(ctx, rivermigrate.DirectionDown, &rivermigrate.MigrateOpts{TargetVersion: -1}); err != nil {
-		return fmt.Errorf("River migrations down: %w", err)
+		return fmt.Errorf("river migrations down: %w", err)
 	}
 	m.logger.InfoContext(ctx, "migration rolled back", "schema", "river", "version", 0)
 	return nil

@@ -81,8 +81,14 @@ func TestDownOneStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.Postbox.Current != before.Postbox.Current-1 || after.River != before.River {
+	if after.Postbox.Current >= before.Postbox.Current || after.Postbox.Current == 0 || after.River != before.River {
 		t.Fatalf("Down one step: %+v → %+v", before, after)
+	}
+	if err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := m.State(ctx); err != nil || again != before {
+		t.Fatalf("Up after one step down: %+v, %v; want %+v", again, err, before)
 	}
 }
 

@@ -1,0 +1,362 @@
+package main
+
+// Mutations of the webhook pipeline (ADR-072 decisions 3, 4, 5, 7 and the
+// 2026-08-30 amendment), each named with the webhook test that must catch
+// it. The claim mutations edit the shared internal/claim code, like the
+// email outbox's entries, but name the webhook_outbox drainer's own tests:
+// the amendment pins that claim separately.
+//
+// The amendment's matrix also says which test stays green: deleting SKIP
+// LOCKED leaves TestOutbox_ProcessBatch_ConcurrentClaimersDisjoint green
+// (its second dispatcher starts after the first claim committed, so only
+// the lease separates them), and dropping the lease stamp leaves
+// TestOutbox_ProcessBatch_SkipsRowsLockedBySibling green. This runner
+// checks the red half; the green half was checked by hand (see the report
+// in the change that added this file).
+func init() {
+	const (
+		claimGo    = "internal/claim/claim.go"
+		outboxGo   = "webhook/outbox.go"
+		fanoutGo   = "webhook/fanout.go"
+		deliveryGo = "webhook/delivery.go"
+		attemptGo  = "webhook/attempt.go"
+		clientGo   = "webhook/client.go"
+		pkg        = "./webhook/"
+	)
+	register(
+		// Claim-lease over webhook_outbox (amendment 2026-08-30).
+		Mutation{
+			Name:    "webhook claim: drop FOR UPDATE SKIP LOCKED",
+			File:    claimGo,
+			Find:    "\tFOR UPDATE SKIP LOCKED)",
+			Replace: "\t)",
+			Pkg:     pkg,
+			Test:    "TestOutbox_ProcessBatch_SkipsRowsLockedBySibling",
+		},
+		Mutation{
+			Name:    "webhook claim: FOR UPDATE without SKIP LOCKED",
+			File:    claimGo,
+			Find:    "FOR UPDATE SKIP LOCKED)",
+			Replace: "FOR UPDATE)",
+			Pkg:     pkg,
+			Test:    "TestOutbox_ProcessBatch_SkipsRowsLockedBySibling",
+		},
+		Mutation{
+			// $2 stays referenced so the statement still runs: only the
+			// lease is gone.
+			Name:    "webhook claim: drop the lease stamp",
+			File:    claimGo,
+			Find:    "%[2]s = now() + $2::interval",
+			Replace: "%[2]s = %[2]s + 0 * $2::interval",
+			Pkg:     pkg,
+			Test:    "TestOutbox_ProcessBatch_ConcurrentClaimersDisjoint",
+		},
+
+		// Atomic fan-out, handler owns the mark (decision 4).
+		Mutation{
+			Name:    "webhook fan-out: outbox mark outside the fan-out transaction",
+			File:    outboxGo,
+			Find:    "tx.Exec(ctx, outboxDispatchedSQL, outboxID)",
+			Replace: "p.pool.Exec(ctx, outboxDispatchedSQL, outboxID)",
+			Pkg:     pkg,
+			Test:    "TestDispatchFromOutbox_AllOrNothing",
+		},
+		Mutation{
+			Name:    "webhook fan-out: skip the in-transaction CAS mark (backstop only)",
+			File:    outboxGo,
+			Find:    "tx.Exec(ctx, outboxDispatchedSQL, outboxID)",
+			Replace: `tx.Exec(ctx, "SELECT 1")`,
+			Pkg:     pkg,
+			Test:    "TestDispatchFromOutbox_HandlerOwnsMark",
+		},
+		Mutation{
+			Name:    "webhook fan-out: outbox mark without the status = 'pending' guard",
+			File:    outboxGo,
+			Find:    "last_error = NULL\nWHERE id = $1 AND status = 'pending'`",
+			Replace: "last_error = NULL\nWHERE id = $1`",
+			Pkg:     pkg,
+			Test:    "TestDispatchFromOutbox_HandlerOwnsMark",
+		},
+		Mutation{
+			Name:    "webhook fan-out: deliveries born unleased (next_retry_at NULL)",
+			File:    fanoutGo,
+			Find:    "1, now() + $3::interval",
+			Replace: "1, NULL::timestamptz + 0 * $3::interval",
+			Pkg:     pkg,
+			Test:    "TestDispatchFromOutbox_BornLeased",
+		},
+		Mutation{
+			Name:    "webhook fan-out: deliveries born due at once (next_retry_at now())",
+			File:    fanoutGo,
+			Find:    "1, now() + $3::interval",
+			Replace: "1, now() + 0 * $3::interval",
+			Pkg:     pkg,
+			Test:    "TestDispatchFromOutbox_BornLeased",
+		},
+		Mutation{
+			Name:    "webhook fan-out: ignore endpoints' event type filters",
+			File:    fanoutGo,
+			Find:    "cardinality(ep.event_types) = 0 OR ev.event_type = ANY (ep.event_types)",
+			Replace: "true",
+			Pkg:     pkg,
+			Test:    "TestDispatchFromOutbox_BornLeased",
+		},
+		Mutation{
+			Name:    "webhook fan-out: deliver to disabled endpoints",
+			File:    fanoutGo,
+			Find:    "ON ep.enabled AND CASE",
+			Replace: "ON true AND CASE",
+			Pkg:     pkg,
+			Test:    "TestDispatchFromOutbox_BornLeased",
+		},
+
+		// CAS marks (decision 3).
+		Mutation{
+			Name:    "webhook UpdateDelivery: drop the status = 'pending' guard",
+			File:    deliveryGo,
+			Find:    "WHERE id = $1 AND status = 'pending'`",
+			Replace: "WHERE id = $1`",
+			Pkg:     pkg,
+			Test:    "TestUpdateDelivery_DropsStaleFailureMarkAfterSiblingSuccess",
+		},
+		Mutation{
+			Name:    "webhook UpdateDelivery: mark on the caller's context, not detached",
+			File:    deliveryGo,
+			Find:    "ctx, cancel := claim.MarkContext(ctx)",
+			Replace: "ctx, cancel := context.WithCancel(ctx); _ = claim.MarkContext",
+			Pkg:     pkg,
+			Test:    "TestUpdateDelivery_RecordsOnCancelledContext",
+		},
+		Mutation{
+			Name:    "webhook attempt: stale delivery mark not counted",
+			File:    attemptGo,
+			Find:    `p.metrics.staleMark("webhook_deliveries")`,
+			Replace: `_ = "webhook_deliveries"`,
+			Pkg:     pkg,
+			Test:    "TestAttempt_StaleMarkIsCountedNotApplied",
+		},
+
+		// First attempts in process, inside the birth lease.
+		Mutation{
+			Name:    "webhook attempt: start first attempts that would outlive the birth lease",
+			File:    attemptGo,
+			Find:    "return d.leaseEnd.Add(-(r.p.lc.DeliveryBudget + leases.MarkTimeout))",
+			Replace: "return d.leaseEnd.Add(leases.MarkTimeout + time.Hour)",
+			Pkg:     pkg,
+			Test:    "TestProcessBatch_DefersAttemptsThatWouldOutliveTheBirthLease",
+		},
+		Mutation{
+			Name:    "webhook attempt: deferred deliveries not released to the retry worker",
+			File:    attemptGo,
+			Find:    "claim.Release(ctx, r.p.pool, deliveriesTable, r.deferred)",
+			Replace: "claim.Release(ctx, r.p.pool, deliveriesTable, nil)",
+			Pkg:     pkg,
+			Test:    "TestProcessBatch_DefersAttemptsThatWouldOutliveTheBirthLease",
+		},
+
+		Mutation{
+			Name:    "webhook stop: claims go on after Stop",
+			File:    outboxGo,
+			Find:    "if p.stopped.Load() {\n\t\treturn 0, nil",
+			Replace: "if false {\n\t\treturn 0, nil",
+			Pkg:     pkg,
+			Test:    "TestPipeline_StopClaimsNothingMore",
+		},
+
+		// Retry worker (decision 7) and the legacy residual.
+		Mutation{
+			Name:    "webhook retry: drop the legacy NULL next_retry_at branch",
+			File:    "webhook/retry.go",
+			Find:    "LegacyNullDue: true,",
+			Replace: "LegacyNullDue: false,",
+			Pkg:     pkg,
+			Test:    "TestRetry_ClaimsLegacyNullNextRetryAt",
+		},
+		Mutation{
+			Name:    "webhook attempt: attempts unbounded (schedule never spent)",
+			File:    attemptGo,
+			Find:    "wait, ok := p.schedule.Next(m.Attempt)\n\tif !ok {",
+			Replace: "wait, ok := p.schedule.Next(m.Attempt)\n\tif !ok && false {",
+			Pkg:     pkg,
+			Test:    "TestRetry_TransientFailuresEndInFailed",
+		},
+		Mutation{
+			Name:    "webhook attempt: disabled endpoint still sent to",
+			File:    attemptGo,
+			Find:    "case !d.enabled:",
+			Replace: "case !d.enabled && false:",
+			Pkg:     pkg,
+			Test:    "TestRetry_DisabledEndpointFailsWithoutRequest",
+		},
+
+		// Standard Webhooks signing.
+		Mutation{
+			Name:    "webhook sign: webhook-id is the delivery, not the event (unstable across endpoints and replays)",
+			File:    attemptGo,
+			Find:    "req.Header.Set(HeaderID, d.eventID)",
+			Replace: "req.Header.Set(HeaderID, d.id)",
+			Pkg:     pkg,
+			Test:    "TestRetry_FreshTimestampStableID",
+		},
+		Mutation{
+			Name:    "webhook sign: id left out of the signed content",
+			File:    "webhook/sign.go",
+			Find:    "\tmac.Write([]byte(msgID))\n",
+			Replace: "",
+			Pkg:     pkg,
+			Test:    "TestDelivery_SignatureVerifiedByReferenceLibrary",
+		},
+
+		// HTTP delivery rules.
+		Mutation{
+			Name:    "webhook client: follow redirects",
+			File:    clientGo,
+			Find:    "return http.ErrUseLastResponse",
+			Replace: "return nil",
+			Pkg:     pkg,
+			Test:    "TestDelivery_RedirectNotFollowed",
+		},
+		Mutation{
+			Name:    "webhook client: drop the SSRF check",
+			File:    "webhook/ssrf.go",
+			Find:    "return p.check(ap.Addr())",
+			Replace: "_ = ap\n\treturn nil",
+			Pkg:     pkg,
+			Test:    "TestDelivery_SSRFRefusedWithoutAllowlist",
+		},
+		Mutation{
+			Name:    "webhook attempt: SSRF refusal retried instead of failed",
+			File:    attemptGo,
+			Find:    "if errors.Is(err, ErrForbiddenAddress) {",
+			Replace: "if errors.Is(err, ErrForbiddenAddress) && false {",
+			Pkg:     pkg,
+			Test:    "TestDelivery_SSRFRefusedWithoutAllowlist",
+		},
+		Mutation{
+			Name:    "webhook client: drop the 4 KiB excerpt cap",
+			File:    clientGo,
+			Find:    "return truncateUTF8(s, maxExcerptBytes)",
+			Replace: "return s",
+			Pkg:     pkg,
+			Test:    "TestDelivery_ResponseExcerptCapped",
+		},
+		Mutation{
+			Name:    "webhook attempt: 410 Gone does not disable the endpoint",
+			File:    attemptGo,
+			Find:    "endpoint disabled\"\n\t\treturn m, true",
+			Replace: "endpoint disabled\"\n\t\treturn m, false",
+			Pkg:     pkg,
+			Test:    "TestDelivery_GoneDisablesEndpoint",
+		},
+		Mutation{
+			Name:    "webhook attempt: Retry-After ignored",
+			File:    attemptGo,
+			Find:    "if honour {",
+			Replace: "if honour && false {",
+			Pkg:     pkg,
+			Test:    "TestDelivery_RetryAfterHonoured",
+		},
+		Mutation{
+			Name:    "webhook schedule: Retry-After not clamped",
+			File:    "webhook/schedule.go",
+			Find:    "return min(max(wait, MinRetryAfter), MaxRetryAfter), true",
+			Replace: "return wait, true",
+			Pkg:     pkg,
+			Test:    "TestRetryAfter",
+		},
+		Mutation{
+			Name:    "webhook attempt: plain http sent in production",
+			File:    attemptGo,
+			Find:    `case p.cfg.Production && !strings.HasPrefix(d.url, "https://"):`,
+			Replace: `case p.cfg.Production && strings.HasPrefix(d.url, "never://"):`,
+			Pkg:     pkg,
+			Test:    "TestDelivery_ProductionRefusesPlainHTTP",
+		},
+
+		// Enqueue and endpoints.
+		Mutation{
+			Name:    "webhook enqueue: no payload size limit",
+			File:    "webhook/enqueue.go",
+			Find:    "if len(payload) > limit {",
+			Replace: "if len(payload) > limit && false {",
+			Pkg:     pkg,
+			Test:    "TestEnqueue",
+		},
+		Mutation{
+			Name:    "webhook enqueue: no JSON validation",
+			File:    "webhook/enqueue.go",
+			Find:    "if !json.Valid(payload) {",
+			Replace: "if !json.Valid(payload) && false {",
+			Pkg:     pkg,
+			Test:    "TestEnqueue",
+		},
+		Mutation{
+			Name:    "webhook endpoints: http accepted in production",
+			File:    "webhook/endpoint.go",
+			Find:    `case production && u.Scheme != "https":`,
+			Replace: `case production && u.Scheme == "never":`,
+			Pkg:     pkg,
+			Test:    "TestCreateEndpoint_Refuses",
+		},
+
+		// Replay (decision 4) and pruning (amendment 2026-08-30).
+		Mutation{
+			Name:    "webhook replay: interrupted clone not reused",
+			File:    "webhook/replay.go",
+			Find:    "WHERE c.replay_of = $1 AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = c.id)",
+			Replace: "WHERE false AND c.replay_of = $1",
+			Pkg:     pkg,
+			Test:    "TestReplayEvent",
+		},
+		Mutation{
+			Name:    "webhook replay: settled families replayed again",
+			File:    "webhook/replay.go",
+			Find:    "AND fd.status IN ('pending', 'succeeded'))",
+			Replace: "AND false)",
+			Pkg:     pkg,
+			Test:    "TestReplayFailedSince",
+		},
+		Mutation{
+			Name:    "webhook replay: clone of a clone (families not flat)",
+			File:    "webhook/replay.go",
+			Find:    "`SELECT coalesce(replay_of, id) FROM webhook_events WHERE id = $1`",
+			Replace: "`SELECT id FROM webhook_events WHERE id = $1`",
+			Pkg:     pkg,
+			Test:    "TestReplayEvent",
+		},
+		Mutation{
+			Name:    "webhook prune: pending and failed rows deleted too",
+			File:    "webhook/prune.go",
+			Find:    "WHERE status = 'dispatched' AND dispatched_at < now() - $1::interval",
+			Replace: "WHERE coalesce(dispatched_at, created_at) < now() - $1::interval",
+			Pkg:     pkg,
+			Test:    "TestPrune_OnlyDispatchedOutboxRowsPastRetention",
+		},
+		Mutation{
+			Name:    "webhook prune: retention ignored",
+			File:    "webhook/prune.go",
+			Find:    "dispatched_at < now() - $1::interval",
+			Replace: "dispatched_at < now() + 0 * $1::interval",
+			Pkg:     pkg,
+			Test:    "TestPrune_OnlyDispatchedOutboxRowsPastRetention",
+		},
+
+		// River wiring.
+		Mutation{
+			Name:    "webhook jobs: River's default uniqueness (blocks ticks behind completed ones)",
+			File:    "jobs/webhook.go",
+			Find:    "UniqueOpts:  river.UniqueOpts{ByState: webhookUniqueStates},",
+			Replace: "UniqueOpts:  river.UniqueOpts{ByQueue: true},",
+			Pkg:     "./jobs/",
+			Test:    "TestWebhookArgs_InsertOpts",
+		},
+		Mutation{
+			Name:    "webhook jobs: Enqueue's kick inserts nothing",
+			File:    "jobs/webhook.go",
+			Find:    "client.InsertTx(ctx, tx, WebhookKickArgs{}, nil)",
+			Replace: "(*rivertype.JobInsertResult)(nil), error(nil)",
+			Pkg:     "./jobs/",
+			Test:    "TestWebhookKick_BurstLeavesOnePendingKick|TestWebhookEndToEnd_KickDeliversWithoutTick",
+		},
+	)
+}

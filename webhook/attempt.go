@@ -1,0 +1,345 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/leases"
+)
+
+// delivery is one webhook_deliveries row ready for an attempt: what was
+// born or claimed, plus what the request needs.
+type delivery struct {
+	id, eventID, endpointID string
+	url, secret             string
+	enabled                 bool
+	body                    []byte // the event's JSON body, shared by all its deliveries
+	attempt                 int    // webhook_deliveries.attempts when born or claimed
+	leaseEnd                time.Time
+}
+
+// eventBody is what every endpoint receives for an event, the Standard
+// Webhooks payload shape. It is built from stored columns only, so every
+// attempt sends the same bytes; only the signature's timestamp changes.
+func eventBody(eventType string, createdAt time.Time, payload []byte) ([]byte, error) {
+	return json.Marshal(struct {
+		Type      string          `json:"type"`
+		Timestamp time.Time       `json:"timestamp"`
+		Data      json.RawMessage `json:"data"`
+	}{eventType, createdAt.UTC(), payload})
+}
+
+// runner starts attempts on their own goroutines within the Pipeline's
+// concurrency bound and collects their outcomes. One runner serves one
+// drain, retry pass or replay; finish waits for its attempts.
+type runner struct {
+	p        *Pipeline
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	sum      Summary
+	deferred []string
+}
+
+func (p *Pipeline) newRunner() *runner { return &runner{p: p} }
+
+// start runs d's attempt once a slot is free. An attempt must finish, its
+// mark included, before d's lease expires — otherwise the retry worker may
+// claim the row while the attempt is still running and POST it twice. So
+// start waits for a slot only until the last moment that still allows a
+// whole DeliveryBudget plus MarkTimeout inside the lease, or until wait is
+// done; a delivery that gets no slot is released to the retry worker.
+//
+// ctx bounds the attempt itself; wait bounds only the queueing.
+func (r *runner) start(ctx, wait context.Context, d delivery) {
+	gate, cancel := context.WithDeadline(wait, r.startBy(d))
+	defer cancel()
+	if r.p.acquireSlots(gate, 1) == 0 {
+		r.deferDelivery(d.id)
+		return
+	}
+	r.launch(ctx, d)
+}
+
+// startBy is the last moment d's attempt may start.
+func (r *runner) startBy(d delivery) time.Time {
+	return d.leaseEnd.Add(-(r.p.lc.DeliveryBudget + leases.MarkTimeout))
+}
+
+// launch runs d's attempt on its own goroutine in a slot the caller holds,
+// unless it is too late for d's lease or the pipeline is stopping.
+func (r *runner) launch(ctx context.Context, d delivery) {
+	if time.Now().After(r.startBy(d)) || r.p.stopped.Load() {
+		r.p.releaseSlots(1)
+		r.deferDelivery(d.id)
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer r.p.releaseSlots(1)
+		defer func() {
+			// River recovers panics in Work, not in goroutines Work starts.
+			// The row keeps its lease and is retried when it expires.
+			if v := recover(); v != nil {
+				r.p.logger.Error("panic in webhook attempt", "delivery_id", d.id, "panic", fmt.Sprint(v))
+			}
+		}()
+		o := r.p.attempt(ctx, d)
+		r.mu.Lock()
+		r.sum.add(o)
+		r.mu.Unlock()
+	}()
+}
+
+// acquireSlots waits until at least one attempt slot is free, then takes up
+// to n free ones without waiting more. It returns how many it took; 0 when
+// ctx ended first.
+func (p *Pipeline) acquireSlots(ctx context.Context, n int) int {
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	got := 1
+	for got < n {
+		select {
+		case p.sem <- struct{}{}:
+			got++
+		default:
+			return got
+		}
+	}
+	return got
+}
+
+func (p *Pipeline) releaseSlots(n int) {
+	for range n {
+		<-p.sem
+	}
+}
+
+func (r *runner) deferDelivery(id string) {
+	r.mu.Lock()
+	r.deferred = append(r.deferred, id)
+	r.mu.Unlock()
+}
+
+func (r *runner) count(s Summary) {
+	r.mu.Lock()
+	r.sum.add(s)
+	r.mu.Unlock()
+}
+
+// finish waits for every attempt started and releases the deferred rows so
+// the retry worker takes them at once instead of after their lease. A
+// released row keeps the attempt its birth or claim counted
+// (claim.Release): like a claim-then-crash, it still advances toward its
+// bound.
+func (r *runner) finish(ctx context.Context) Summary {
+	r.wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := len(r.deferred); n > 0 {
+		r.sum.Deferred += n
+		r.p.metrics.deferred(n)
+		if _, err := claim.Release(ctx, r.p.pool, deliveriesTable, r.deferred); err != nil {
+			r.p.logger.Warn("release deferred deliveries; they wait out their lease instead",
+				"deliveries", n, "error", err.Error())
+		} else {
+			r.p.logger.Info("attempts deferred to the retry worker: no slot within the lease, or stopping", "deliveries", n)
+		}
+		r.deferred = nil
+	}
+	return r.sum
+}
+
+// attempt makes one attempt at d, records it with UpdateDelivery, and
+// returns what happened as a one-row Summary.
+func (p *Pipeline) attempt(ctx context.Context, d delivery) Summary {
+	log := p.logger.With("delivery_id", d.id, "event_id", d.eventID, "endpoint_id", d.endpointID, "attempt", d.attempt)
+
+	var mark DeliveryMark
+	gone := false
+	switch {
+	case !d.enabled:
+		// No request: the endpoint was disabled after the delivery was
+		// created. Failing it (rather than leaving it pending forever) lets
+		// an operator replay it with ReplayFailedSince after re-enabling.
+		mark = DeliveryMark{Status: StatusFailed, Error: "endpoint disabled"}
+	case p.cfg.Production && !strings.HasPrefix(d.url, "https://"):
+		mark = DeliveryMark{Status: StatusFailed, Error: "endpoint url is not https and APP_ENV=production"}
+	default:
+		mark, gone = p.send(ctx, d)
+		p.metrics.attemptDuration(mark.Duration.Seconds())
+	}
+
+	var out Summary
+	err := UpdateDelivery(ctx, p.pool, d.id, mark)
+	switch {
+	case errors.Is(err, ErrStaleDeliveryMark):
+		out.Stale = 1
+		p.metrics.staleMark("webhook_deliveries")
+		log.Warn("stale delivery mark dropped: a sibling resolved the delivery first",
+			"would_mark", string(mark.Status), "status_code", mark.StatusCode)
+	case err != nil:
+		p.metrics.markError()
+		log.Error("delivery mark lost; the delivery is attempted again when its lease expires",
+			"would_mark", string(mark.Status), "error", err.Error())
+	default:
+		logAttempt(log, mark)
+		switch mark.Status {
+		case StatusSucceeded:
+			out.Succeeded = 1
+			p.metrics.delivery("succeeded")
+		case StatusPending:
+			out.Retrying = 1
+			p.metrics.delivery("retried")
+		case StatusFailed:
+			out.Failed = 1
+			p.metrics.delivery("failed")
+		}
+	}
+	if gone {
+		p.disableGone(ctx, d, log)
+	}
+	return out
+}
+
+func logAttempt(log *slog.Logger, m DeliveryMark) {
+	attrs := []any{"outcome", string(m.Status), "status_code", m.StatusCode, "duration_ms", m.Duration.Milliseconds()}
+	switch m.Status {
+	case StatusSucceeded:
+		log.Debug("webhook delivered", attrs...)
+	case StatusPending:
+		log.Info("webhook attempt failed; will retry", append(attrs, "retry_in", m.RetryIn.Round(time.Millisecond).String(), "error", m.Error)...)
+	default:
+		log.Warn("webhook delivery failed for good", append(attrs, "error", m.Error)...)
+	}
+}
+
+// send POSTs d's body with fresh Standard Webhooks headers and classifies
+// the answer. gone reports a 410, which disables the endpoint.
+//
+//	2xx                         succeeded
+//	410 Gone                    failed; endpoint disabled
+//	SSRF refusal, bad url/secret failed (permanent: retrying cannot help)
+//	429/503 with Retry-After    pending, retried after the header's wait (clamped)
+//	3xx (never followed), other non-2xx, network error, timeout
+//	                            pending on the schedule; failed once it is spent
+func (p *Pipeline) send(ctx context.Context, d delivery) (m DeliveryMark, gone bool) {
+	m.Attempt = d.attempt
+	key, err := secretKey(d.secret)
+	if err != nil {
+		m.Status, m.Error = StatusFailed, "endpoint secret unusable: "+err.Error()
+		return m, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.lc.DeliveryBudget)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(d.body))
+	if err != nil {
+		m.Status, m.Error = StatusFailed, "endpoint url unusable: "+err.Error()
+		return m, false
+	}
+	now := time.Now()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", p.cfg.UserAgent)
+	req.Header.Set(HeaderID, d.eventID)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(HeaderSignature, sign(key, d.eventID, now, d.body))
+
+	resp, err := p.client.Do(req)
+	if err != nil {
+		m.Duration = time.Since(now)
+		m.Error = describeSendError(ctx, err, p.lc.DeliveryBudget)
+		if errors.Is(err, ErrForbiddenAddress) {
+			m.Status = StatusFailed
+			return m, false
+		}
+		p.retryOrFail(&m, 0, false)
+		return m, false
+	}
+	defer resp.Body.Close()
+	m.Excerpt, _ = readExcerpt(resp.Body) // a body cut short changes nothing about the status
+	m.Duration = time.Since(now)
+	m.StatusCode = resp.StatusCode
+
+	switch code := resp.StatusCode; {
+	case code >= 200 && code < 300:
+		m.Status = StatusSucceeded
+	case code == http.StatusGone:
+		m.Status, m.Error = StatusFailed, "410 Gone: the receiver asked not to be sent again; endpoint disabled"
+		return m, true
+	case code >= 300 && code < 400:
+		m.Error = fmt.Sprintf("HTTP %d redirect not followed (Location: %q); update the endpoint url instead", code, resp.Header.Get("Location"))
+		p.retryOrFail(&m, 0, false)
+	default:
+		m.Error = fmt.Sprintf("HTTP %d", code)
+		wait, ok := retryAfter(code, resp.Header, time.Now())
+		if ok {
+			m.Error += fmt.Sprintf(" (Retry-After honoured: %s)", wait)
+		}
+		p.retryOrFail(&m, wait, ok)
+	}
+	return m, false
+}
+
+// retryOrFail sets m pending with the schedule's next wait — or the
+// receiver's Retry-After when it gave one — or failed when the schedule is
+// spent. Retry-After never buys attempts past the schedule's bound.
+func (p *Pipeline) retryOrFail(m *DeliveryMark, after time.Duration, honour bool) {
+	wait, ok := p.schedule.Next(m.Attempt)
+	if !ok {
+		m.Status = StatusFailed
+		m.Error += fmt.Sprintf(" (gave up after %d attempts)", m.Attempt)
+		return
+	}
+	if honour {
+		wait = after
+	}
+	m.Status, m.RetryIn = StatusPending, wait
+}
+
+// describeSendError says what went wrong without the URL, which may carry a
+// token in its query string and would otherwise reach logs.
+func describeSendError(ctx context.Context, err error, budget time.Duration) string {
+	// The budget is enforced three ways (context, client timeout, response
+	// header timeout) and whichever fires first names the error; they all
+	// mean the same thing to an operator.
+	var timeout interface{ Timeout() bool }
+	if ctx.Err() == context.DeadlineExceeded || (errors.As(err, &timeout) && timeout.Timeout()) {
+		return fmt.Sprintf("no answer within the %s delivery budget", budget)
+	}
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	return err.Error()
+}
+
+// disableGone disables an endpoint that answered 410 Gone. The reason is
+// stored on the row and logged, so `worker endpoints list` shows why.
+func (p *Pipeline) disableGone(ctx context.Context, d delivery, log *slog.Logger) {
+	ctx, cancel := claim.MarkContext(ctx)
+	defer cancel()
+	reason := fmt.Sprintf("receiver answered 410 Gone at %s (delivery %s)", time.Now().UTC().Format(time.RFC3339), d.id)
+	tag, err := p.pool.Exec(ctx, `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $2, updated_at = now()
+WHERE id = $1 AND enabled`, d.endpointID, reason)
+	switch {
+	case err != nil:
+		log.Error("disable endpoint after 410 Gone", "error", err.Error())
+	case tag.RowsAffected() > 0:
+		p.metrics.endpointDisabled()
+		log.Warn("endpoint disabled: receiver answered 410 Gone", "reason", reason)
+	}
+}

@@ -1,0 +1,187 @@
+package webhook
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults for Config. Each is what a newcomer gets with no environment.
+const (
+	// DefaultOutboxRetention is how long a dispatched webhook_outbox row is
+	// kept before the pruner deletes it. A dispatched row is pure transport
+	// intent — webhook_events and webhook_deliveries are the replayable
+	// record (ADR-072 amendment 2026-08-30) — so a week is only a debugging
+	// aid: it lets an operator match an event to the row that produced it.
+	DefaultOutboxRetention = 7 * 24 * time.Hour
+
+	// DefaultMaxPayloadBytes bounds an event payload at enqueue. It is sent
+	// to every subscribed endpoint on every attempt, so it stays modest.
+	DefaultMaxPayloadBytes = 256 << 10
+
+	// DefaultConcurrency bounds the HTTP attempts one process runs at once.
+	DefaultConcurrency = 32
+
+	// DefaultUserAgent is sent with every delivery.
+	DefaultUserAgent = "postbox-webhook/1"
+)
+
+// Environment variables read by ConfigFromEnv.
+const (
+	EnvAllowedCIDRs    = "WEBHOOK_ALLOWED_CIDRS"     // comma-separated CIDRs the SSRF guard admits
+	EnvOutboxRetention = "WEBHOOK_OUTBOX_RETENTION"  // e.g. 168h or 7d
+	EnvMaxPayloadBytes = "WEBHOOK_MAX_PAYLOAD_BYTES" // e.g. 262144
+	EnvConcurrency     = "WEBHOOK_CONCURRENCY"       // in-process HTTP attempts at once
+	EnvUserAgent       = "WEBHOOK_USER_AGENT"
+	EnvAppEnv          = "APP_ENV" // production requires https endpoints
+)
+
+// Config is the webhook side's runtime configuration. Lease figures live in
+// leases.Config; these are the knobs that are not about timing.
+type Config struct {
+	// AllowedCIDRs admits addresses the SSRF guard would otherwise refuse
+	// (loopback, private, link-local…). Empty in production, normally; tests
+	// and local setups admit 127.0.0.0/8 to reach their receivers.
+	AllowedCIDRs []netip.Prefix
+
+	// OutboxRetention is the age past which the pruner deletes dispatched
+	// webhook_outbox rows. Zero means DefaultOutboxRetention.
+	OutboxRetention time.Duration
+
+	// MaxPayloadBytes is the largest payload Enqueue accepts. Zero means
+	// DefaultMaxPayloadBytes.
+	MaxPayloadBytes int
+
+	// Concurrency bounds the HTTP attempts in flight in one process. Zero
+	// means DefaultConcurrency.
+	Concurrency int
+
+	// Production requires https endpoint URLs (APP_ENV=production), both
+	// when an endpoint is created and when a delivery is attempted.
+	Production bool
+
+	// UserAgent is sent with every delivery. Empty means DefaultUserAgent.
+	UserAgent string
+}
+
+// DefaultConfig returns the configuration a worker runs with when the
+// environment sets nothing.
+func DefaultConfig() Config {
+	return Config{
+		OutboxRetention: DefaultOutboxRetention,
+		MaxPayloadBytes: DefaultMaxPayloadBytes,
+		Concurrency:     DefaultConcurrency,
+		UserAgent:       DefaultUserAgent,
+	}
+}
+
+// withDefaults fills zero fields, so a Config literal naming only what it
+// cares about is valid.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.OutboxRetention == 0 {
+		c.OutboxRetention = d.OutboxRetention
+	}
+	if c.MaxPayloadBytes == 0 {
+		c.MaxPayloadBytes = d.MaxPayloadBytes
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = d.Concurrency
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = d.UserAgent
+	}
+	return c
+}
+
+// ConfigFromEnv reads the webhook configuration through lookup
+// (os.LookupEnv in production). A value that does not parse is an error
+// naming its variable, never a silent fallback.
+func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
+	c := DefaultConfig()
+	get := func(name string) (string, bool) {
+		v, ok := lookup(name)
+		v = strings.TrimSpace(v)
+		return v, ok && v != ""
+	}
+
+	if s, ok := get(EnvAllowedCIDRs); ok {
+		cidrs, err := ParseCIDRs(s)
+		if err != nil {
+			return c, fmt.Errorf("%s=%q: %w", EnvAllowedCIDRs, s, err)
+		}
+		c.AllowedCIDRs = cidrs
+	}
+	if s, ok := get(EnvOutboxRetention); ok {
+		d, err := parseRetention(s)
+		if err != nil {
+			return c, fmt.Errorf("%s=%q: %w", EnvOutboxRetention, s, err)
+		}
+		c.OutboxRetention = d
+	}
+	ints := []struct {
+		name string
+		dst  *int
+	}{{EnvMaxPayloadBytes, &c.MaxPayloadBytes}, {EnvConcurrency, &c.Concurrency}}
+	for _, v := range ints {
+		if s, ok := get(v.name); ok {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 1 {
+				return c, fmt.Errorf("%s=%q: must be a positive integer", v.name, s)
+			}
+			*v.dst = n
+		}
+	}
+	if s, ok := get(EnvUserAgent); ok {
+		c.UserAgent = s
+	}
+	if s, ok := get(EnvAppEnv); ok {
+		c.Production = s == "production"
+	}
+	return c, nil
+}
+
+// ParseCIDRs parses a comma-separated list such as "127.0.0.0/8, ::1/128".
+// A bare address is read as a single-address prefix.
+func ParseCIDRs(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		if !strings.Contains(part, "/") {
+			addr, err := netip.ParseAddr(part)
+			if err != nil {
+				return nil, fmt.Errorf("%q is neither a CIDR nor an address", part)
+			}
+			out = append(out, netip.PrefixFrom(addr, addr.BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR such as 10.0.0.0/8", part)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// parseRetention accepts a Go duration (168h) or a whole number of days
+// (7d), which is how an operator thinks about retention.
+func parseRetention(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 {
+			return 0, fmt.Errorf("must be a positive duration such as 7d or 168h")
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("must be a positive duration such as 7d or 168h")
+	}
+	return d, nil
+}

@@ -1,0 +1,94 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/postbox/postbox/internal/claim"
+)
+
+// DeliveryStatus is webhook_deliveries.status.
+type DeliveryStatus string
+
+// Delivery states. Pending is at-least-once (a crash or lease expiry can add
+// one duplicate attempt); Succeeded and Failed are terminal.
+const (
+	StatusPending   DeliveryStatus = "pending"
+	StatusSucceeded DeliveryStatus = "succeeded"
+	StatusFailed    DeliveryStatus = "failed"
+)
+
+// DeliveryMark is the outcome of one attempt, as UpdateDelivery records it.
+type DeliveryMark struct {
+	// Status is the delivery's new state: Succeeded, Failed, or Pending to
+	// retry after RetryIn.
+	Status  DeliveryStatus
+	RetryIn time.Duration // Pending only: the wait before the next attempt
+
+	// The attempt log row. Attempt is the delivery's attempts count when
+	// it was attempted (birth counts as the first claim); zero means no
+	// HTTP attempt was made (e.g. the endpoint was disabled) and nothing is
+	// logged.
+	Attempt    int
+	StatusCode int // zero when there was no response
+	Duration   time.Duration
+	Error      string // empty on success
+	Excerpt    string // at most 4096 bytes of the response body
+}
+
+// updateDeliverySQL logs the attempt and applies the mark in one statement.
+//
+// The attempt row is written whether or not the mark applies: the HTTP
+// request happened and the log is the record of what receivers were sent.
+// The mark itself is a compare-and-set on status = 'pending' (ADR-072
+// decision 3): a writer whose lease expired and whose delivery a sibling
+// already resolved is dropped, never applied — a late failure must not
+// overwrite a sibling's success. attempts is not touched: claims count
+// attempts, marks never do.
+const updateDeliverySQL = `WITH attempt AS (
+	INSERT INTO webhook_delivery_attempts (delivery_id, attempt, status_code, duration_ms, error, response_excerpt)
+	SELECT $1::uuid, $2::int, NULLIF($3::int, 0), $4::int, NULLIF($5::text, ''), $6::text
+	WHERE $2::int > 0
+)
+UPDATE webhook_deliveries SET
+	status        = $7::text,
+	last_error    = NULLIF($5, ''),
+	next_retry_at = CASE WHEN $7 = 'pending' THEN now() + $8::interval ELSE next_retry_at END,
+	delivered_at  = CASE WHEN $7 = 'succeeded' THEN now() END
+WHERE id = $1 AND status = 'pending'`
+
+// UpdateDelivery records one attempt and applies its mark. It runs on a
+// context detached from ctx's cancellation and bounded by
+// leases.MarkTimeout: an attempt already made is always recorded, even when
+// the batch that made it has been cancelled.
+//
+// It returns ErrStaleDeliveryMark when the delivery was no longer pending
+// (the attempt is still logged). Callers log and count it; none discards it.
+func UpdateDelivery(ctx context.Context, db DB, deliveryID string, m DeliveryMark) error {
+	switch m.Status {
+	case StatusPending, StatusSucceeded, StatusFailed:
+	default:
+		return fmt.Errorf("webhook: update delivery %s: unknown status %q", deliveryID, m.Status)
+	}
+	ctx, cancel := claim.MarkContext(ctx)
+	defer cancel()
+	tag, err := db.Exec(ctx, updateDeliverySQL,
+		deliveryID, m.Attempt, m.StatusCode, max(m.Duration.Milliseconds(), 0), m.Error,
+		nullIfEmpty(m.Excerpt, m.StatusCode), string(m.Status), m.RetryIn)
+	if err != nil {
+		return fmt.Errorf("webhook: update delivery %s: %w", deliveryID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w (delivery %s)", ErrStaleDeliveryMark, deliveryID)
+	}
+	return nil
+}
+
+// nullIfEmpty stores NULL for "no response" and an empty string for an empty body.
+func nullIfEmpty(excerpt string, statusCode int) *string {
+	if excerpt == "" && statusCode == 0 {
+		return nil
+	}
+	return &excerpt
+}

@@ -1,0 +1,100 @@
+/*
+Package webhook delivers webhooks out of Postgres without losing an event and
+without re-sending a delivered one: endpoints, the webhook_outbox drainer and
+its atomic fan-out, first attempts in process, the retry worker, replay,
+Standard Webhooks signing, and an HTTP client that refuses to reach internal
+addresses. It implements ADR-072 decisions 3, 4, 5 and 7 and the 2026-08-30
+amendments.
+
+# Enqueue
+
+An application writes an event into webhook_outbox inside its own
+transaction, so the event exists if and only if that transaction commits:
+
+	id, err := webhook.Enqueue(ctx, tx, "invoice.paid", []byte(`{"invoice_id":"in_1"}`))
+
+An [Enqueuer] with a Kick also adds a River job to the same transaction
+(jobs.WebhookKick), so the outbox is drained right after commit instead of at
+the next periodic tick. Any language can enqueue with plain SQL:
+
+	INSERT INTO webhook_outbox (event_type, payload) VALUES ('invoice.paid', '{"invoice_id":"in_1"}');
+
+# Fan-out
+
+[Pipeline.ProcessBatch] claims due outbox rows with the claim-lease shared
+with the email outbox (one short statement: FOR UPDATE SKIP LOCKED, a lease
+stamp, attempts+1). For each row, [Pipeline.DispatchFromOutbox] runs ONE
+transaction that marks the row dispatched (a compare-and-set on status =
+'pending'), creates its event, and creates a delivery for every enabled
+endpoint subscribed to the event type. Deliveries are born leased:
+attempts = 1 and next_retry_at = now() + BirthLeaseWindow, never NULL. The
+birth lease is the claim of the first attempt, which this process makes right
+after commit; the retry worker cannot take a delivery inside it. A crash at
+any point leaves either nothing (the row is claimed again when its lease
+expires) or everything (the event, its deliveries and the mark); never an
+event without deliveries, never a second event for a row.
+
+# Attempts
+
+Each attempt POSTs the event's JSON body with Standard Webhooks headers:
+webhook-id (the event id, stable across attempts so receivers can dedupe),
+webhook-timestamp (fresh per attempt) and webhook-signature (v1, HMAC-SHA256
+of id.timestamp.body under the endpoint's whsec_ secret). It is bounded by
+DeliveryBudget and recorded by [UpdateDelivery]: one attempt-log row (status
+code, duration, error, at most 4 KiB of the response) and a compare-and-set
+mark on status = 'pending', on a context detached from the caller's, so a
+result already obtained is never lost and a stale writer is dropped, never
+applied ([ErrStaleDeliveryMark]).
+
+	2xx                       succeeded
+	410 Gone                  failed, and the endpoint is disabled (logged, reason stored)
+	refused address           failed (permanent: see below)
+	429/503 + Retry-After     retried after the header's wait, clamped to [1s, 1h]
+	3xx (never followed), other statuses, network errors, timeouts
+	                          retried on DefaultSchedule with jitter; failed once it is spent
+
+# Retries
+
+The retry worker ([Pipeline.Retry], run by a leader-inserted, unique
+periodic River job) claims up to RetryClaimBatch due pending deliveries at a
+time with lease RetryClaimLease(n), including legacy pre-P5 rows whose
+next_retry_at is NULL, and attempts each with a fresh signature. It claims
+no more deliveries than it has free attempt slots, so a claimed delivery never
+queues for one.
+
+First attempts share the same slots ([Config].Concurrency). One that could
+not start while a whole DeliveryBudget still fits in its birth lease is not
+started late: it is released to the retry worker, so an in-process attempt
+and a retry never overlap.
+
+# SSRF guard
+
+The delivery client checks every address it connects to, after DNS
+resolution and immediately before connect, so a name that resolves to a
+public address when checked and to 169.254.169.254 when dialled cannot slip
+through. Loopback, private, link-local (cloud metadata included), CGNAT,
+multicast, unspecified, IPv4-mapped IPv6, IPv6 unique-local and a few
+reserved ranges are refused unless WEBHOOK_ALLOWED_CIDRS admits them. A
+refusal names the address and fails the delivery for good. Redirects are
+never followed and no proxy is used.
+
+# Replay and pruning
+
+[Pipeline.ReplayEvent] and [Pipeline.ReplayFailedSince] send events again as
+clones linked by replay_of: the clone is committed first, then its
+born-leased deliveries are created in one statement; an interrupted replay
+leaves a visible clone without deliveries, and running it again completes it.
+[Pipeline.Prune] deletes dispatched webhook_outbox rows older than
+Config.OutboxRetention (default seven days); events, deliveries and attempts
+are never pruned.
+
+# River
+
+This package imports no River code. Package jobs wires it: the tick and kick
+jobs call [Pipeline.Drain], the retry job [Pipeline.Retry], the prune job
+[Pipeline.Prune]. A job only triggers work; the claim leases and CAS marks
+here are what make two ticks at once, a rescued and re-run tick, or a tick on
+a replica that just lost leadership harmless. [Pipeline.Stop] is the soft
+stop: nothing more is claimed, attempts in flight finish and mark.
+*/
+package webhook

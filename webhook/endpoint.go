@@ -1,0 +1,181 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Endpoint is a receiver of webhooks.
+type Endpoint struct {
+	ID  string `json:"id"`
+	URL string `json:"url"`
+
+	// Secret is the Standard Webhooks signing secret. Only CreateEndpoint
+	// returns it (once, for the operator to hand to the receiver); listings
+	// leave it empty so it is never printed by accident.
+	Secret string `json:"secret,omitempty"`
+
+	// EventTypes filters what the endpoint receives; empty means every
+	// event type.
+	EventTypes []string `json:"event_types"`
+
+	// Enabled endpoints receive new events. An endpoint is disabled by an
+	// operator, or automatically when it answers 410 Gone; DisabledReason
+	// says which.
+	Enabled        bool      `json:"enabled"`
+	DisabledReason string    `json:"disabled_reason,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// EndpointParams describe a new endpoint.
+type EndpointParams struct {
+	URL        string
+	EventTypes []string // empty: every event type
+	Secret     string   // empty: NewSecret generates one
+}
+
+// CreateEndpoint validates p and inserts an enabled endpoint. cfg.Production
+// requires an https URL.
+func CreateEndpoint(ctx context.Context, db DB, cfg Config, p EndpointParams) (Endpoint, error) {
+	if err := ValidateURL(p.URL, cfg.Production); err != nil {
+		return Endpoint{}, err
+	}
+	types, err := normalizeEventTypes(p.EventTypes)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	secret := p.Secret
+	if secret == "" {
+		if secret, err = NewSecret(); err != nil {
+			return Endpoint{}, err
+		}
+	} else if err := ValidateSecret(secret); err != nil {
+		return Endpoint{}, err
+	}
+
+	e := Endpoint{URL: p.URL, Secret: secret, EventTypes: types, Enabled: true}
+	err = db.QueryRow(ctx, `INSERT INTO webhook_endpoints (url, secret, event_types)
+VALUES ($1, $2, $3) RETURNING id, created_at, updated_at`, p.URL, secret, types).
+		Scan(&e.ID, &e.CreatedAt, &e.UpdatedAt)
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("webhook: create endpoint: %w", err)
+	}
+	return e, nil
+}
+
+// ListEndpoints returns every endpoint, oldest first, without secrets.
+func ListEndpoints(ctx context.Context, db DB) ([]Endpoint, error) {
+	rows, err := db.Query(ctx, `SELECT id, url, event_types, enabled, coalesce(disabled_reason, ''), created_at, updated_at
+FROM webhook_endpoints ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: list endpoints: %w", err)
+	}
+	eps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Endpoint, error) {
+		var e Endpoint
+		err := row.Scan(&e.ID, &e.URL, &e.EventTypes, &e.Enabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt)
+		return e, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("webhook: list endpoints: %w", err)
+	}
+	return eps, nil
+}
+
+// DisableEndpoint stops new events from fanning out to the endpoint.
+// Pending deliveries to it fail when the retry worker reaches them, and can
+// be replayed with ReplayFailedSince once it is enabled again.
+func DisableEndpoint(ctx context.Context, db DB, id, reason string) error {
+	if reason == "" {
+		reason = "disabled by operator"
+	}
+	return setEnabled(ctx, db, id, false, reason)
+}
+
+// EnableEndpoint re-enables an endpoint and clears its disabled reason.
+func EnableEndpoint(ctx context.Context, db DB, id string) error {
+	return setEnabled(ctx, db, id, true, "")
+}
+
+func setEnabled(ctx context.Context, db DB, id string, enabled bool, reason string) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, `UPDATE webhook_endpoints
+SET enabled = $2, disabled_reason = NULLIF($3, ''), updated_at = now()
+WHERE id = $1`, id, enabled, reason)
+	if err != nil {
+		return fmt.Errorf("webhook: update endpoint %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: endpoint %s", ErrNotFound, id)
+	}
+	return nil
+}
+
+// ValidateURL checks that raw is an absolute http or https URL with a host
+// and no credentials (they would be stored and listed in clear). When
+// production is true only https is accepted.
+//
+// It does not check where the host resolves: that happens at connect time,
+// on every attempt, where DNS rebinding cannot slip past it (see client.go).
+func ValidateURL(raw string, production bool) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: url %q does not parse: %v", ErrInvalidEndpoint, raw, errors.Unwrap(err))
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("%w: url %q must be absolute http(s)", ErrInvalidEndpoint, raw)
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("%w: url %q has no host", ErrInvalidEndpoint, raw)
+	case u.User != nil:
+		return fmt.Errorf("%w: url must not carry credentials; receivers authenticate the signature instead", ErrInvalidEndpoint)
+	case u.Fragment != "":
+		return fmt.Errorf("%w: url %q must not have a fragment", ErrInvalidEndpoint, raw)
+	case production && u.Scheme != "https":
+		return fmt.Errorf("%w: url %q must be https when APP_ENV=production", ErrInvalidEndpoint, raw)
+	}
+	return nil
+}
+
+// maxEventTypeLen bounds an event type, which travels in the body's "type".
+const maxEventTypeLen = 200
+
+func validateEventType(t string) error {
+	if t == "" || len(t) > maxEventTypeLen || strings.ContainsFunc(t, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return fmt.Errorf("event type %q must be 1–%d printable characters without spaces", t, maxEventTypeLen)
+	}
+	return nil
+}
+
+func normalizeEventTypes(in []string) ([]string, error) {
+	out := make([]string, 0, len(in))
+	for _, t := range in {
+		t = strings.TrimSpace(t)
+		if err := validateEventType(t); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidEndpoint, err)
+		}
+		if !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// validateID refuses a malformed id before Postgres does, with an error a
+// CLI user can act on.
+func validateID(id string) error {
+	var u pgtype.UUID
+	if err := u.Scan(id); err != nil {
+		return fmt.Errorf("%w: %q is not an id (a UUID)", ErrNotFound, id)
+	}
+	return nil
+}

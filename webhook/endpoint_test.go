@@ -1,0 +1,115 @@
+package webhook
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/postbox/postbox/internal/pgtest"
+)
+
+func TestEndpoints_CreateListDisableEnable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+
+	ep, err := CreateEndpoint(ctx, pool, Config{}, EndpointParams{
+		URL:        "https://hooks.example.com/postbox",
+		EventTypes: []string{" invoice.paid", "invoice.paid", "invoice.voided"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(ep.Secret, "whsec_"))
+	if !strings.HasPrefix(ep.Secret, "whsec_") || err != nil || len(key) != 32 {
+		t.Fatalf("generated secret %q…: want whsec_ + base64 of 32 bytes", ep.Secret[:10])
+	}
+	if !slices.Equal(ep.EventTypes, []string{"invoice.paid", "invoice.voided"}) || !ep.Enabled {
+		t.Fatalf("endpoint = %+v, want trimmed, deduplicated filters and enabled", ep)
+	}
+
+	supplied := "whsec_" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 24)))
+	all, err := CreateEndpoint(ctx, pool, Config{}, EndpointParams{URL: "http://127.0.0.1:8080/hook", Secret: supplied})
+	if err != nil || all.Secret != supplied || len(all.EventTypes) != 0 {
+		t.Fatalf("CreateEndpoint with a supplied secret = %+v, %v", all, err)
+	}
+
+	list, err := ListEndpoints(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || list[0].ID != ep.ID || list[1].ID != all.ID {
+		t.Fatalf("ListEndpoints = %+v, want both, oldest first", list)
+	}
+	for _, e := range list {
+		if e.Secret != "" {
+			t.Fatalf("ListEndpoints returned a secret for %s", e.ID)
+		}
+	}
+
+	if err := DisableEndpoint(ctx, pool, ep.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	list, _ = ListEndpoints(ctx, pool)
+	if list[0].Enabled || list[0].DisabledReason != "disabled by operator" {
+		t.Fatalf("after disable: %+v", list[0])
+	}
+	if err := EnableEndpoint(ctx, pool, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	list, _ = ListEndpoints(ctx, pool)
+	if !list[0].Enabled || list[0].DisabledReason != "" {
+		t.Fatalf("after enable: %+v", list[0])
+	}
+
+	for _, id := range []string{"00000000-0000-0000-0000-000000000000", "not-a-uuid"} {
+		if err := DisableEndpoint(ctx, pool, id, ""); !errors.Is(err, ErrNotFound) {
+			t.Errorf("DisableEndpoint(%q) = %v, want ErrNotFound", id, err)
+		}
+	}
+}
+
+func TestCreateEndpoint_Refuses(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	b64 := func(n int) string { return base64.StdEncoding.EncodeToString(make([]byte, n)) }
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		p    EndpointParams
+		want string
+	}{
+		{"relative url", Config{}, EndpointParams{URL: "/hooks"}, "absolute http(s)"},
+		{"ftp", Config{}, EndpointParams{URL: "ftp://example.com/x"}, "absolute http(s)"},
+		{"no host", Config{}, EndpointParams{URL: "https:///x"}, "no host"},
+		{"credentials", Config{}, EndpointParams{URL: "https://u:p@example.com/"}, "credentials"},
+		{"http in production", Config{Production: true}, EndpointParams{URL: "http://example.com/"}, "must be https when APP_ENV=production"},
+		{"secret without prefix", Config{}, EndpointParams{URL: "https://example.com/", Secret: b64(32)}, `must start with "whsec_"`},
+		{"secret not base64", Config{}, EndpointParams{URL: "https://example.com/", Secret: "whsec_!!!"}, "not standard base64"},
+		{"secret too short", Config{}, EndpointParams{URL: "https://example.com/", Secret: "whsec_" + b64(23)}, "23 bytes, must be 24 to 64"},
+		{"secret too long", Config{}, EndpointParams{URL: "https://example.com/", Secret: "whsec_" + b64(65)}, "65 bytes, must be 24 to 64"},
+		{"empty event type", Config{}, EndpointParams{URL: "https://example.com/", EventTypes: []string{""}}, "event type"},
+		{"event type with space", Config{}, EndpointParams{URL: "https://example.com/", EventTypes: []string{"invoice paid"}}, "event type"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := CreateEndpoint(context.Background(), pool, tc.cfg, tc.p)
+			if !errors.Is(err, ErrInvalidEndpoint) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("CreateEndpoint = %v, want ErrInvalidEndpoint mentioning %q", err, tc.want)
+			}
+		})
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_endpoints`); n != 0 {
+		t.Fatalf("%d endpoints created by refused calls", n)
+	}
+	// The edges of the secret size are accepted; https in production too.
+	for _, n := range []int{24, 64} {
+		if _, err := CreateEndpoint(context.Background(), pool, Config{Production: true},
+			EndpointParams{URL: "https://example.com/", Secret: "whsec_" + b64(n)}); err != nil {
+			t.Errorf("%d-byte secret refused: %v", n, err)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// KickFunc adds a job to the caller's transaction that drains the outbox as
+// soon as the transaction commits, instead of at the next periodic tick.
+// jobs.WebhookKick provides one backed by River; this package imports no
+// River code, so the transport can be used and tested without it.
+type KickFunc func(ctx context.Context, tx pgx.Tx) error
+
+// Enqueuer writes events into webhook_outbox inside the application's own
+// transaction: the event exists if and only if the transaction commits.
+type Enqueuer struct {
+	// Kick, if set, is called in the same transaction after the insert.
+	Kick KickFunc
+
+	// MaxPayloadBytes refuses larger payloads; zero means
+	// DefaultMaxPayloadBytes.
+	MaxPayloadBytes int
+}
+
+// Enqueue inserts one event into webhook_outbox using tx, then calls the
+// kick, if any, in the same transaction. The payload must be valid JSON no
+// larger than the limit. It returns the outbox row's id.
+//
+// If Enqueue returns an error the caller must roll tx back: since River
+// v0.49 a failed kick insert leaves the transaction aborted.
+func (e Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, eventType string, payload []byte) (string, error) {
+	limit := e.MaxPayloadBytes
+	if limit <= 0 {
+		limit = DefaultMaxPayloadBytes
+	}
+	if err := validateEventType(eventType); err != nil {
+		return "", fmt.Errorf("webhook: enqueue: %w", err)
+	}
+	if len(payload) > limit {
+		return "", fmt.Errorf("%w: %d bytes, over the limit of %d bytes (%s)",
+			ErrPayloadTooLarge, len(payload), limit, EnvMaxPayloadBytes)
+	}
+	if !json.Valid(payload) {
+		return "", ErrInvalidPayload
+	}
+
+	var id string
+	if err := tx.QueryRow(ctx, `INSERT INTO webhook_outbox (event_type, payload) VALUES ($1, $2) RETURNING id`,
+		eventType, string(payload)).Scan(&id); err != nil {
+		return "", fmt.Errorf("webhook: enqueue %s: %w", eventType, err)
+	}
+	if e.Kick != nil {
+		if err := e.Kick(ctx, tx); err != nil {
+			return "", fmt.Errorf("webhook: enqueue %s: kick: %w", eventType, err)
+		}
+	}
+	return id, nil
+}
+
+// Enqueue inserts one event into webhook_outbox using tx, with the default
+// payload limit and no kick: the next periodic tick picks it up. Use an
+// Enqueuer with a Kick for lower latency.
+//
+// Other languages enqueue the same way with plain SQL:
+//
+//	INSERT INTO webhook_outbox (event_type, payload) VALUES ('invoice.paid', '{"id": "in_1"}');
+func Enqueue(ctx context.Context, tx pgx.Tx, eventType string, payload []byte) (string, error) {
+	return Enqueuer{}.Enqueue(ctx, tx, eventType, payload)
+}

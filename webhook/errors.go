@@ -1,0 +1,36 @@
+package webhook
+
+import "errors"
+
+// Sentinel errors callers branch on.
+var (
+	// ErrStaleDeliveryMark is returned by UpdateDelivery when the delivery
+	// was no longer pending: a sibling (a retry after lease expiry, an
+	// operator) already resolved it. The mark is dropped, not applied
+	// (ADR-072 decision 3). Callers log it and count it; none discards it.
+	ErrStaleDeliveryMark = errors.New("webhook: stale delivery mark: delivery no longer pending")
+
+	// ErrStaleOutboxMark is returned by DispatchFromOutbox when the outbox
+	// row was no longer pending: another dispatcher already fanned it out.
+	// Its transaction was rolled back, so no second event exists.
+	ErrStaleOutboxMark = errors.New("webhook: stale outbox mark: outbox row no longer pending")
+
+	// ErrInvalidPayload is returned by Enqueue for a payload that is not
+	// valid JSON.
+	ErrInvalidPayload = errors.New("webhook: payload is not valid JSON")
+
+	// ErrPayloadTooLarge is returned by Enqueue for a payload over
+	// Config.MaxPayloadBytes; the error names the limit.
+	ErrPayloadTooLarge = errors.New("webhook: payload too large")
+
+	// ErrInvalidEndpoint is returned for an endpoint URL, secret or event
+	// type filter that cannot be used.
+	ErrInvalidEndpoint = errors.New("webhook: invalid endpoint")
+
+	// ErrNotFound is returned when an endpoint or event id names no row.
+	ErrNotFound = errors.New("webhook: not found")
+
+	// ErrForbiddenAddress is wrapped by every SSRF refusal (see
+	// AddressError). A refusal is permanent: the delivery fails at once.
+	ErrForbiddenAddress = errors.New("webhook: forbidden address")
+)

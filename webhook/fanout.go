@@ -1,0 +1,81 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// bornDeliveriesSQL creates deliveries born leased (ADR-072 decision 4):
+// attempts = 1 and next_retry_at = now() + birthLeaseWindow, never NULL.
+// The birth lease is the claim of the first attempt, which this process
+// makes right after commit; the retry worker cannot take the row until the
+// lease expires, so the two never POST the same delivery at once. If this
+// process dies first, the lease expires and the retry worker delivers.
+//
+// One statement serves the fan-out, ReplayEvent and ReplayFailedSince:
+// $1 the events; $2 NULL for every enabled endpoint subscribed to each
+// event's type, or one endpoint id (a replay to that endpoint); $3 the
+// birth lease. ON CONFLICT makes a re-run of an interrupted replay create
+// only what is missing. It returns what the first attempt needs, with the
+// lease left as Postgres measures it, so no clock skew between this host and
+// the database can stretch an attempt past the lease.
+const bornDeliveriesSQL = `WITH born AS (
+	INSERT INTO webhook_deliveries (event_id, endpoint_id, attempts, next_retry_at)
+	SELECT ev.id, ep.id, 1, now() + $3::interval
+	FROM webhook_events ev
+	JOIN webhook_endpoints ep ON ep.enabled AND CASE
+		WHEN $2::uuid IS NULL THEN cardinality(ep.event_types) = 0 OR ev.event_type = ANY (ep.event_types)
+		ELSE ep.id = $2::uuid END
+	WHERE ev.id = ANY ($1::uuid[])
+	ON CONFLICT (event_id, endpoint_id) DO NOTHING
+	RETURNING id, event_id, endpoint_id, attempts, next_retry_at
+)
+SELECT born.id, born.event_id, born.endpoint_id, ep.url, ep.secret, born.attempts,
+	EXTRACT(EPOCH FROM born.next_retry_at - clock_timestamp())::float8
+FROM born JOIN webhook_endpoints ep ON ep.id = born.endpoint_id
+ORDER BY born.event_id, ep.created_at`
+
+// bornDeliveries runs bornDeliveriesSQL on db (the fan-out's transaction,
+// or the pool for a replay: one statement is one transaction). endpointID
+// "" means every subscribed endpoint. bodies maps event id → JSON body.
+func (p *Pipeline) bornDeliveries(ctx context.Context, db DB, bodies map[string][]byte, endpointID string) ([]delivery, error) {
+	ids := make([]string, 0, len(bodies))
+	for id := range bodies {
+		ids = append(ids, id)
+	}
+	var endpoint *string
+	if endpointID != "" {
+		endpoint = &endpointID
+	}
+	sent := time.Now()
+	rows, err := db.Query(ctx, bornDeliveriesSQL, ids, endpoint, p.lc.BirthLeaseWindow)
+	if err != nil {
+		return nil, fmt.Errorf("create deliveries: %w", err)
+	}
+	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (delivery, error) {
+		d := delivery{enabled: true}
+		var left *float64
+		err := row.Scan(&d.id, &d.eventID, &d.endpointID, &d.url, &d.secret, &d.attempt, &left)
+		d.leaseEnd = leaseEnd(sent, left)
+		d.body = bodies[d.eventID]
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create deliveries: %w", err)
+	}
+	return ds, nil
+}
+
+// leaseEnd turns the lease left, as the database measured it, into a local
+// deadline. It counts from when the statement was sent, so the local
+// deadline falls no later than the database's. No lease (NULL) means the
+// row is already claimable: the deadline is now.
+func leaseEnd(sent time.Time, secondsLeft *float64) time.Time {
+	if secondsLeft == nil {
+		return sent
+	}
+	return sent.Add(time.Duration(*secondsLeft * float64(time.Second)))
+}

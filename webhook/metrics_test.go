@@ -1,0 +1,29 @@
+package webhook
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	var nilMetrics *Metrics // counts nothing, panics never
+	nilMetrics.eventDispatched()
+	nilMetrics.delivery("succeeded")
+	nilMetrics.staleMark("webhook_deliveries")
+	nilMetrics.endpointDisabled()
+	nilMetrics.deferred(2)
+	nilMetrics.markError()
+	nilMetrics.pruned(3)
+	nilMetrics.attemptDuration(0.1)
+
+	reg := prometheus.NewRegistry()
+	a, b := NewMetrics(reg), NewMetrics(reg) // a second Pipeline in one process shares the collectors
+	a.delivery("failed")
+	b.delivery("failed")
+	if got := counterValue(t, reg, "postbox_webhook_deliveries_total", "failed"); got != 2 {
+		t.Fatalf("deliveries{outcome=failed} = %v, want 2", got)
+	}
+	NewMetrics(nil).eventDispatched() // unregistered works too
+}

@@ -1,0 +1,170 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/leases"
+)
+
+// DB is what endpoint management, enqueue and marks need: a pool, a
+// connection or a transaction.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Pool is a DB that can begin transactions. The fan-out and replay each need
+// one of their own, so the pipeline takes a pool (a *pgxpool.Pool), never a
+// caller's transaction.
+type Pool interface {
+	DB
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Options configure a Pipeline. Every zero field has a working default.
+type Options struct {
+	// Config is the non-timing configuration; zero fields take defaults.
+	Config Config
+
+	// Leases are the ADR-072 timing figures; the zero value means
+	// leases.Default(). They are validated by New.
+	Leases leases.Config
+
+	// Schedule is the wait after each failed attempt; nil means
+	// DefaultSchedule. Its length bounds the attempts: a delivery that
+	// fails len(Schedule)+1 times is failed for good (an empty, non-nil
+	// Schedule allows one attempt).
+	Schedule []time.Duration
+
+	// DrainWindow bounds how long one Drain or Retry keeps claiming new
+	// batches while rows stay due; zero means DefaultDrainWindow. Bounding
+	// it hands the work back to River regularly, so a stop or a change of
+	// leader takes effect; the next tick carries on.
+	DrainWindow time.Duration
+
+	Logger  *slog.Logger // nil discards
+	Metrics *Metrics     // nil counts nothing
+}
+
+// DefaultDrainWindow is Options.DrainWindow's default.
+const DefaultDrainWindow = 30 * time.Second
+
+// Pipeline is the webhook transport over one Postgres pool: the
+// webhook_outbox drainer and its atomic fan-out, first attempts in process,
+// the retry worker, replay and the pruner. It is safe for concurrent use;
+// two Pipelines (in one process or many) on the same database cooperate
+// through claim leases and CAS marks, never through memory.
+type Pipeline struct {
+	pool     Pool
+	cfg      Config
+	lc       leases.Config
+	schedule claim.Backoff
+	window   time.Duration
+	logger   *slog.Logger
+	metrics  *Metrics
+	client   *http.Client
+
+	// sem bounds the HTTP attempts in flight across every drain, retry
+	// pass and replay of this Pipeline.
+	sem chan struct{}
+
+	stopped atomic.Bool // see Stop
+
+	hooks testHooks
+}
+
+// testHooks let white-box tests stop or slow the pipeline at the points the
+// ADR's locks are about. All nil outside tests.
+type testHooks struct {
+	beforeDispatch   func(outboxID string)       // each claimed outbox row, before its fan-out
+	afterFanOut      func(outboxID string) error // inside the fan-out tx, before commit
+	afterReplayClone func(cloneIDs []string) error
+}
+
+// New returns a Pipeline over pool.
+func New(pool Pool, opts Options) (*Pipeline, error) {
+	cfg := opts.Config.withDefaults()
+	lc := opts.Leases
+	if lc == (leases.Config{}) {
+		lc = leases.Default()
+	}
+	if err := lc.Validate(); err != nil {
+		return nil, fmt.Errorf("webhook: %w", err)
+	}
+	schedule := claim.Backoff(opts.Schedule)
+	if schedule == nil {
+		schedule = DefaultSchedule
+	}
+	window := opts.DrainWindow
+	if window <= 0 {
+		window = DefaultDrainWindow
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Pipeline{
+		pool:     pool,
+		cfg:      cfg,
+		lc:       lc,
+		schedule: schedule,
+		window:   window,
+		logger:   logger.With("component", "webhook"),
+		metrics:  opts.Metrics,
+		client:   newHTTPClient(cfg, lc.DeliveryBudget),
+		sem:      make(chan struct{}, cfg.Concurrency),
+	}, nil
+}
+
+// Stop is the soft stop: from now on Drain, Retry and ProcessBatch claim
+// nothing more, and deliveries waiting for a slot are released at once to
+// the retry worker (of this replica's successor or a sibling) rather than
+// started. Attempts already running finish and mark. Call it before
+// stopping River, so running jobs return promptly.
+func (p *Pipeline) Stop() { p.stopped.Store(true) }
+
+// Close releases idle HTTP connections. In-flight work is not interrupted:
+// cancel the contexts passed to Drain, Retry and the replays for that.
+func (p *Pipeline) Close() {
+	p.client.CloseIdleConnections()
+}
+
+// JobTimeout is the longest a Drain or a Retry runs, for River's worker
+// timeout: the drain window, then the first attempts already started (each
+// bounded by DeliveryBudget), then their detached marks and the releases
+// of deferred rows, which LeaseSlack covers. River should never cut a drain
+// short; should it ever, the marks are detached and the leases still hold.
+func (p *Pipeline) JobTimeout() time.Duration {
+	return p.window + p.lc.DeliveryBudget + p.lc.LeaseSlack
+}
+
+// Summary counts what one drain, retry pass or replay did.
+type Summary struct {
+	Claimed    int // outbox rows or deliveries claimed
+	Dispatched int // events created by the fan-out
+	Succeeded  int // attempts the receiver accepted (2xx)
+	Retrying   int // attempts that failed transiently; the delivery stays pending
+	Failed     int // deliveries failed for good
+	Deferred   int // first attempts left to the retry worker (no capacity within the lease)
+	Stale      int // marks dropped because a sibling resolved the row first
+}
+
+func (s *Summary) add(o Summary) {
+	s.Claimed += o.Claimed
+	s.Dispatched += o.Dispatched
+	s.Succeeded += o.Succeeded
+	s.Retrying += o.Retrying
+	s.Failed += o.Failed
+	s.Deferred += o.Deferred
+	s.Stale += o.Stale
+}

@@ -1,0 +1,247 @@
+package webhook
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/postbox/postbox/internal/pgtest"
+	"github.com/postbox/postbox/leases"
+)
+
+// Regression for the legacy branch (ADR-072 accepted residual): a pending
+// delivery written before P5 with next_retry_at NULL is claimed by the
+// retry claim — leased and counted like any other — and delivered.
+func TestRetry_ClaimsLegacyNullNextRetryAt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	p := newPipeline(t, pool, nil)
+	rc := newReceiver(t, nil)
+	ep := createEndpoint(t, pool, rc.URL)
+
+	var deliveryID string
+	if err := pool.QueryRow(ctx, `WITH ev AS (
+	INSERT INTO webhook_events (event_type, payload) VALUES ('invoice.paid', '{"legacy": true}') RETURNING id)
+INSERT INTO webhook_deliveries (event_id, endpoint_id, attempts, next_retry_at)
+SELECT ev.id, $1, 0, NULL FROM ev RETURNING id`, ep.ID).Scan(&deliveryID); err != nil {
+		t.Fatal(err)
+	}
+
+	before := dbNow(t, pool)
+	claimed, err := p.claimRetries(ctx, leases.RetryClaimBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claimed) != 1 || claimed[0].id != deliveryID {
+		t.Fatalf("retry claim took %d deliveries, want the legacy NULL row", len(claimed))
+	}
+	got := oneDelivery(t, pool, `id = $1`, deliveryID)
+	if got.Attempts != 1 || got.NextRetryAt == nil ||
+		!within(*got.NextRetryAt, before.Add(leases.RetryClaimLease(leases.RetryClaimBatch)), 5*time.Second) {
+		t.Fatalf("claimed legacy row: attempts %d next_retry_at %v, want 1 and now + RetryClaimLease", got.Attempts, got.NextRetryAt)
+	}
+
+	// And the whole pass delivers it.
+	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET next_retry_at = NULL WHERE id = $1`, deliveryID); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := p.Retry(ctx)
+	if err != nil || sum.Succeeded != 1 {
+		t.Fatalf("Retry = %+v, %v; want the legacy delivery sent", sum, err)
+	}
+	if n := len(rc.requests()); n != 1 {
+		t.Fatalf("receiver got %d requests, want 1", n)
+	}
+}
+
+// Each attempt is re-signed with a fresh timestamp while webhook-id stays
+// the event id, so receivers can dedupe; the reference library verifies
+// both.
+func TestRetry_FreshTimestampStableID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	// 1.2 s ±10% keeps the two attempts in different Unix seconds.
+	p := newPipeline(t, pool, func(o *Options) { o.Schedule = []time.Duration{1200 * time.Millisecond} })
+	var secret string
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	ep := createEndpoint(t, pool, rc.URL)
+	secret = ep.Secret
+	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
+
+	if sum, err := p.ProcessBatch(ctx); err != nil || sum.Retrying != 1 {
+		t.Fatalf("first attempt: %+v, %v; want a retry scheduled", sum, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sum, err := p.Retry(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Succeeded == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("retry never succeeded")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	reqs := rc.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("receiver got %d requests, want 2", len(reqs))
+	}
+	d := oneDelivery(t, pool, `endpoint_id = $1`, ep.ID)
+	wh, err := standardwebhooks.NewWebhook(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range reqs {
+		if got := r.Header.Get(HeaderID); got != d.EventID {
+			t.Errorf("attempt %d webhook-id = %q, want the event id %q", i+1, got, d.EventID)
+		}
+		if err := wh.Verify(r.Body, r.Header); err != nil {
+			t.Errorf("attempt %d: reference library rejects the signature: %v", i+1, err)
+		}
+	}
+	if reqs[0].Header.Get(HeaderTimestamp) == reqs[1].Header.Get(HeaderTimestamp) {
+		t.Errorf("both attempts carry webhook-timestamp %s; a retry must re-sign with a fresh one", reqs[0].Header.Get(HeaderTimestamp))
+	}
+	if reqs[0].Header.Get(HeaderSignature) == reqs[1].Header.Get(HeaderSignature) {
+		t.Error("both attempts carry the same signature")
+	}
+	if string(reqs[0].Body) != string(reqs[1].Body) {
+		t.Errorf("body changed between attempts:\n%s\n%s", reqs[0].Body, reqs[1].Body)
+	}
+	if d.Status != "succeeded" || d.Attempts != 2 {
+		t.Errorf("delivery %s after %d attempts, want succeeded after 2", d.Status, d.Attempts)
+	}
+}
+
+// Transient failures end in failed after the bounded number of attempts:
+// len(Schedule)+1.
+func TestRetry_TransientFailuresEndInFailed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	p := newPipeline(t, pool, func(o *Options) { o.Schedule = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond} })
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusBadGateway) })
+	ep := createEndpoint(t, pool, rc.URL)
+	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
+
+	if _, err := p.ProcessBatch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for d := oneDelivery(t, pool, `endpoint_id = $1`, ep.ID); d.Status == "pending"; d = oneDelivery(t, pool, `endpoint_id = $1`, ep.ID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("delivery still pending after %d attempts", d.Attempts)
+		}
+		time.Sleep(20 * time.Millisecond)
+		if _, err := p.Retry(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := oneDelivery(t, pool, `endpoint_id = $1`, ep.ID)
+	if d.Status != "failed" || d.Attempts != 3 {
+		t.Fatalf("delivery %s after %d attempts, want failed after 3", d.Status, d.Attempts)
+	}
+	if !strings.Contains(str(d.LastError), "HTTP 502") || !strings.Contains(str(d.LastError), "gave up after 3 attempts") {
+		t.Errorf("last_error = %q, want the status and the bound", str(d.LastError))
+	}
+	if n := len(rc.requests()); n != 3 {
+		t.Errorf("receiver got %d requests, want 3", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_delivery_attempts WHERE delivery_id = $1 AND status_code = 502`, d.ID); n != 3 {
+		t.Errorf("%d attempt rows, want 3", n)
+	}
+	// Failed is terminal: later passes leave it alone.
+	if sum, err := p.Retry(ctx); err != nil || sum.Claimed != 0 {
+		t.Errorf("Retry after failure = %+v, %v; want nothing claimed", sum, err)
+	}
+}
+
+// A delivery whose endpoint was disabled after it was created is failed
+// without a request, so it can be replayed once the endpoint is back.
+func TestRetry_DisabledEndpointFailsWithoutRequest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	p := newPipeline(t, pool, nil)
+	rc := newReceiver(t, nil)
+	d := bornDelivery(t, p, rc.URL)
+	if err := DisableEndpoint(ctx, pool, d.EndpointID, "maintenance"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET next_retry_at = now() WHERE id = $1`, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	if sum, err := p.Retry(ctx); err != nil || sum.Failed != 1 {
+		t.Fatalf("Retry = %+v, %v; want the delivery failed", sum, err)
+	}
+	if got := oneDelivery(t, pool, `id = $1`, d.ID); got.Status != "failed" || str(got.LastError) != "endpoint disabled" {
+		t.Fatalf("delivery %s (%s), want failed: endpoint disabled", got.Status, str(got.LastError))
+	}
+	if n := len(rc.requests()); n != 0 {
+		t.Fatalf("receiver got %d requests, want 0", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_delivery_attempts`); n != 0 {
+		t.Fatalf("%d attempt rows for a request never made", n)
+	}
+}
+
+// A retry pass claims only what it has attempt slots for: when its window
+// closes with deliveries still due, they stay unclaimed, so no delivery's
+// attempts count runs ahead of the requests actually made.
+func TestRetry_ClaimsNoMoreThanItCanSend(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	p := newPipeline(t, pool, func(o *Options) {
+		o.Config.Concurrency = 1
+		o.DrainWindow = 300 * time.Millisecond
+	})
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		time.Sleep(150 * time.Millisecond)
+		w.WriteHeader(http.StatusOK)
+	})
+	ep := createEndpoint(t, pool, rc.URL)
+	for i := range 6 {
+		id := insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
+		if _, err := p.DispatchFromOutbox(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET next_retry_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+
+	sum, err := p.Retry(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Deferred != 0 || sum.Claimed != sum.Succeeded || sum.Claimed == 0 || sum.Claimed == 6 {
+		t.Fatalf("Retry = %+v, want some but not all sent, and every claimed delivery sent", sum)
+	}
+	sent := map[string]int{}
+	for _, r := range rc.requests() {
+		sent[r.Header.Get(HeaderID)]++
+	}
+	for _, d := range deliveries(t, pool, `endpoint_id = $1`, ep.ID) {
+		if want := 1 + sent[d.EventID]; d.Attempts != want {
+			t.Errorf("delivery %s: attempts %d after %d requests, want %d (birth + one claim per request)",
+				d.ID, d.Attempts, sent[d.EventID], want)
+		}
+	}
+}
