@@ -153,6 +153,7 @@ func (r *runner) finish(ctx context.Context) Summary {
 	if n := len(r.deferred); n > 0 {
 		r.sum.Deferred += n
 		r.p.metrics.deferred(n)
+		r.p.metrics.release("webhook_deliveries", n)
 		if _, err := claim.Release(ctx, r.p.pool, deliveriesTable, r.deferred); err != nil {
 			r.p.logger.Warn("release deferred deliveries; they wait out their lease instead",
 				"deliveries", n, "error", err.Error())
@@ -202,6 +203,7 @@ func (p *Pipeline) attempt(ctx context.Context, d delivery) Summary {
 		case StatusSucceeded:
 			out.Succeeded = 1
 			p.metrics.delivery("succeeded")
+			p.metrics.deliveredAfter(d.body)
 		case StatusPending:
 			out.Retrying = 1
 			p.metrics.delivery("retried")

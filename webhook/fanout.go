@@ -66,6 +66,7 @@ func (p *Pipeline) bornDeliveries(ctx context.Context, db DB, bodies map[string]
 	if err != nil {
 		return nil, fmt.Errorf("create deliveries: %w", err)
 	}
+	p.metrics.claim("webhook_deliveries", len(ds)) // birth is the first attempt's claim
 	return ds, nil
 }
 

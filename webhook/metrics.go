@@ -1,7 +1,9 @@
 package webhook
 
 import (
+	"encoding/json"
 	"errors"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -17,6 +19,9 @@ type Metrics struct {
 	markErrors        prometheus.Counter
 	outboxPruned      prometheus.Counter
 	attemptSeconds    prometheus.Histogram
+	claimed           *prometheus.CounterVec // table: webhook_outbox, webhook_deliveries
+	released          *prometheus.CounterVec // table
+	latencySeconds    prometheus.Histogram
 }
 
 // NewMetrics creates the counters and registers them with reg (none when
@@ -57,10 +62,26 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "HTTP attempt duration, request to response body read.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 13},
 		}),
+		claimed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "postbox_webhook_claimed_total",
+			Help: "Rows claimed, each one attempt: webhook_outbox rows by the drainer, deliveries at birth and by the retry worker.",
+		}, []string{"table"}),
+		released: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "postbox_webhook_released_total",
+			Help: "Claimed rows released unstarted (made due again at once), by table.",
+		}, []string{"table"}),
+		latencySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "postbox_webhook_delivery_latency_seconds",
+			Help:    "Time from the event's creation to the succeeded mark of each delivery.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 3, 12),
+		}),
 	}
 	if reg == nil {
 		return m
 	}
+	m.claimed = register(reg, m.claimed)
+	m.released = register(reg, m.released)
+	m.latencySeconds = register(reg, m.latencySeconds)
 	m.eventsDispatched = register(reg, m.eventsDispatched)
 	m.deliveries = register(reg, m.deliveries)
 	m.staleMarks = register(reg, m.staleMarks)
@@ -130,5 +151,32 @@ func (m *Metrics) pruned(n int64) {
 func (m *Metrics) attemptDuration(seconds float64) {
 	if m != nil {
 		m.attemptSeconds.Observe(seconds)
+	}
+}
+
+func (m *Metrics) claim(table string, n int) {
+	if m != nil && n > 0 {
+		m.claimed.WithLabelValues(table).Add(float64(n))
+	}
+}
+
+func (m *Metrics) release(table string, n int) {
+	if m != nil && n > 0 {
+		m.released.WithLabelValues(table).Add(float64(n))
+	}
+}
+
+// deliveredAfter observes enqueue→delivered latency. The event's creation
+// time is read back from the body every attempt sends, where eventBody put
+// it, so no row has to carry it separately.
+func (m *Metrics) deliveredAfter(body []byte) {
+	if m == nil {
+		return
+	}
+	var ev struct {
+		Timestamp time.Time `json:"timestamp"`
+	}
+	if json.Unmarshal(body, &ev) == nil && !ev.Timestamp.IsZero() {
+		m.latencySeconds.Observe(time.Since(ev.Timestamp).Seconds())
 	}
 }

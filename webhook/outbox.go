@@ -81,6 +81,7 @@ func (p *Pipeline) processBatch(ctx, attemptCtx context.Context, r *runner) (int
 		return 0, fmt.Errorf("webhook: %w", err)
 	}
 	r.count(Summary{Claimed: len(rows)})
+	p.metrics.claim("webhook_outbox", len(rows))
 
 	// Each row is fanned out in its own transaction; the rows of a batch go
 	// concurrently, so one slow commit does not hold up the others.
@@ -263,7 +264,9 @@ func (p *Pipeline) releaseOutbox(ctx context.Context, rows []outboxRow) {
 	for i, r := range rows {
 		ids[i] = r.ID
 	}
-	if _, err := claim.Release(ctx, p.pool, outboxTable, ids); err != nil {
+	n, err := claim.Release(ctx, p.pool, outboxTable, ids)
+	p.metrics.release("webhook_outbox", int(n))
+	if err != nil {
 		p.logger.Warn("release unstarted outbox rows; they wait out their lease instead", "rows", len(ids), "error", err.Error())
 	}
 }

@@ -85,6 +85,7 @@ func (p *Pipeline) claimRetries(ctx context.Context, n int) ([]delivery, error) 
 	if err != nil || len(claimed) == 0 {
 		return nil, err
 	}
+	p.metrics.claim("webhook_deliveries", len(claimed))
 	ids := make([]string, len(claimed))
 	byID := make(map[string]claimedDelivery, len(claimed))
 	for i, c := range claimed {
@@ -95,7 +96,9 @@ func (p *Pipeline) claimRetries(ctx context.Context, n int) ([]delivery, error) 
 	if err != nil {
 		// Claimed but unloadable: hand them back rather than let them wait
 		// out a lease nobody is using.
-		if _, rerr := claim.Release(ctx, p.pool, deliveriesTable, ids); rerr != nil {
+		n, rerr := claim.Release(ctx, p.pool, deliveriesTable, ids)
+		p.metrics.release("webhook_deliveries", int(n))
+		if rerr != nil {
 			p.logger.Warn("release claimed deliveries", "deliveries", len(ids), "error", rerr.Error())
 		}
 		return nil, err
