@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/outbox"
@@ -35,7 +34,7 @@ func (EmailTickArgs) Kind() string { return "postbox_email_tick" }
 
 // InsertOpts puts ticks on the email queue and keeps at most one waiting
 // or running (see drainInsertOpts).
-func (EmailTickArgs) InsertOpts() river.InsertOpts { return drainInsertOpts() }
+func (EmailTickArgs) InsertOpts() river.InsertOpts { return triggerInsertOpts(QueueEmail) }
 
 // EmailKickArgs is the wake-up an Enqueue adds to the application's
 // transaction (EmailKick), so a new email leaves without waiting for the
@@ -47,31 +46,7 @@ func (EmailKickArgs) Kind() string { return "postbox_email_kick" }
 
 // InsertOpts puts kicks on the email queue and makes them unique, so a
 // burst of enqueues leaves one pending kick (see drainInsertOpts).
-func (EmailKickArgs) InsertOpts() river.InsertOpts { return drainInsertOpts() }
-
-// drainUniqueStates is the uniqueness of ticks and kicks: one per kind
-// that is waiting or running. River's default would also count completed
-// jobs, which would block every new tick until the cleaner removed the
-// last one (24 h). River requires available, pending, running and
-// scheduled; retryable is left out so a tick that failed never blocks the
-// next one.
-var drainUniqueStates = []rivertype.JobState{
-	rivertype.JobStateAvailable,
-	rivertype.JobStatePending,
-	rivertype.JobStateRunning,
-	rivertype.JobStateScheduled,
-}
-
-// drainInsertOpts: one attempt, because a failed drain needs no retry of its
-// own — the next tick (a second away) is the retry, and the rows' claim
-// leases and CAS marks, not the job, carry every row's state.
-func drainInsertOpts() river.InsertOpts {
-	return river.InsertOpts{
-		Queue:       QueueEmail,
-		MaxAttempts: 1,
-		UniqueOpts:  river.UniqueOpts{ByState: drainUniqueStates},
-	}
-}
+func (EmailKickArgs) InsertOpts() river.InsertOpts { return triggerInsertOpts(QueueEmail) }
 
 // EmailPeriodicJob is the periodic email tick, for river.Config.PeriodicJobs
 // on every client that may become leader (only the leader inserts it). It

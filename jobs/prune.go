@@ -23,7 +23,7 @@ func (WebhookPruneArgs) Kind() string { return "postbox_webhook_prune" }
 
 // InsertOpts puts prunes on the maintenance queue, one waiting or running
 // at a time.
-func (WebhookPruneArgs) InsertOpts() river.InsertOpts { return webhookInsertOpts(QueueMaintenance) }
+func (WebhookPruneArgs) InsertOpts() river.InsertOpts { return triggerInsertOpts(QueueMaintenance) }
 
 // WebhookPruneWorker works WebhookPruneArgs.
 type WebhookPruneWorker struct {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/postbox/postbox/webhook"
 )
@@ -34,7 +33,7 @@ func (WebhookTickArgs) Kind() string { return "postbox_webhook_tick" }
 
 // InsertOpts puts ticks on the webhook queue, one waiting or running at a
 // time (see webhookInsertOpts).
-func (WebhookTickArgs) InsertOpts() river.InsertOpts { return webhookInsertOpts(QueueWebhook) }
+func (WebhookTickArgs) InsertOpts() river.InsertOpts { return triggerInsertOpts(QueueWebhook) }
 
 // WebhookKickArgs is the wake-up webhook.Enqueuer adds to the
 // application's transaction (WebhookKick), so an event leaves without
@@ -46,7 +45,7 @@ func (WebhookKickArgs) Kind() string { return "postbox_webhook_kick" }
 
 // InsertOpts puts kicks on the webhook queue and makes them unique, so a
 // burst of enqueues leaves one pending kick.
-func (WebhookKickArgs) InsertOpts() river.InsertOpts { return webhookInsertOpts(QueueWebhook) }
+func (WebhookKickArgs) InsertOpts() river.InsertOpts { return triggerInsertOpts(QueueWebhook) }
 
 // WebhookRetryArgs is the periodic retry pass (ADR-072 decision 7): it
 // claims due pending deliveries and attempts them again. Only the leader
@@ -60,30 +59,7 @@ func (WebhookRetryArgs) Kind() string { return "postbox_webhook_retry" }
 
 // InsertOpts puts retry passes on the webhook queue, one waiting or
 // running at a time.
-func (WebhookRetryArgs) InsertOpts() river.InsertOpts { return webhookInsertOpts(QueueWebhook) }
-
-// webhookUniqueStates makes each webhook job kind unique while waiting or
-// running. River's default would also count completed jobs and block every
-// new tick until the cleaner removed the last one (24 h). River requires
-// available, pending, running and scheduled; retryable is left out so a
-// failed pass never blocks the next.
-var webhookUniqueStates = []rivertype.JobState{
-	rivertype.JobStateAvailable,
-	rivertype.JobStatePending,
-	rivertype.JobStateRunning,
-	rivertype.JobStateScheduled,
-}
-
-// webhookInsertOpts: one attempt, because a failed pass needs no retry of
-// its own — the next tick is the retry, and the rows' claim leases and CAS
-// marks, not the job, carry every row's state.
-func webhookInsertOpts(queue string) river.InsertOpts {
-	return river.InsertOpts{
-		Queue:       queue,
-		MaxAttempts: 1,
-		UniqueOpts:  river.UniqueOpts{ByState: webhookUniqueStates},
-	}
-}
+func (WebhookRetryArgs) InsertOpts() river.InsertOpts { return triggerInsertOpts(QueueWebhook) }
 
 // WebhookPeriodicJobs are the webhook tick, the retry pass and the outbox
 // prune, for river.Config.PeriodicJobs on every client that may become

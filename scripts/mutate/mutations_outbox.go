@@ -146,8 +146,8 @@ func init() {
 		},
 		Mutation{
 			Name:    "outbox jobs: the kick is not unique",
-			File:    "jobs/email.go",
-			Find:    "UniqueOpts:  river.UniqueOpts{ByState: drainUniqueStates},",
+			File:    "jobs/unique.go",
+			Find:    "UniqueOpts:  river.UniqueOpts{ByState: uniqueStates, ByPeriod: UniquePeriod},",
 			Replace: "",
 			Pkg:     "./jobs/",
 			Test:    "TestEmailKick_BurstLeavesOnePendingKick",

@@ -344,8 +344,8 @@ func init() {
 		// River wiring.
 		Mutation{
 			Name:    "webhook jobs: River's default uniqueness (blocks ticks behind completed ones)",
-			File:    "jobs/webhook.go",
-			Find:    "UniqueOpts:  river.UniqueOpts{ByState: webhookUniqueStates},",
+			File:    "jobs/unique.go",
+			Find:    "UniqueOpts:  river.UniqueOpts{ByState: uniqueStates, ByPeriod: UniquePeriod},",
 			Replace: "UniqueOpts:  river.UniqueOpts{ByQueue: true},",
 			Pkg:     "./jobs/",
 			Test:    "TestWebhookArgs_InsertOpts",
