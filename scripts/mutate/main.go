@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 )
@@ -43,6 +44,7 @@ func register(m ...Mutation) { mutations = append(mutations, m...) }
 func main() {
 	run := flag.String("run", "", "only mutations whose name matches this regexp")
 	timeout := flag.Duration("timeout", 5*time.Minute, "per-mutation test timeout")
+	parallel := flag.Int("parallel", 3, "mutations tested at once (each in its own scratch tree)")
 	flag.Parse()
 
 	filter, err := regexp.Compile(*run)
@@ -54,19 +56,35 @@ func main() {
 		fail("getwd: %v", err)
 	}
 
+	var selected []Mutation
+	for _, m := range mutations {
+		if filter.MatchString(m.Name) {
+			selected = append(selected, m)
+		}
+	}
+	results := make([]string, len(selected))
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, max(*parallel, 1))
+	for i, m := range selected {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			results[i] = apply(root, m, *timeout)
+			fmt.Fprintf(os.Stderr, "%-8s %s\n", firstLine(results[i]), m.Name)
+		}()
+	}
+	wg.Wait()
+
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MUTATION\tTEST\tRESULT")
 	survivors := 0
-	for _, m := range mutations {
-		if !filter.MatchString(m.Name) {
-			continue
-		}
-		result := apply(root, m, *timeout)
-		if result != "killed" {
+	for i, m := range selected {
+		if results[i] != "killed" {
 			survivors++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Name, m.Test, result)
-		tw.Flush()
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Name, m.Test, results[i])
 	}
 	tw.Flush()
 	if survivors > 0 {
@@ -143,6 +161,11 @@ func copyTree(src, dst string) error {
 		}
 		return os.WriteFile(filepath.Join(dst, rel), data, info.Mode().Perm())
 	})
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 func fail(format string, args ...any) {
