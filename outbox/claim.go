@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -40,25 +41,34 @@ type Row struct {
 	CreatedAt  time.Time
 
 	// RawPayload is the payload as stored, for renderers that read keys
-	// Payload does not know.
+	// Payload does not know. Its secret fields may be sealed envelopes (see
+	// Enqueuer.Keys); Payload holds them opened.
 	RawPayload json.RawMessage
 
-	// Payload is RawPayload decoded. Claim leaves it zero; the dispatcher
-	// fills it before the renderer sees the row.
+	// Payload is RawPayload decoded, sealed fields opened. Claim leaves it
+	// zero; the dispatcher fills it before the renderer sees the row.
 	Payload Payload
 
 	recipient string // bare lower-cased address, set by decode
 	decodeErr error  // why the payload cannot be sent, set by decode
 }
 
-// decode fills Payload and recipient, or decodeErr.
-func (r *Row) decode() {
+// decode fills Payload and recipient, opening sealed fields with keys, or
+// sets decodeErr. A field that does not open is as permanent as a payload
+// that does not decode: no key appears on a later attempt unless an
+// operator adds it, and then the row's requeue is the way back.
+func (r *Row) decode(keys *KeyRing) {
 	var err error
-	if r.Payload, err = decodePayload(r.Kind, r.RawPayload); err != nil {
+	if bytes.Contains(r.RawPayload, envelopeMarker) {
+		r.Payload, err = keys.decodeSealed(r.ID, r.Kind, r.RawPayload)
+	} else {
+		r.Payload, err = decodePayload(r.Kind, r.RawPayload)
+	}
+	if err != nil {
 		r.decodeErr = permanent(err)
 		return
 	}
-	r.recipient, _ = recipient(r.Payload.To) // validated by decodePayload
+	r.recipient, _ = recipient(r.Payload.To) // validated by the decode
 }
 
 func scanRow(row pgx.CollectableRow) (Row, error) {

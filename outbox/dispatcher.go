@@ -61,6 +61,19 @@ type Config struct {
 
 	// Metrics, if set, receives the dispatcher's Prometheus series.
 	Metrics *Metrics
+
+	// Backoff is the wait after each transient failure; nil means
+	// claim.EmailBackoff (15 slots, about 72 h). Its length bounds the
+	// retries: when the slots run out the row fails.
+	Backoff claim.Backoff
+
+	// Keys opens the payload fields that Enqueue, an earlier mark or Rekey
+	// sealed, and seals the plaintext secret fields of a plain-SQL row whose
+	// attempt does not send it, in the retry or failed mark. It must hold
+	// every key id that pending and failed rows are sealed under: a field
+	// under a key id it lacks fails its row permanently. Nil means no keys:
+	// sealed rows fail, plaintext rows stay plaintext until sent.
+	Keys *KeyRing
 }
 
 // Dispatcher claims, sends and marks email_outbox rows. It is safe for
@@ -75,6 +88,7 @@ type Dispatcher struct {
 	afterSend   func(context.Context, Result)
 	logger      *slog.Logger
 	metrics     *Metrics
+	keys        *KeyRing
 	backoff     claim.Backoff
 
 	stopOnce sync.Once
@@ -98,6 +112,9 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 	if cfg.Renderer == nil {
 		cfg.Renderer = DefaultRenderer()
 	}
+	if cfg.Backoff == nil {
+		cfg.Backoff = claim.EmailBackoff
+	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
 	}
@@ -113,7 +130,8 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 		afterSend:   cfg.AfterSend,
 		logger:      cfg.Logger,
 		metrics:     cfg.Metrics,
-		backoff:     claim.EmailBackoff,
+		keys:        cfg.Keys,
+		backoff:     cfg.Backoff,
 		stop:        make(chan struct{}),
 	}, nil
 }
@@ -181,7 +199,7 @@ func (d *Dispatcher) RunBatch(ctx context.Context) (BatchResult, error) {
 		return res, nil
 	}
 	for i := range rows {
-		rows[i].decode()
+		rows[i].decode(d.keys)
 	}
 	supp := d.loadSuppressions(batchCtx, rows)
 

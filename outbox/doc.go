@@ -61,6 +61,18 @@ secret-bearing keys (setup_url, update_url, password_reset_url, invite_url,
 public_token, pdf) in the same UPDATE; pending and failed rows keep the whole
 payload, so an operator's [Requeue] of a failed row sends the complete email.
 
+# Secrets at rest
+
+With a [KeyRing] (from OUTBOX_ENCRYPTION_KEYS, see [KeyRingFromEnv]) those
+six keys are kept encrypted while a row waits: an [Enqueuer] with Keys
+stores each as an AES-256-GCM envelope bound to the row id and the field
+name; the dispatcher ([Config].Keys) opens them just before rendering, and
+its retry and failed marks seal the plaintext secrets of a plain-SQL row in
+the same UPDATE, so a row that waits never waits in plaintext. A field no
+key of the ring opens fails its row permanently. [Rekey] moves waiting rows
+to the active key after a rotation. The other keys stay readable. See
+docs/ENCRYPTION.md for the threat model and key handling.
+
 # What this package does not do
 
 It imports no River package: River (package jobs) only decides when

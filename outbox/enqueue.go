@@ -2,7 +2,8 @@ package outbox
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -28,13 +29,24 @@ type Enqueuer struct {
 	Kick KickFunc
 
 	// MaxPayloadBytes limits the encoded payload; 0 means
-	// DefaultMaxPayloadBytes.
+	// DefaultMaxPayloadBytes. The limit applies to the payload as encoded
+	// before sealing, so Keys does not change which emails fit.
 	MaxPayloadBytes int
+
+	// Keys, if set, seals every secret field the payload holds (setup_url,
+	// update_url, password_reset_url, invite_url, public_token, pdf) with
+	// its active key, bound to the row id and the field name; the other
+	// fields stay readable. The dispatcher needs a ring holding the same
+	// key to send the row. Nil stores the secrets in plaintext, as a
+	// plain-SQL INSERT does; the dispatcher then seals them if the row's
+	// first attempt does not send it.
+	Keys *KeyRing
 }
 
-const enqueueSQL = `INSERT INTO email_outbox (kind, customer_id, invoice_id, payload)
-VALUES ($1, $2, NULLIF($3::text, ''), $4)
-RETURNING id::text`
+// enqueueSQL inserts the id too: sealed fields are bound to the row id, so
+// it must be known before the row is written.
+const enqueueSQL = `INSERT INTO email_outbox (id, kind, customer_id, invoice_id, payload)
+VALUES ($1, $2, $3, NULLIF($4::text, ''), $5)`
 
 // Enqueue validates email and writes it as one pending row in tx,
 // returning the row id. It writes nothing when email is invalid: the error
@@ -46,20 +58,16 @@ func (e *Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, email Email) (string,
 	if err := email.Validate(); err != nil {
 		return "", err
 	}
-	payload, err := json.Marshal(email.Payload)
-	if err != nil {
-		return "", fmt.Errorf("outbox: encode payload: %w", err)
-	}
 	limit := e.MaxPayloadBytes
 	if limit <= 0 {
 		limit = DefaultMaxPayloadBytes
 	}
-	if len(payload) > limit {
-		return "", invalid("payload", fmt.Sprintf("is %d bytes encoded, over the limit of %d", len(payload), limit))
+	id := newRowID()
+	payload, err := encodePayload(e.Keys, id, email.Payload, limit)
+	if err != nil {
+		return "", err
 	}
-
-	var id string
-	if err := tx.QueryRow(ctx, enqueueSQL, string(email.Kind), email.CustomerID, email.InvoiceID, payload).Scan(&id); err != nil {
+	if _, err := tx.Exec(ctx, enqueueSQL, id, string(email.Kind), email.CustomerID, email.InvoiceID, payload); err != nil {
 		return "", fmt.Errorf("outbox: enqueue: %w", err)
 	}
 	if e.Kick != nil {
@@ -70,8 +78,31 @@ func (e *Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, email Email) (string,
 	return id, nil
 }
 
+// newRowID returns a random (version 4) UUID in the form Postgres prints
+// it, so the associated data sealed here matches the id::text the
+// dispatcher reads back.
+func newRowID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], b[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], b[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], b[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:], b[10:])
+	return string(out[:])
+}
+
 // Enqueue is Enqueuer.Enqueue with the zero Enqueuer: no kick (the next
-// tick sends the row) and DefaultMaxPayloadBytes.
+// tick sends the row), DefaultMaxPayloadBytes and no keys (secret fields
+// are stored in plaintext until a failed attempt seals them). Use an
+// Enqueuer with Keys to seal them from the start.
 func Enqueue(ctx context.Context, tx pgx.Tx, email Email) (string, error) {
 	var e Enqueuer
 	return e.Enqueue(ctx, tx, email)

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -63,15 +64,23 @@ SET status = 'skipped', last_error = NULL, ` + scrubSet + `
 ` + returningAge
 
 	markFailedSQL = `UPDATE email_outbox
-SET status = 'failed', last_error = $2
+SET status = 'failed', last_error = $2, ` + sealSet(3) + `
 ` + casGuard + `
 ` + returningAge
 
 	markRetrySQL = `UPDATE email_outbox
-SET next_attempt_at = now() + $2::interval, last_error = $3
+SET next_attempt_at = now() + $2::interval, last_error = $3, ` + sealSet(4) + `
 ` + casGuard + `
 ` + returningAge
 )
+
+// sealSet is the SET clause by which the retry and failed marks seal a
+// waiting row's plaintext secret fields in the same UPDATE: parameter $n is
+// an object of envelopes merged over the payload (see sealWaiting). An
+// empty object leaves the payload as it is, without rewriting it.
+func sealSet(n int) string {
+	return fmt.Sprintf(`payload = CASE WHEN $%[1]d::jsonb = '{}' THEN payload ELSE payload || $%[1]d::jsonb END`, n)
+}
 
 // MarkDispatched records a delivered row: status dispatched, dispatched_at
 // now, last_error cleared, secret payload keys removed. It returns the
@@ -88,17 +97,28 @@ func MarkSkipped(ctx context.Context, db DB, id string) error {
 }
 
 // MarkFailed records a row that will not be sent without an operator:
-// status failed, last_error = cause. The payload is kept whole.
+// status failed, last_error = cause. The payload is kept whole. (The
+// dispatcher's own failed mark also seals the row's plaintext secret
+// fields, when it has keys.)
 func MarkFailed(ctx context.Context, db DB, id string, cause error) error {
-	_, err := mark(ctx, db, id, OutcomeFailed, markFailedSQL, id, lastError(cause))
+	return markFailed(ctx, db, id, cause, noSeal)
+}
+
+func markFailed(ctx context.Context, db DB, id string, cause error, seal json.RawMessage) error {
+	_, err := mark(ctx, db, id, OutcomeFailed, markFailedSQL, id, lastError(cause), seal)
 	return err
 }
 
 // MarkRetry records a transient failure: the row stays pending, due again
 // after wait, with last_error = cause. It does not touch attempts: the
-// claim is the only place attempts increases.
+// claim is the only place attempts increases. (The dispatcher's own retry
+// mark also seals the row's plaintext secret fields, when it has keys.)
 func MarkRetry(ctx context.Context, db DB, id string, wait time.Duration, cause error) error {
-	_, err := mark(ctx, db, id, OutcomeRetry, markRetrySQL, id, wait, lastError(cause))
+	return markRetry(ctx, db, id, wait, cause, noSeal)
+}
+
+func markRetry(ctx context.Context, db DB, id string, wait time.Duration, cause error, seal json.RawMessage) error {
+	_, err := mark(ctx, db, id, OutcomeRetry, markRetrySQL, id, wait, lastError(cause), seal)
 	return err
 }
 

@@ -133,6 +133,13 @@ func checkMessage(msg smtp.Message) error {
 // counted, and returned through Result.Mark to RunBatch.
 func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 	log := d.logger.With("row_id", row.ID, "kind", string(row.Kind), "attempt", row.Attempts)
+	// A row that is not sent now is going to wait — pending for its backoff
+	// slot, or failed until a requeue — and must not wait with plaintext
+	// secrets: its mark seals them in the same UPDATE.
+	seal := noSeal
+	if res.Outcome == OutcomeFailed || res.Outcome == OutcomeRetry {
+		seal = d.keys.sealWaiting(row)
+	}
 	var metric string
 	switch res.Outcome {
 	case OutcomeSent:
@@ -146,19 +153,19 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 		res.Mark = MarkSkipped(ctx, d.db, row.ID)
 		metric = metricSkipped
 	case OutcomeFailed:
-		res.Mark = MarkFailed(ctx, d.db, row.ID, res.Err)
+		res.Mark = markFailed(ctx, d.db, row.ID, res.Err, seal)
 		metric = metricFailedPermanent
 	case OutcomeRetry:
 		wait, ok := d.backoff.Next(row.Attempts)
 		if !ok {
 			res.Outcome = OutcomeFailed
 			res.Err = fmt.Errorf("gave up after %d attempts: %w", row.Attempts, res.Err)
-			res.Mark = MarkFailed(ctx, d.db, row.ID, res.Err)
+			res.Mark = markFailed(ctx, d.db, row.ID, res.Err, seal)
 			metric = metricFailedExhausted
 			break
 		}
 		res.RetryIn = wait
-		res.Mark = MarkRetry(ctx, d.db, row.ID, wait, res.Err)
+		res.Mark = markRetry(ctx, d.db, row.ID, wait, res.Err, seal)
 		metric = metricRetried
 	}
 

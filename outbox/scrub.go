@@ -14,8 +14,9 @@ import (
 //
 // Pending rows keep all six until sent (seconds normally, up to the ~72 h
 // backoff while retrying); failed rows keep them, so an operator's requeue
-// sends the complete email. Rows marked before the scrub existed are not
-// rewritten.
+// sends the complete email. With a KeyRing they keep them sealed (see
+// seal.go); the scrub removes them sealed or not. Rows marked before the
+// scrub existed are not rewritten.
 var scrubbedPayloadKeys = []string{
 	"setup_url",
 	"update_url",

@@ -36,3 +36,14 @@ func (b Backoff) Next(attempts int) (wait time.Duration, ok bool) {
 	jitter := time.Duration((rand.Float64()*0.2 - 0.1) * float64(base))
 	return base + jitter, true
 }
+
+// Scaled returns b with every slot multiplied by f: the soak test and
+// staging compress hours into seconds with it. Slots never drop below a
+// millisecond.
+func (b Backoff) Scaled(f float64) Backoff {
+	out := make(Backoff, len(b))
+	for i, d := range b {
+		out[i] = max(time.Duration(float64(d)*f), time.Millisecond)
+	}
+	return out
+}
