@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbox/postbox/internal/pgserver"
+	"github.com/postbox/postbox/leases"
+	"github.com/postbox/postbox/migrations"
+	"github.com/postbox/postbox/outbox"
+	"github.com/postbox/postbox/smtp"
+	"github.com/postbox/postbox/webhook"
+)
+
+// Config is everything the worker reads from the environment. Every field
+// has a default a newcomer can run with; a value that does not parse is an
+// error naming its variable, never a silent fallback.
+type Config struct {
+	DatabaseURL     string        // DATABASE_URL
+	AppEnv          string        // APP_ENV: development, test or production
+	HTTPAddr        string        // HTTP_ADDR: health, metrics, River UI
+	LogLevel        slog.Level    // LOG_LEVEL: debug, info, warn, error
+	RiverUIUser     string        // RIVERUI_USERNAME
+	RiverUIPassword string        // RIVERUI_PASSWORD
+	ShutdownTimeout time.Duration // SHUTDOWN_TIMEOUT: soft stop before hard stop
+	TickInterval    time.Duration // TICK_INTERVAL: periodic claim ticks
+	// RetryBackoffScale multiplies the email and webhook retry schedules
+	// (RETRY_BACKOFF_SCALE). Only for soak tests and staging: production
+	// refuses anything but 1.
+	RetryBackoffScale float64
+	SMTP              smtp.Config
+	Webhook           webhook.Config
+	Leases            leases.Config
+	Keys              *outbox.KeyRing // OUTBOX_ENCRYPTION_KEYS; nil = secret payload fields in plaintext
+}
+
+// Production reports APP_ENV=production.
+func (c Config) Production() bool { return c.AppEnv == "production" }
+
+// LoadConfig reads the environment through lookup.
+func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
+	get := func(name, def string) string {
+		if v, ok := lookup(name); ok && v != "" {
+			return v
+		}
+		return def
+	}
+	c := Config{
+		DatabaseURL:     get("DATABASE_URL", pgserver.DefaultURL),
+		AppEnv:          get("APP_ENV", "development"),
+		HTTPAddr:        get("HTTP_ADDR", "127.0.0.1:8080"),
+		RiverUIUser:     get("RIVERUI_USERNAME", ""),
+		RiverUIPassword: get("RIVERUI_PASSWORD", ""),
+	}
+	switch c.AppEnv {
+	case "development", "test", "production":
+	default:
+		return c, fmt.Errorf("APP_ENV=%q: must be development, test or production", c.AppEnv)
+	}
+	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
+		return c, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return c, fmt.Errorf("HTTP_ADDR=%q: %w", c.HTTPAddr, err)
+	}
+	if err := c.LogLevel.UnmarshalText([]byte(get("LOG_LEVEL", "info"))); err != nil {
+		return c, fmt.Errorf("LOG_LEVEL=%q: must be debug, info, warn or error", get("LOG_LEVEL", ""))
+	}
+	if (c.RiverUIUser == "") != (c.RiverUIPassword == "") {
+		return c, fmt.Errorf("RIVERUI_USERNAME and RIVERUI_PASSWORD must be set together")
+	}
+	var err error
+	if c.ShutdownTimeout, err = duration(get, "SHUTDOWN_TIMEOUT", "30s"); err != nil {
+		return c, err
+	}
+	if c.TickInterval, err = duration(get, "TICK_INTERVAL", "1s"); err != nil {
+		return c, err
+	}
+	scale := get("RETRY_BACKOFF_SCALE", "1")
+	if c.RetryBackoffScale, err = strconv.ParseFloat(scale, 64); err != nil || c.RetryBackoffScale <= 0 || c.RetryBackoffScale > 1 {
+		return c, fmt.Errorf("RETRY_BACKOFF_SCALE=%q: must be a number in (0, 1]", scale)
+	}
+	if c.RetryBackoffScale != 1 && c.Production() {
+		return c, fmt.Errorf("RETRY_BACKOFF_SCALE=%q: only 1 is allowed when APP_ENV=production", scale)
+	}
+	if c.SMTP, err = smtp.ConfigFromEnv(lookup); err != nil {
+		return c, err
+	}
+	if c.Webhook, err = webhook.ConfigFromEnv(lookup); err != nil {
+		return c, err
+	}
+	if c.Leases, err = leases.Load(lookup); err != nil {
+		return c, err
+	}
+	if c.Keys, err = outbox.KeyRingFromEnv(lookup); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+func duration(get func(string, string) string, name, def string) (time.Duration, error) {
+	s := get(name, def)
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: must be a positive duration such as %s", name, s, def)
+	}
+	return d, nil
+}
+
+// Env is what every command gets: configuration, a logger and output.
+type Env struct {
+	Config Config
+	Logger *slog.Logger
+	Stdout io.Writer
+	Stderr io.Writer
+	pool   *pgxpool.Pool
+}
+
+// LoadEnv reads the configuration and sets up JSON logging on stderr.
+func LoadEnv(lookup func(string) (string, bool), stdout, stderr io.Writer) (*Env, error) {
+	cfg, err := LoadConfig(lookup)
+	if err != nil {
+		return nil, err
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	return &Env{Config: cfg, Logger: logger, Stdout: stdout, Stderr: stderr}, nil
+}
+
+// Pool connects to DATABASE_URL once, with an error naming the host when
+// the database does not answer.
+func (e *Env) Pool(ctx context.Context) (*pgxpool.Pool, error) {
+	if e.pool != nil {
+		return e.pool, nil
+	}
+	if err := pgserver.Ping(ctx, e.Config.DatabaseURL); err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	cfg, err := pgxpool.ParseConfig(e.Config.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if cfg.MaxConns < 20 {
+		cfg.MaxConns = 20
+	}
+	e.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	return e.pool, nil
+}
+
+// MigratedPool is Pool plus a check that migrations are current, so no
+// command runs against a schema it does not understand.
+func (e *Env) MigratedPool(ctx context.Context) (*pgxpool.Pool, error) {
+	pool, err := e.Pool(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := migrations.New(pool, e.Logger)
+	if err != nil {
+		return nil, err
+	}
+	defer m.Close()
+	if err := m.RequireCurrent(ctx); err != nil {
+		return nil, err
+	}
+	return pool, nil
+}
+
+// Close releases the pool.
+func (e *Env) Close() {
+	if e.pool != nil {
+		e.pool.Close()
+	}
+}

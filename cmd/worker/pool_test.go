@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbox/postbox/internal/pgtest"
+	"github.com/postbox/postbox/internal/smtpsink"
+)
+
+// poolEnv is the environment for worker processes that send to sink.
+func poolEnv(t *testing.T, dbURL string, sink *smtpsink.Sink) []string {
+	return []string{
+		"DATABASE_URL=" + dbURL, "HTTP_ADDR=" + freeAddr(t),
+		"SMTP_HOST=127.0.0.1", "SMTP_PORT=" + strconv.Itoa(sink.Port()), "SMTP_TLS=none",
+		"WEBHOOK_ALLOWED_CIDRS=127.0.0.0/8", "TICK_INTERVAL=200ms", "SHUTDOWN_TIMEOUT=20s",
+	}
+}
+
+// insertEmails enqueues n emails by plain SQL, as any language could.
+func insertEmails(t *testing.T, pool *pgxpool.Pool, prefix string, n int) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `INSERT INTO email_outbox (kind, customer_id, payload)
+		SELECT 'raw', 'cus_' || i, jsonb_build_object('to', 'user' || i || '@example.com',
+			'subject', $1 || ' ' || i, 'text', 'hello')
+		FROM generate_series(1, $2) AS i`, prefix, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitEmails waits until no email row is pending, or fails after limit.
+func waitEmails(t *testing.T, pool *pgxpool.Pool, limit time.Duration, logs func() string) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		var pending int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM email_outbox WHERE status = 'pending'`).Scan(&pending); err != nil {
+			t.Fatal(err)
+		}
+		if pending == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d emails still pending after %s; logs:\n%s", pending, limit, logs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func countStatus(t *testing.T, pool *pgxpool.Pool, status string) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM email_outbox WHERE status = $1`, status).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestPool_ThreeReplicasSurviveLeaderLoss starts three worker processes on
+// one database, kills the River leader with SIGKILL, and shows delivery
+// goes on: another replica takes the periodic ticks over.
+func TestPool_ThreeReplicasSurviveLeaderLoss(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	pool := pgtest.Connect(t, url)
+	sink, err := smtpsink.Start(smtpsink.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+
+	var workers []*exec.Cmd
+	var outs []fmt.Stringer
+	for range 3 {
+		cmd, out := startWorker(t, poolEnv(t, url, sink), "run")
+		workers = append(workers, cmd)
+		outs = append(outs, out)
+	}
+	logs := func() string {
+		var b strings.Builder
+		for i, o := range outs {
+			fmt.Fprintf(&b, "--- worker %d\n%s\n", i, o)
+		}
+		return b.String()
+	}
+
+	insertEmails(t, pool, "before", 50)
+	waitEmails(t, pool, 60*time.Second, logs)
+
+	var leader string
+	if err := pool.QueryRow(context.Background(), `SELECT leader_id FROM river_leader`).Scan(&leader); err != nil {
+		t.Fatalf("no River leader: %v", err)
+	}
+	killed := -1
+	for i, w := range workers {
+		if strings.HasSuffix(leader, "-"+strconv.Itoa(w.Process.Pid)) {
+			killed = i
+			if err := w.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			w.Wait()
+		}
+	}
+	if killed < 0 {
+		t.Fatalf("leader %q is none of the three workers", leader)
+	}
+
+	insertEmails(t, pool, "after", 50)
+	// River's leadership TTL is 15 s; give the handover and a tick headroom.
+	waitEmails(t, pool, 90*time.Second, logs)
+
+	var newLeader string
+	if err := pool.QueryRow(context.Background(), `SELECT leader_id FROM river_leader`).Scan(&newLeader); err != nil || newLeader == leader {
+		t.Errorf("leadership did not move: %q → %q (%v)", leader, newLeader, err)
+	}
+	if n := countStatus(t, pool, "dispatched"); n != 100 {
+		t.Errorf("%d rows dispatched, want 100", n)
+	}
+	if got := len(sink.CountByRowID()); got != 100 {
+		t.Errorf("sink saw %d distinct rows, want 100", got)
+	}
+	for i, w := range workers {
+		if i != killed {
+			w.Process.Signal(syscall.SIGTERM)
+			w.Wait()
+		}
+	}
+}
+
+// TestPool_SIGTERMMidDrainLosesAndResendsNothing sends SIGTERM while a slow
+// relay is mid-drain: the replica stops claiming, lets started rows finish
+// and mark, releases the rest, and exits 0. A second replica finishes the
+// job, and every row reaches the relay exactly once.
+func TestPool_SIGTERMMidDrainLosesAndResendsNothing(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	pool := pgtest.Connect(t, url)
+	sink, err := smtpsink.Start(smtpsink.Options{Fault: func(smtpsink.Envelope) error {
+		time.Sleep(50 * time.Millisecond) // a slow relay keeps rows in flight
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	const n = 200
+	insertEmails(t, pool, "sigterm", n)
+
+	first, out := startWorker(t, poolEnv(t, url, sink), "run")
+	deadline := time.Now().Add(60 * time.Second)
+	for sink.Len() < 20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("drain did not start; logs:\n%s", out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Wait(); err != nil {
+		t.Fatalf("worker exited with %v after SIGTERM; logs:\n%s", err, out)
+	}
+	sent := countStatus(t, pool, "dispatched")
+	if sent >= n {
+		t.Fatalf("all %d rows were sent before SIGTERM took effect; the test proves nothing", n)
+	}
+	if sent != sink.Len() {
+		t.Errorf("after SIGTERM: %d rows dispatched but the relay has %d messages: a started row did not mark", sent, sink.Len())
+	}
+	var leased int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM email_outbox
+		WHERE status = 'pending' AND next_attempt_at > now()`).Scan(&leased); err != nil {
+		t.Fatal(err)
+	}
+	if leased != 0 {
+		t.Errorf("%d rows left leased after a graceful stop; they should have been released", leased)
+	}
+
+	second, out2 := startWorker(t, poolEnv(t, url, sink), "run")
+	waitEmails(t, pool, 60*time.Second, func() string { return out.String() + out2.String() })
+	second.Process.Signal(syscall.SIGTERM)
+	second.Wait()
+
+	if d := countStatus(t, pool, "dispatched"); d != n {
+		t.Errorf("%d rows dispatched, want %d", d, n)
+	}
+	for id, c := range sink.CountByRowID() {
+		if c != 1 {
+			t.Errorf("row %s reached the relay %d times", id, c)
+		}
+	}
+	if got := len(sink.CountByRowID()); got != n {
+		t.Errorf("relay saw %d distinct rows, want %d", got, n)
+	}
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/jobs"
+	"github.com/postbox/postbox/outbox"
+	"github.com/postbox/postbox/smtp"
+	"github.com/postbox/postbox/webhook"
+)
+
+// replica is what one `worker run` process runs: the email dispatcher, the
+// webhook pipeline, and the River client whose jobs drive them.
+type replica struct {
+	client     *river.Client[pgx.Tx]
+	dispatcher *outbox.Dispatcher
+	pipeline   *webhook.Pipeline
+	mailer     *smtp.Mailer
+}
+
+// replicaOptions are what differs between `worker run` and the demo.
+type replicaOptions struct {
+	// WebhookSchedule overrides the webhook retry schedule; nil keeps the
+	// documented default. The demo compresses it to seconds.
+	WebhookSchedule []time.Duration
+}
+
+func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts replicaOptions) (*replica, error) {
+	cfg, log := env.Config, env.Logger
+	if opts.WebhookSchedule == nil && cfg.RetryBackoffScale != 1 {
+		opts.WebhookSchedule = webhook.DefaultSchedule.Scaled(cfg.RetryBackoffScale)
+		log.Warn("retry schedules compressed for testing", "RETRY_BACKOFF_SCALE", cfg.RetryBackoffScale)
+	}
+	mailer, err := smtp.New(cfg.SMTP, log.With("component", "smtp"))
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case cfg.Keys != nil:
+		log.Info("email secret fields are sealed", "keys", cfg.Keys)
+	case cfg.Production():
+		log.Warn("OUTBOX_ENCRYPTION_KEYS is not set: email secret fields (reset and invite links, tokens, PDFs) " +
+			"are stored in plaintext until sent; see docs/ENCRYPTION.md")
+	}
+	dispatcher, err := outbox.NewDispatcher(pool, outbox.Config{
+		Sender:  mailer,
+		Backoff: claim.EmailBackoff.Scaled(cfg.RetryBackoffScale),
+		Leases:  cfg.Leases,
+		Logger:  log.With("component", "email"),
+		Metrics: outbox.NewMetrics(reg),
+		Keys:    cfg.Keys,
+	})
+	if err != nil {
+		return nil, err
+	}
+	pipeline, err := webhook.New(pool, webhook.Options{
+		Config:   cfg.Webhook,
+		Leases:   cfg.Leases,
+		Schedule: opts.WebhookSchedule,
+		Logger:   log,
+		Metrics:  webhook.NewMetrics(reg),
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	workers := river.NewWorkers()
+	jobs.AddEmailWorkers(workers, dispatcher, jobs.EmailWorkersConfig{Logger: log.With("component", "email")})
+	jobs.AddWebhookWorkers(workers, pipeline, jobs.WebhookWorkersConfig{Logger: log.With("component", "webhook")})
+	periodic := append([]*river.PeriodicJob{jobs.EmailPeriodicJob(cfg.TickInterval)},
+		jobs.WebhookPeriodicJobs(cfg.TickInterval, 0)...)
+
+	// Every job sets its own Timeout from the leases; River must not rescue
+	// a job as stuck before that timeout could have fired.
+	longest := max(jobs.EmailJobTimeout(cfg.Leases, jobs.DefaultEmailDrainWindow), pipeline.JobTimeout())
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		// A readable, unique ID shows which replica leads in river_leader
+		// and River UI.
+		ID:     replicaID(),
+		Logger: log.With("component", "river"),
+		Queues: map[string]river.QueueConfig{
+			jobs.QueueEmail:       {MaxWorkers: 4},
+			jobs.QueueWebhook:     {MaxWorkers: 4},
+			jobs.QueueMaintenance: {MaxWorkers: 1},
+		},
+		Workers:              workers,
+		PeriodicJobs:         periodic,
+		RescueStuckJobsAfter: longest + cfg.Leases.LeaseSlack,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("river client: %w", err)
+	}
+	return &replica{client: client, dispatcher: dispatcher, pipeline: pipeline, mailer: mailer}, nil
+}
+
+// start starts the River client; jobs get contexts derived from ctx.
+func (r *replica) start(ctx context.Context) error {
+	if err := r.client.Start(ctx); err != nil {
+		return fmt.Errorf("start River: %w", err)
+	}
+	return nil
+}
+
+// stop is the soft stop: the dispatcher claims nothing more and releases
+// what it has not started, River waits for running jobs.
+func (r *replica) stop(ctx context.Context) error {
+	r.dispatcher.Stop()
+	r.pipeline.Stop()
+	err := r.client.Stop(ctx)
+	if err == nil {
+		r.close()
+	}
+	return err
+}
+
+// stopAndCancel cancels whatever is still running. Rows in flight record a
+// transient failure on their detached marks and are retried later.
+func (r *replica) stopAndCancel(ctx context.Context) error {
+	err := r.client.StopAndCancel(ctx)
+	r.close()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func (r *replica) close() {
+	r.pipeline.Close()
+	r.mailer.Close()
+}
+
+// replicaID is host-pid: unique per process, and findable from ps.
+func replicaID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/postbox/postbox/jobs"
+)
+
+func init() {
+	register(command{
+		Name:  "run",
+		Usage: "— run one worker replica until SIGINT/SIGTERM",
+		Run:   runRun,
+	})
+}
+
+func runRun(ctx context.Context, env *Env, _ []string) error {
+	pool, err := env.MigratedPool(ctx)
+	if err != nil {
+		return err
+	}
+	return runReplica(ctx, env, pool, replicaOptions{}, nil)
+}
+
+// runReplica boots a replica on pool — River, the dispatcher, the webhook
+// pipeline and the HTTP server — and runs it until ctx ends. If running is
+// not nil it is called once everything serves; the replica shuts down when
+// it returns an error or ctx ends, whichever comes first (errDone is a
+// clean stop).
+func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaOptions,
+	running func(ctx context.Context, rep *replica, addr string) error) error {
+	cfg, log := env.Config, env.Logger
+	log.Info("postbox worker starting",
+		"app_env", cfg.AppEnv, "http_addr", cfg.HTTPAddr,
+		"email_batch_size", cfg.Leases.BatchSize, "email_batch_timeout", cfg.Leases.BatchTimeout.String(),
+		"email_claim_lease", cfg.Leases.ClaimLease(cfg.Leases.BatchSize).String(),
+		"tick_interval", cfg.TickInterval.String(), "shutdown_timeout", cfg.ShutdownTimeout.String())
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		newRiverJobsCollector(pool, log, jobs.QueueEmail, jobs.QueueWebhook, jobs.QueueMaintenance),
+		newOutboxCollector(pool, log))
+
+	rep, err := newReplica(env, pool, reg, opts)
+	if err != nil {
+		return err
+	}
+	srv, startUI, err := newServer(env, pool, rep.client, reg)
+	if err != nil {
+		return err
+	}
+	// River and the UI get a context that outlives the signal: shutdown is
+	// driven explicitly below, soft first, so in-flight rows can mark.
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRun()
+	if err := startUI(runCtx); err != nil {
+		return fmt.Errorf("start River UI: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("HTTP_ADDR=%s: %w", cfg.HTTPAddr, err)
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	countRiverEvents(runCtx, rep.client, reg)
+	if err := rep.start(runCtx); err != nil {
+		return err
+	}
+	log.Info("postbox worker running", "http_addr", ln.Addr().String())
+
+	done := make(chan error, 1)
+	if running != nil {
+		go func() { done <- running(ctx, rep, ln.Addr().String()) }()
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-done:
+	case runErr = <-serveErr:
+		log.Error("HTTP server stopped", "error", runErr)
+	}
+	if errors.Is(runErr, errDone) {
+		runErr = nil
+	}
+	return errors.Join(runErr, shutdown(env, rep, srv))
+}
+
+// errDone ends runReplica's running callback without an error.
+var errDone = errors.New("done")
+
+// shutdown stops claiming, gives in-flight rows SHUTDOWN_TIMEOUT to finish
+// and mark, then cancels what is left. Marks run on detached contexts, so
+// even a cancelled row records its outcome.
+func shutdown(env *Env, rep *replica, srv *http.Server) error {
+	log := env.Logger
+	log.Info("shutting down: no new claims; waiting for in-flight work", "timeout", env.Config.ShutdownTimeout)
+	soft, cancel := context.WithTimeout(context.Background(), env.Config.ShutdownTimeout)
+	defer cancel()
+	err := rep.stop(soft)
+	if errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("soft stop timed out; cancelling in-flight work")
+		hard, cancelHard := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancelHard()
+		err = rep.stopAndCancel(hard)
+	}
+	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelHTTP()
+	if shutErr := srv.Shutdown(httpCtx); shutErr != nil && err == nil {
+		err = shutErr
+	}
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("postbox worker stopped")
+	return nil
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/postbox/postbox/internal/pgtest"
+	"github.com/postbox/postbox/migrations"
+)
+
+// startWorker runs the worker binary with extra environment and returns the
+// command and its combined stderr.
+func startWorker(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(workerBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Stdout = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return cmd, &stderr
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func get(t *testing.T, url string, auth ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if len(auth) == 2 {
+		req.SetBasicAuth(auth[0], auth[1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+func waitReady(t *testing.T, base string, stderr *bytes.Buffer) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if code, _ := get(t, base+"/readyz"); code == http.StatusOK {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("worker not ready within 30s; output:\n%s", stderr)
+}
+
+// TestRunBootsServesAndStopsOnSIGTERM is the foundation's acceptance as a
+// user sees it: readiness, River UI behind auth, metrics with River and Go
+// figures, and a clean exit on SIGTERM.
+func TestRunBootsServesAndStopsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	addr := freeAddr(t)
+	base := "http://" + addr
+	cmd, stderr := startWorker(t, []string{
+		"DATABASE_URL=" + pgtest.URL(t), "HTTP_ADDR=" + addr, "SMTP_TLS=none", "SMTP_PORT=2525",
+		"RIVERUI_USERNAME=admin", "RIVERUI_PASSWORD=s3cret", "SHUTDOWN_TIMEOUT=10s",
+	}, "run")
+	waitReady(t, base, stderr)
+
+	if code, _ := get(t, base+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz = %d", code)
+	}
+	if code, _ := get(t, base+"/riverui/"); code != http.StatusUnauthorized {
+		t.Errorf("/riverui/ without credentials = %d, want 401", code)
+	}
+	if code, body := get(t, base+"/riverui/", "admin", "s3cret"); code != http.StatusOK || !strings.Contains(body, "<html") {
+		t.Errorf("/riverui/ with credentials = %d, body %.80q", code, body)
+	}
+	if code, _ := get(t, base+"/riverui/api/health-checks/complete", "admin", "s3cret"); code != http.StatusOK {
+		t.Errorf("River UI health check = %d", code)
+	}
+	code, metrics := get(t, base+"/metrics")
+	for _, want := range []string{"go_goroutines", "process_cpu_seconds_total", "river_jobs{"} {
+		if code != http.StatusOK || !strings.Contains(metrics, want) {
+			t.Errorf("/metrics (%d) lacks %s", code, want)
+		}
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("worker exited with %v after SIGTERM; output:\n%s", err, stderr)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("worker did not stop within 30s of SIGTERM; output:\n%s", stderr)
+	}
+	if !strings.Contains(stderr.String(), "postbox worker stopped") {
+		t.Errorf("no clean-stop log line; output:\n%s", stderr)
+	}
+}
+
+// TestBadInputFailsWithOneLine: each bad configuration exits non-zero with
+// one line that names what is wrong.
+func TestBadInputFailsWithOneLine(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"unreachable database", []string{"DATABASE_URL=postgres://postgres@127.0.0.1:1/postbox?connect_timeout=3"}, "127.0.0.1"},
+		{"bogus SMTP_TLS", []string{"SMTP_TLS=bogus"}, "SMTP_TLS"},
+		{"lease chain broken", []string{"EMAIL_BATCH_SIZE=6"}, "BatchSize×PerRowBudget ≤ BatchTimeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := append([]string{"HTTP_ADDR=" + freeAddr(t)}, tc.env...)
+			cmd, out := startWorker(t, env, "run")
+			err := cmd.Wait()
+			if err == nil {
+				t.Fatal("worker run succeeded with bad input")
+			}
+			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+			if len(lines) != 1 || !strings.Contains(lines[0], tc.want) {
+				t.Fatalf("output = %q, want one line naming %q", out, tc.want)
+			}
+		})
+	}
+}
+
+// TestRunRefusesWhileMigrationsBehind: a worker never runs against a schema
+// it does not understand, and says which command fixes it.
+func TestRunRefusesWhileMigrationsBehind(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	env := []string{"DATABASE_URL=" + url, "HTTP_ADDR=" + freeAddr(t)}
+	down, out := startWorker(t, env, "migrate", "down", "--all")
+	if err := down.Wait(); err != nil {
+		t.Fatalf("migrate down --all: %v\n%s", err, out)
+	}
+	cmd, out := startWorker(t, env, "run")
+	if err := cmd.Wait(); err == nil {
+		t.Fatal("worker run started with migrations behind")
+	}
+	if !strings.Contains(out.String(), "worker migrate up") {
+		t.Fatalf("refusal does not name the command to run: %s", out)
+	}
+	status, out := startWorker(t, env, "migrate", "status")
+	if err := status.Wait(); err != nil || !strings.Contains(out.String(), "postbox schema  0 of") {
+		t.Fatalf("migrate status: %v\n%s", err, out)
+	}
+	up, out := startWorker(t, env, "migrate", "up")
+	if err := up.Wait(); err != nil || !strings.Contains(out.String(), fmt.Sprintf("River schema    %d of %d", migrations.RiverTarget(), migrations.RiverTarget())) {
+		t.Fatalf("migrate up: %v\n%s", err, out)
+	}
+}

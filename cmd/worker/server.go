@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/riverqueue/river"
+	"riverqueue.com/riverui"
+
+	"github.com/postbox/postbox/migrations"
+)
+
+// newServer builds the replica's HTTP surface: /healthz (process alive),
+// /readyz (database reachable and migrations current), /metrics, and River
+// UI under /riverui/. The returned start function starts River UI's
+// background services; call it before serving.
+func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], reg *prometheus.Registry) (*http.Server, func(context.Context) error, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", readyHandler(pool, env.Logger))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, Timeout: 10 * time.Second}))
+
+	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
+		Endpoints: riverui.NewEndpoints[pgx.Tx](client, nil),
+		Logger:    env.Logger.With("component", "riverui"),
+		Prefix:    "/riverui",
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	mux.Handle("/riverui/", riverUIAuth(env.Config, env.Logger, ui))
+
+	srv := &http.Server{
+		Addr:              env.Config.HTTPAddr,
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	return srv, ui.Start, nil
+}
+
+func readyHandler(pool *pgxpool.Pool, logger *slog.Logger) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+		defer cancel()
+		if err := pool.Ping(ctx); err != nil {
+			http.Error(w, "database unreachable: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		m, err := migrations.New(pool, logger)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		defer m.Close()
+		if err := m.RequireCurrent(ctx); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ready\n"))
+	}
+}
+
+// riverUIAuth puts River UI, which has no auth of its own, behind HTTP
+// basic auth when credentials are configured. In production it refuses to
+// serve the UI without them: the dashboard can cancel and retry jobs.
+func riverUIAuth(cfg Config, logger *slog.Logger, next http.Handler) http.Handler {
+	if cfg.RiverUIUser == "" {
+		if cfg.Production() {
+			logger.Warn("River UI disabled: APP_ENV=production requires RIVERUI_USERNAME and RIVERUI_PASSWORD")
+			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				http.Error(w, "River UI is disabled: set RIVERUI_USERNAME and RIVERUI_PASSWORD", http.StatusForbidden)
+			})
+		}
+		logger.Warn("River UI is served without authentication; set RIVERUI_USERNAME and RIVERUI_PASSWORD")
+		return next
+	}
+	user, pass := []byte(cfg.RiverUIUser), []byte(cfg.RiverUIPassword)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		u, p, ok := r.BasicAuth()
+		// Evaluate both comparisons so timing does not reveal which failed.
+		userOK := subtle.ConstantTimeCompare([]byte(u), user) == 1
+		passOK := subtle.ConstantTimeCompare([]byte(p), pass) == 1
+		if !ok || !userOK || !passOK {
+			w.Header().Set("WWW-Authenticate", `Basic realm="postbox River UI", charset="UTF-8"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
