@@ -118,7 +118,7 @@ func apply(root string, m Mutation, timeout time.Duration) string {
 
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-timeout", timeout.String(),
+	cmd := exec.CommandContext(ctx, "go", "test", "-trimpath", "-count=1", "-timeout", timeout.String(),
 		"-run", "^("+m.Test+")$", m.Pkg)
 	cmd.Dir = scratch
 	out, err := cmd.CombinedOutput()
