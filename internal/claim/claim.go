@@ -41,18 +41,23 @@ type Table struct {
 // here and nowhere else, so a claim-then-crash row still advances toward
 // failed.
 func (t Table) ClaimSQL() string {
-	due := fmt.Sprintf("%s <= now()", t.DueColumn)
+	due, order := fmt.Sprintf("%s <= now()", t.DueColumn), t.DueColumn
 	if t.LegacyNullDue {
+		// The legacy branch; its table's claim index is built NULLS FIRST
+		// to match. Elsewhere the due column is NOT NULL and the plain
+		// ascending order is what lets the claim read its partial index
+		// instead of sorting every due row per batch.
 		due = fmt.Sprintf("(%s <= now() OR %s IS NULL)", t.DueColumn, t.DueColumn)
+		order += " NULLS FIRST"
 	}
 	return fmt.Sprintf(`UPDATE %[1]s SET attempts = attempts + 1, %[2]s = now() + $2::interval
 WHERE id IN (
 	SELECT id FROM %[1]s
 	WHERE status = 'pending' AND %[3]s
-	ORDER BY %[2]s NULLS FIRST
+	ORDER BY %[5]s
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED)
-RETURNING %[4]s`, t.Name, t.DueColumn, due, t.Returning)
+RETURNING %[4]s`, t.Name, t.DueColumn, due, t.Returning, order)
 }
 
 // Claim runs ClaimSQL and scans each returned row with scan.
