@@ -33,7 +33,11 @@ var scrubbedPayloadKeys = []string{
 var scrubbedKeysSQL = textArray(scrubbedPayloadKeys)
 
 // scrubSet is the SET clause the dispatched and skipped marks share.
-var scrubSet = "payload = payload - " + scrubbedKeysSQL
+//
+// Only a payload holding one of the keys is rewritten: jsonb - text[]
+// rebuilds (and the row then recompresses) the whole document even when no
+// key matches.
+var scrubSet = "payload = CASE WHEN payload ?| " + scrubbedKeysSQL + " THEN payload - " + scrubbedKeysSQL + " ELSE payload END"
 
 func textArray(keys []string) string {
 	quoted := make([]string, len(keys))
