@@ -1,0 +1,116 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// backends returns the server process ids of every connection to the
+// bench database: the pools of the phase about to be measured are open by
+// then (MinConns), so the set is complete.
+func backends(ctx context.Context, pool *pgxpool.Pool) map[int]bool {
+	rows, err := pool.Query(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database()`)
+	if err != nil {
+		return nil
+	}
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	if err != nil {
+		return nil
+	}
+	set := make(map[int]bool, len(pids))
+	for _, p := range pids {
+		set[int(p)] = true
+	}
+	return set
+}
+
+// cpuSample is the CPU time used so far by this process and by the
+// Postgres backends serving the bench database (when the server is local
+// and /proc is readable). Per message, it says which side a path spends
+// its time on. Server processes shared by every database (WAL writer,
+// checkpointer) are left out, and so are other databases' clients.
+type cpuSample struct {
+	self     time.Duration
+	postgres map[int]time.Duration // per pid, so processes that came and went do not skew the delta
+}
+
+// clockTick is USER_HZ, 100 on every Linux this runs on.
+const clockTick = 10 * time.Millisecond
+
+func sampleCPU(pids map[int]bool) cpuSample {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	s := cpuSample{
+		self:     time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		postgres: map[int]time.Duration{},
+	}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, path := range stats {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid … utime(14) stime(15): comm may hold spaces,
+		// so split after its closing parenthesis.
+		line := string(data)
+		open, closing := strings.IndexByte(line, '('), strings.LastIndexByte(line, ')')
+		if open < 0 || closing < open || line[open+1:closing] != "postgres" {
+			continue
+		}
+		fields := strings.Fields(line[closing+1:])
+		if len(fields) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(fields[11], 10, 64)
+		st, _ := strconv.ParseInt(fields[12], 10, 64)
+		pid, _ := strconv.Atoi(strings.TrimSpace(line[:open]))
+		if !pids[pid] {
+			continue
+		}
+		s.postgres[pid] = time.Duration(ut+st) * clockTick
+	}
+	return s
+}
+
+// cpuUse is the CPU spent between two samples.
+type cpuUse struct {
+	self, postgres time.Duration
+	pgSeen         bool
+}
+
+func (a cpuSample) until(b cpuSample) cpuUse {
+	u := cpuUse{self: b.self - a.self, pgSeen: len(b.postgres) > 0}
+	for pid, t := range b.postgres {
+		u.postgres += t - a.postgres[pid] // a process born in between counts from zero
+	}
+	return u
+}
+
+// perMessage formats the CPU per message, e.g. "CPU/msg: Go 210 µs, Postgres 380 µs".
+func (u cpuUse) perMessage(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	s := fmt.Sprintf("CPU/msg: Go %d µs", u.self.Microseconds()/int64(n))
+	if u.pgSeen {
+		s += fmt.Sprintf(", Postgres %d µs", u.postgres.Microseconds()/int64(n))
+	}
+	return s
+}
+
+// total is the CPU per message in µs, this process and Postgres together.
+func (u cpuUse) total(n int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return float64((u.self + u.postgres).Microseconds()) / float64(n)
+}

@@ -1,0 +1,232 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/postbox/postbox/jobs"
+	"github.com/postbox/postbox/outbox"
+)
+
+// appConns is the application side's pool and goroutines in the latency
+// section: enough that an enqueue waiting on its commit never holds back
+// the offered load (the generator is open-loop up to this many in flight).
+const appConns = 16
+
+// latency runs the offered-load generator for every rate, first with the
+// periodic tick alone, then with the kick in the enqueueing transaction.
+func (r *runner) latency(ctx context.Context) error {
+	for i, rate := range r.opts.Rates {
+		for j, kick := range []bool{false, true} {
+			if i+j > 0 {
+				if err := r.truncate(ctx); err != nil {
+					return err
+				}
+			}
+			if err := r.latencyRun(ctx, rate, kick); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// latencyRun is one rate × trigger: a worker set up like `worker run`
+// (a River client with the email queue, the tick and kick workers and the
+// periodic tick, default fetch settings) and an application that enqueues
+// rate emails a second, each in its own transaction, for Duration. Each
+// row's latency is its enqueue commit (taken when Commit returns) to the
+// sink accepting its DATA, matched by the Message-ID's row id.
+func (r *runner) latencyRun(ctx context.Context, rate int, kick bool) error {
+	trigger := "tick"
+	if kick {
+		trigger = "kick"
+	}
+	pool, err := r.pool(ctx, r.opts.PoolSize)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	app, err := r.pool(ctx, appConns)
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	rl, err := r.relay()
+	if err != nil {
+		return err
+	}
+	defer rl.close()
+
+	lc := r.leases()
+	d, err := outbox.NewDispatcher(pool, outbox.Config{Sender: rl.mailer, Concurrency: r.opts.Concurrency, Leases: lc, Logger: discard})
+	if err != nil {
+		return err
+	}
+	workers := river.NewWorkers()
+	jobs.AddEmailWorkers(workers, d, jobs.EmailWorkersConfig{Logger: discard})
+	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+		Logger:               discard,
+		Queues:               map[string]river.QueueConfig{jobs.QueueEmail: {MaxWorkers: 4}},
+		Workers:              workers,
+		PeriodicJobs:         []*river.PeriodicJob{jobs.EmailPeriodicJob(jobs.DefaultEmailTickInterval)},
+		RescueStuckJobsAfter: jobs.EmailJobTimeout(lc, jobs.DefaultEmailDrainWindow) + lc.LeaseSlack,
+	})
+	if err != nil {
+		return fmt.Errorf("latency: River client: %w", err)
+	}
+	var enq outbox.Enqueuer
+	if kick {
+		appClient, err := kickClient(app)
+		if err != nil {
+			return err
+		}
+		enq.Kick = jobs.EmailKick(appClient)
+	}
+
+	// Start the worker and wait for its first tick to finish, so the run
+	// measures a worker in its steady state, not its leader election.
+	events, cancelSub := client.Subscribe(river.EventKindJobCompleted)
+	defer cancelSub()
+	runCtx, cancelRun := context.WithCancel(ctx)
+	defer cancelRun()
+	if err := client.Start(runCtx); err != nil {
+		return fmt.Errorf("latency: start River: %w", err)
+	}
+	defer func() {
+		d.Stop()
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = client.Stop(stopCtx)
+	}()
+	if err := waitForTick(ctx, events); err != nil {
+		return err
+	}
+	r.logf("latency: worker ready (first tick done)")
+
+	r.logf("latency: %d msg/s for %s, %s", rate, r.opts.Duration, trigger)
+	total := int(float64(rate) * r.opts.Duration.Seconds())
+	commits, achieved, err := generate(ctx, app, &enq, r.message, rate, total)
+	if err != nil {
+		return fmt.Errorf("latency: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := rl.sink.WaitFor(wctx, total); err != nil {
+		return checkf("latency %d/s %s: %d of %d messages arrived within 60 s after the load ended", rate, trigger, rl.sink.Len(), total)
+	}
+	note, err := checkSink(rl.sink, total)
+	if err != nil {
+		return fmt.Errorf("latency %d/s %s: %w", rate, trigger, err)
+	}
+	lat := make([]time.Duration, 0, total)
+	for _, m := range rl.sink.Messages() {
+		c, ok := commits[m.RowID]
+		if !ok {
+			return checkf("latency: the sink got row %q that the generator did not enqueue", m.RowID)
+		}
+		lat = append(lat, m.At.Sub(c))
+	}
+	ps := percentiles(lat, 50, 95, 99)
+	path := fmt.Sprintf("%d msg/s, tick every %s", rate, jobs.DefaultEmailTickInterval)
+	if kick {
+		path = fmt.Sprintf("%d msg/s, kick in the enqueue tx (+ tick)", rate)
+	}
+	r.add(Row{Section: "latency commit→DATA", Path: path,
+		Figure: fmtMs(ps[0]) + " / " + fmtMs(ps[1]) + " / " + fmtMs(ps[2]), Unit: "ms p50/p95/p99",
+		Notes: fmt.Sprintf("%d enqueued over %s (achieved %.0f/s), %s; max %s ms", total, r.opts.Duration, achieved, note, fmtMs(percentiles(lat, 100)[0]))})
+	return nil
+}
+
+// waitForTick waits for the first completed email tick.
+func waitForTick(ctx context.Context, events <-chan *river.Event) error {
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	for {
+		select {
+		case ev := <-events:
+			if ev.Job != nil && ev.Job.Kind == (jobs.EmailTickArgs{}).Kind() {
+				return nil
+			}
+		case <-timeout.C:
+			return fmt.Errorf("latency: no email tick completed within 30 s of starting River")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// generate offers total enqueues at rate a second, open-loop: the i-th is
+// due at start + i/rate whether or not earlier ones have committed (up to
+// appConns in flight). It returns each row's commit time by row id and the
+// rate actually achieved.
+func generate(ctx context.Context, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, enq *outbox.Enqueuer, message func(int) outbox.Email, rate, total int) (map[string]time.Time, float64, error) {
+	type commit struct {
+		id string
+		at time.Time
+	}
+	due := make(chan int, total)
+	out := make([]commit, total)
+	var (
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		genErr  error
+	)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range appConns {
+		wg.Go(func() {
+			for i := range due {
+				var id string
+				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+					var err error
+					id, err = enq.Enqueue(ctx, tx, message(i))
+					return err
+				})
+				if err != nil {
+					errOnce.Do(func() { genErr = err; cancel() })
+					return
+				}
+				out[i] = commit{id, time.Now()}
+			}
+		})
+	}
+	start := time.Now()
+	interval := time.Second / time.Duration(rate)
+	for i := range total {
+		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		due <- i
+	}
+	close(due)
+	wg.Wait()
+	if genErr != nil {
+		return nil, 0, genErr
+	}
+	commits := make(map[string]time.Time, total)
+	var last time.Time
+	for _, c := range out {
+		commits[c.id] = c.at
+		if c.at.After(last) {
+			last = c.at
+		}
+	}
+	// Offered over (total−1) intervals; a generator that kept up took that long.
+	span := max(last.Sub(start), time.Duration(total-1)*interval)
+	return commits, perSecond(total-1, span), nil
+}
