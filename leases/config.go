@@ -56,6 +56,7 @@ func (e *ChainError) Error() string {
 // first broken link.
 //
 //	BatchSize×PerRowBudget ≤ BatchTimeout < ClaimLease(BatchSize)
+//	PerRowBudget < BatchTimeout
 //	DeliveryBudget < BirthLeaseWindow
 //	RetryClaimBatch×DeliveryBudget < RetryClaimLease(RetryClaimBatch)
 func (c Config) Validate() error {
@@ -74,6 +75,13 @@ func (c Config) Validate() error {
 	if lease := c.ClaimLease(c.BatchSize); c.BatchTimeout >= lease {
 		return &ChainError{"BatchTimeout < ClaimLease(BatchSize)",
 			fmt.Sprintf("%s ≥ %s", c.BatchTimeout, lease)}
+	}
+	// A row starts only while a full PerRowBudget remains in its batch, and
+	// the claim itself takes a moment: at equality the first row of a batch
+	// of one could never start, and every claim would be released unsent.
+	if c.PerRowBudget >= c.BatchTimeout {
+		return &ChainError{"PerRowBudget < BatchTimeout",
+			fmt.Sprintf("%s ≥ %s", c.PerRowBudget, c.BatchTimeout)}
 	}
 	if c.DeliveryBudget >= c.BirthLeaseWindow {
 		return &ChainError{"DeliveryBudget < BirthLeaseWindow",

@@ -59,6 +59,7 @@ func TestValidateNamesBrokenLink(t *testing.T) {
 		{"timeout reaches lease", func(c *Config) { c.BatchTimeout = c.ClaimLease(c.BatchSize) }, "BatchTimeout < ClaimLease(BatchSize)"},
 		{"no slack", func(c *Config) { c.LeaseSlack = 0 }, "BatchTimeout < ClaimLease(BatchSize)"},
 		{"birth lease too short", func(c *Config) { c.BirthLeaseWindow = 10 * time.Second }, "DeliveryBudget < BirthLeaseWindow"},
+		{"batch of one cannot start its row", func(c *Config) { c.BatchSize, c.BatchTimeout = 1, c.PerRowBudget }, "PerRowBudget < BatchTimeout"},
 		{"zero batch", func(c *Config) { c.BatchSize = 0 }, "BatchSize ≥ 1"},
 		{"zero retry batch", func(c *Config) { c.RetryClaimBatch = 0 }, "RetryClaimBatch ≥ 1"},
 	} {

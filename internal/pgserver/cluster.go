@@ -140,13 +140,14 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// Restart stops the cluster (fast mode, dropping connections) and starts
-// it again on the same port; the soak test uses it to prove a database
-// restart loses nothing.
+// Restart stops the cluster in fast mode — sessions are terminated, as in
+// a real restart or failover — and starts it again with the command line it
+// was started with (pg_ctl keeps it in postmaster.opts): same port, socket
+// directory and settings. The soak uses it to prove a database restart
+// loses nothing.
 func (c *Cluster) Restart(ctx context.Context) error {
-	data := filepath.Join(c.dir, "data")
-	if err := c.run(ctx, "pg_ctl", "-D", data, "-m", "fast", "-w", "stop"); err != nil {
-		return err
-	}
-	return c.run(ctx, "pg_ctl", "-D", data, "-l", filepath.Join(c.dir, "log"), "-w", "-t", "60", "start")
+	// -l is needed: without it the server inherits pg_ctl's output and
+	// holds it open forever.
+	return c.run(ctx, "pg_ctl", "restart", "-D", filepath.Join(c.dir, "data"), "-m", "fast", "-w", "-t", "60",
+		"-l", filepath.Join(c.dir, "log"))
 }

@@ -36,6 +36,14 @@ func TestThrowawayCluster(t *testing.T) {
 	if err != nil || one != 1 {
 		t.Errorf("SELECT 1 = %d, %v", one, err)
 	}
+	if err := c.Restart(ctx); err != nil {
+		c.Stop()
+		t.Fatalf("Restart: %v", err)
+	}
+	if err := Ping(ctx, c.URL); err != nil {
+		c.Stop()
+		t.Fatalf("cluster does not answer on its own port after Restart: %v", err)
+	}
 	if err := c.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
