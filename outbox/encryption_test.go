@@ -5,11 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"io"
 	"log/slog"
-	"mime"
-	"mime/multipart"
-	"mime/quotedprintable"
 	netmail "net/mail"
 	"reflect"
 	"strings"
@@ -18,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postbox/postbox/internal/mimetest"
 	"github.com/postbox/postbox/internal/pgtest"
 	"github.com/postbox/postbox/internal/smtpsink"
 	"github.com/postbox/postbox/smtp"
@@ -496,7 +493,7 @@ func TestEncryption_RequeueAfterFailureSendsFullEmail(t *testing.T) {
 		t.Fatal(err)
 	}
 	parts := map[string][]byte{}
-	mimeParts(t, parsed.Header.Get("Content-Type"), parsed.Body, parts)
+	mimetest.Collect(t, parsed.Header.Get("Content-Type"), parsed.Body, parts)
 	for _, link := range []string{email.Payload.UpdateURL, email.Payload.SetupURL} {
 		if !bytes.Contains(parts["text/plain"], []byte(link)) {
 			t.Errorf("text part %q lacks the link %s", parts["text/plain"], link)
@@ -507,45 +504,5 @@ func TestEncryption_RequeueAfterFailureSendsFullEmail(t *testing.T) {
 	}
 	if st := getRow(t, pool, id); st.Status != "dispatched" || st.Payload["update_url"] != nil || st.Payload["pdf"] != nil {
 		t.Errorf("row after the send: %s, payload %v; want dispatched and scrubbed", st.Status, st.Payload)
-	}
-}
-
-// mimeParts collects the decoded leaf parts of a multipart body by type.
-func mimeParts(t *testing.T, contentType string, body io.Reader, into map[string][]byte) {
-	t.Helper()
-	mt, params, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		t.Fatalf("Content-Type %q: %v", contentType, err)
-	}
-	if !strings.HasPrefix(mt, "multipart/") {
-		t.Fatalf("want a multipart message, got %s", mt)
-	}
-	mr := multipart.NewReader(body, params["boundary"])
-	for {
-		p, err := mr.NextRawPart()
-		if err == io.EOF {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		ct := p.Header.Get("Content-Type")
-		pmt, _, _ := mime.ParseMediaType(ct)
-		if strings.HasPrefix(pmt, "multipart/") {
-			mimeParts(t, ct, p, into)
-			continue
-		}
-		var r io.Reader = p
-		switch strings.ToLower(p.Header.Get("Content-Transfer-Encoding")) {
-		case "base64":
-			r = base64.NewDecoder(base64.StdEncoding, p)
-		case "quoted-printable":
-			r = quotedprintable.NewReader(p)
-		}
-		data, err := io.ReadAll(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		into[pmt] = data
 	}
 }

@@ -2,14 +2,12 @@ package smtp
 
 import (
 	"bytes"
-	"encoding/base64"
-	"io"
 	"mime"
-	"mime/multipart"
 	netmail "net/mail"
 	"strings"
 	"testing"
 
+	"github.com/postbox/postbox/internal/mimetest"
 	"github.com/postbox/postbox/internal/smtpsink"
 )
 
@@ -55,7 +53,7 @@ func TestSend_MessageShape(t *testing.T) {
 	}
 
 	parts := map[string][]byte{} // content type → decoded body, flattened
-	collectParts(t, parsed.Header.Get("Content-Type"), parsed.Body, parts)
+	mimetest.Collect(t, parsed.Header.Get("Content-Type"), parsed.Body, parts)
 	if got := string(parts["text/plain"]); !strings.Contains(got, "your invoice is attached") {
 		t.Errorf("text/plain part %q", got)
 	}
@@ -87,46 +85,6 @@ func TestCompose_SinglePart(t *testing.T) {
 		if mt, _, _ := mime.ParseMediaType(parsed.Header.Get("Content-Type")); mt != tc.want {
 			t.Errorf("%s: Content-Type %s, want %s", tc.name, mt, tc.want)
 		}
-	}
-}
-
-func collectParts(t *testing.T, contentType string, body io.Reader, into map[string][]byte) {
-	t.Helper()
-	mt, params, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		t.Fatalf("Content-Type %q: %v", contentType, err)
-	}
-	if !strings.HasPrefix(mt, "multipart/") {
-		t.Fatalf("collectParts on %s", mt)
-	}
-	into[mt] = nil
-	mr := multipart.NewReader(body, params["boundary"])
-	for {
-		p, err := mr.NextRawPart()
-		if err == io.EOF {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		ct := p.Header.Get("Content-Type")
-		pmt, _, _ := mime.ParseMediaType(ct)
-		if strings.HasPrefix(pmt, "multipart/") {
-			collectParts(t, ct, p, into)
-			continue
-		}
-		var r io.Reader = p
-		switch strings.ToLower(p.Header.Get("Content-Transfer-Encoding")) {
-		case "base64":
-			r = base64.NewDecoder(base64.StdEncoding, p)
-		case "quoted-printable":
-			r = multipartQP(p)
-		}
-		data, err := io.ReadAll(r)
-		if err != nil {
-			t.Fatalf("%s part: %v", pmt, err)
-		}
-		into[pmt] = data
 	}
 }
 

@@ -5,9 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
-	"io"
 	"log/slog"
-	"mime/quotedprintable"
 	"net"
 	"strings"
 	"sync"
@@ -177,5 +175,3 @@ func returnsWithin(t *testing.T, limit time.Duration, send func() error) (time.D
 }
 
 func encodeStd(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
-
-func multipartQP(r io.Reader) io.Reader { return quotedprintable.NewReader(r) }
