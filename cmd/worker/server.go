@@ -22,11 +22,17 @@ import (
 // UI under /riverui/. The returned start function starts River UI's
 // background services; call it before serving.
 func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], reg *prometheus.Registry) (*http.Server, func(context.Context) error, error) {
+	// Built once: readiness probes arrive every few seconds, and loading
+	// both migration sets per probe would be work done on a hot path.
+	migrator, err := migrations.New(pool, env.Logger)
+	if err != nil {
+		return nil, nil, err
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("GET /readyz", readyHandler(pool, env.Logger))
+	mux.HandleFunc("GET /readyz", readyHandler(pool, migrator))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, Timeout: 10 * time.Second}))
 
 	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
@@ -47,10 +53,11 @@ func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], reg *
 		WriteTimeout:      60 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
+	srv.RegisterOnShutdown(func() { migrator.Close() })
 	return srv, ui.Start, nil
 }
 
-func readyHandler(pool *pgxpool.Pool, logger *slog.Logger) http.HandlerFunc {
+func readyHandler(pool *pgxpool.Pool, m *migrations.Migrator) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 		defer cancel()
@@ -58,12 +65,6 @@ func readyHandler(pool *pgxpool.Pool, logger *slog.Logger) http.HandlerFunc {
 			http.Error(w, "database unreachable: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
-		m, err := migrations.New(pool, logger)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		defer m.Close()
 		if err := m.RequireCurrent(ctx); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
