@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,8 +30,11 @@ func (f SenderFunc) Send(ctx context.Context, msg smtp.Message) error { return f
 // DefaultConcurrency is how many batches Drain keeps in flight when
 // Config.Concurrency is 0. Rows within a batch are sent one after another,
 // which is what BatchSize×PerRowBudget ≤ BatchTimeout assumes; throughput
-// comes from batches in parallel.
-const DefaultConcurrency = 4
+// comes from batches in parallel. A batch in flight holds an SMTP
+// connection, not a database connection: claims and marks are shared
+// (see Drain and markGroups), so Concurrency is bounded by what the relay
+// accepts, not by the pool.
+const DefaultConcurrency = 16
 
 // Config configures a Dispatcher. Only Sender is required.
 type Config struct {
@@ -90,6 +94,7 @@ type Dispatcher struct {
 	metrics     *Metrics
 	keys        *KeyRing
 	backoff     claim.Backoff
+	marks       *markGroups
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -131,6 +136,7 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 		logger:      cfg.Logger,
 		metrics:     cfg.Metrics,
 		keys:        cfg.Keys,
+		marks:       newMarkGroups(db, markWriters(cfg.Concurrency)),
 		backoff:     cfg.Backoff,
 		stop:        make(chan struct{}),
 	}, nil
@@ -182,59 +188,106 @@ func (r *BatchResult) add(o BatchResult) {
 // The error is a claim failure, or the joined errors of marks that could
 // not run. Stale marks are not errors: they are counted and logged.
 func (d *Dispatcher) RunBatch(ctx context.Context) (BatchResult, error) {
-	var res BatchResult
 	if why := d.cannotStart(ctx); why != "" {
-		return res, nil
+		return BatchResult{}, nil
 	}
-	batchCtx, cancel := context.WithTimeout(ctx, d.leases.BatchTimeout)
-	defer cancel()
+	batches, err := d.claimBatches(ctx, 1)
+	if err != nil || len(batches) == 0 {
+		return BatchResult{}, err
+	}
+	return d.workBatch(ctx, batches[0])
+}
 
-	rows, err := Claim(batchCtx, d.db, d.leases.BatchSize, d.leases.ClaimLease(d.leases.BatchSize))
+// batch is claimed rows that one goroutine works through in order, by a
+// deadline BatchTimeout after the claim began, so the chain
+// BatchSize×PerRowBudget ≤ BatchTimeout < ClaimLease holds for it exactly
+// as if it had been claimed alone.
+type batch struct {
+	rows     []Row
+	deadline time.Time
+	supp     suppressions
+}
+
+// claimBatches claims up to n batches' rows in one statement (ADR-072
+// decision 1: one short claim transaction), each row under the lease of a
+// single batch, and splits them into batches of Leases.BatchSize. It also
+// reads the suppression entries of every claimed recipient in one query.
+func (d *Dispatcher) claimBatches(ctx context.Context, n int) ([]batch, error) {
+	deadline := time.Now().Add(d.leases.BatchTimeout)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	size := d.leases.BatchSize
+	rows, err := Claim(ctx, d.db, n*size, d.leases.ClaimLease(size))
 	if err != nil {
-		return res, fmt.Errorf("outbox: %w", err)
+		return nil, fmt.Errorf("outbox: %w", err)
 	}
-	res.Claimed = len(rows)
 	d.metrics.addClaimed(len(rows))
 	if len(rows) == 0 {
-		return res, nil
+		return nil, nil
 	}
-	for i := range rows {
-		rows[i].decode(d.keys)
+	// Decoding (JSON, and opening sealed fields) is most of a claim's CPU;
+	// done per batch in parallel it does not hold back the first sends.
+	var wg sync.WaitGroup
+	for chunk := range slices.Chunk(rows, size) {
+		wg.Go(func() {
+			for i := range chunk {
+				chunk[i].decode(d.keys)
+			}
+		})
 	}
-	supp := d.loadSuppressions(batchCtx, rows)
+	wg.Wait()
+	supp := d.loadSuppressions(ctx, rows)
+	batches := make([]batch, 0, n)
+	for chunk := range slices.Chunk(rows, size) {
+		batches = append(batches, batch{rows: chunk, deadline: deadline, supp: supp})
+	}
+	return batches, nil
+}
 
+// workBatch sends a claimed batch's rows one after another, each followed
+// by its mark, and releases the rows it may not start.
+func (d *Dispatcher) workBatch(ctx context.Context, b batch) (BatchResult, error) {
+	batchCtx, cancel := context.WithDeadline(ctx, b.deadline)
+	defer cancel()
+	res := BatchResult{Claimed: len(b.rows)}
 	var errs []error
-	for i := range rows {
+	for i := range b.rows {
 		if why := d.cannotStart(batchCtx); why != "" {
-			if err := d.release(batchCtx, rows[i:], why, &res); err != nil {
+			if err := d.release(batchCtx, b.rows[i:], why, &res); err != nil {
 				errs = append(errs, err)
 			}
 			break
 		}
-		r := d.runRow(batchCtx, &rows[i], supp)
+		r := d.runRow(batchCtx, &b.rows[i], b.supp)
 		res.Started++
-		switch {
-		case r.Mark == nil:
-		case errors.Is(r.Mark, ErrStaleMark):
-			res.StaleMarks++
-			continue
-		default:
-			res.MarkErrors++
+		res.count(r)
+		if r.Mark != nil && !errors.Is(r.Mark, ErrStaleMark) {
 			errs = append(errs, r.Mark)
-			continue
-		}
-		switch r.Outcome {
-		case OutcomeSent:
-			res.Sent++
-		case OutcomeSkipped:
-			res.Skipped++
-		case OutcomeFailed:
-			res.Failed++
-		case OutcomeRetry:
-			res.Retried++
 		}
 	}
 	return res, errors.Join(errs...)
+}
+
+// count adds one started row's recorded result.
+func (r *BatchResult) count(row Result) {
+	switch {
+	case errors.Is(row.Mark, ErrStaleMark):
+		r.StaleMarks++
+		return
+	case row.Mark != nil:
+		r.MarkErrors++
+		return
+	}
+	switch row.Outcome {
+	case OutcomeSent:
+		r.Sent++
+	case OutcomeSkipped:
+		r.Skipped++
+	case OutcomeFailed:
+		r.Failed++
+	case OutcomeRetry:
+		r.Retried++
+	}
 }
 
 // cannotStart says why no further row (or batch) may start under ctx, or
@@ -293,55 +346,62 @@ func (d *Dispatcher) loadSuppressions(ctx context.Context, rows []Row) suppressi
 
 // DrainResult counts what a Drain did.
 type DrainResult struct {
-	Batches int // claims made, including the final empty ones
+	Batches int // claims made, including the final empty one
 	BatchResult
 }
 
 // Drain runs batches until no due row is left, the window ends, ctx is
 // done or the dispatcher is stopping, keeping up to Concurrency batches in
-// flight. It starts with one batch and adds another each time a batch comes
-// back full, so an idle tick costs one claim query. A batch started before
-// the window ends runs to completion: give ctx at least window +
-// Leases.BatchTimeout.
+// flight. One claim statement takes rows for every free batch slot, and a
+// new claim waits until an eighth of the slots are free, so claims are shared by
+// many batches instead of one each, the way River's producer fetches for
+// all its idle workers. An idle tick costs one claim query. A batch
+// started before the window ends runs to completion: give ctx at least
+// window + Leases.BatchTimeout.
 func (d *Dispatcher) Drain(ctx context.Context, window time.Duration) (DrainResult, error) {
-	end := time.Now().Add(window)
+	type batchDone struct {
+		res BatchResult
+		err error
+	}
 	var (
-		mu    sync.Mutex
-		total DrainResult
-		errs  []error
-		wg    sync.WaitGroup
-		slots = make(chan struct{}, d.concurrency)
+		end     = time.Now().Add(window)
+		total   DrainResult
+		errs    []error
+		done    = make(chan batchDone, d.concurrency)
+		running int
+		more    = true                    // no claim has come back short yet
+		refill  = max(d.concurrency/8, 1) // free slots worth a claim
 	)
-	var spawn func()
-	loop := func() {
-		defer wg.Done()
-		defer func() { <-slots }()
-		for time.Now().Before(end) {
-			r, err := d.RunBatch(ctx)
-			mu.Lock()
+	for {
+		free := d.concurrency - running
+		if more && (free >= refill || running == 0) && time.Now().Before(end) && d.cannotStart(ctx) == "" {
+			batches, err := d.claimBatches(ctx, free)
 			total.Batches++
-			total.add(r)
+			claimed := 0
+			for _, b := range batches {
+				claimed += len(b.rows)
+				running++
+				go func() {
+					res, err := d.workBatch(ctx, b)
+					done <- batchDone{res, err}
+				}()
+			}
 			if err != nil {
 				errs = append(errs, err)
 			}
-			mu.Unlock()
-			if err != nil || r.Claimed < d.leases.BatchSize || r.Released > 0 {
-				// No more due rows, a failure, or a batch that could not
-				// start its rows: looping would only burn attempts.
-				return
-			}
-			spawn() // a full batch: more rows may be due
+			more = err == nil && claimed == free*d.leases.BatchSize
+		}
+		if running == 0 {
+			return total, errors.Join(errs...)
+		}
+		b := <-done
+		running--
+		total.add(b.res)
+		if b.err != nil || b.res.Released > 0 {
+			// A failure, or a batch that could not start its rows:
+			// claiming more would only burn attempts.
+			errs = append(errs, b.err)
+			more = false
 		}
 	}
-	spawn = func() {
-		select {
-		case slots <- struct{}{}:
-			wg.Add(1)
-			go loop()
-		default: // Concurrency batches already in flight
-		}
-	}
-	spawn()
-	wg.Wait()
-	return total, errors.Join(errs...)
 }

@@ -35,22 +35,29 @@ decode error in last_error.
 
 A [Dispatcher] works in batches. Each batch:
 
- 1. claims up to BatchSize pending, due rows in one short statement — FOR
-    UPDATE SKIP LOCKED, attempts + 1, next_attempt_at = now() + ClaimLease —
-    that commits before anything is sent. The lease keeps every other worker
-    off the rows; if this worker dies, the rows become due again when the
-    lease expires. The claim is the only place attempts increases.
+ 1. is claimed, with up to BatchSize pending, due rows, in one short
+    statement — FOR UPDATE SKIP LOCKED, attempts + 1, next_attempt_at =
+    now() + ClaimLease(BatchSize) — that commits before anything is sent.
+    The lease keeps every other worker off the rows; if this worker dies,
+    the rows become due again when the lease expires. The claim is the only
+    place attempts increases. [Dispatcher.Drain] claims for all its free
+    batch slots in one such statement, each row still under the lease of
+    one batch and each batch timed from the claim.
  2. sends each row outside any transaction under a per-row budget, split
     into the sub-budgets of package leases (suppression, render, dial and
     exchange, post-send report). A row is started only while a full
     PerRowBudget remains in the batch; rows that cannot start are released
     (made due again) at once instead of waiting out their lease.
- 3. records each row's outcome with its own compare-and-set UPDATE … WHERE
+ 3. records each row's outcome, as soon as its send returns and before the
+    batch's next row starts, with its own compare-and-set UPDATE … WHERE
     id = $1 AND status = 'pending', on a context detached from the batch
     (context.WithoutCancel plus leases.MarkTimeout). A send that happened is
     therefore always recorded, even if the batch context died a moment
     later; and a writer whose row was meanwhile resolved by someone else is
-    dropped ([ErrStaleMark]), logged and counted, never applied.
+    dropped ([ErrStaleMark]), logged and counted, never applied. Marks of
+    different batches that are ready at the same moment share a round trip
+    and a commit (a group commit): nothing waits to fill a group, and a
+    statement the server rejects sends each mark of its group again alone.
 
 Outcomes: sent → dispatched; the renderer returned [ErrSkip] → skipped; a
 permanent error (undecodable payload, suppressed recipient, SMTP 5xx, header

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/pgtext"
 )
 
 // Outcome is what a mark records about one attempt at a row.
@@ -86,13 +86,13 @@ func sealSet(n int) string {
 // now, last_error cleared, secret payload keys removed. It returns the
 // row's age (enqueue → delivered).
 func MarkDispatched(ctx context.Context, db DB, id string) (time.Duration, error) {
-	return mark(ctx, db, id, OutcomeSent, markDispatchedSQL, id)
+	return singleMarks{db}.mark(ctx, dispatchedMark(id))
 }
 
 // MarkSkipped records a row its renderer declined to send: status skipped,
 // last_error cleared, secret payload keys removed.
 func MarkSkipped(ctx context.Context, db DB, id string) error {
-	_, err := mark(ctx, db, id, OutcomeSkipped, markSkippedSQL, id)
+	_, err := singleMarks{db}.mark(ctx, skippedMark(id))
 	return err
 }
 
@@ -101,11 +101,7 @@ func MarkSkipped(ctx context.Context, db DB, id string) error {
 // dispatcher's own failed mark also seals the row's plaintext secret
 // fields, when it has keys.)
 func MarkFailed(ctx context.Context, db DB, id string, cause error) error {
-	return markFailed(ctx, db, id, cause, noSeal)
-}
-
-func markFailed(ctx context.Context, db DB, id string, cause error, seal json.RawMessage) error {
-	_, err := mark(ctx, db, id, OutcomeFailed, markFailedSQL, id, lastError(cause), seal)
+	_, err := singleMarks{db}.mark(ctx, failedMark(id, cause, noSeal))
 	return err
 }
 
@@ -114,45 +110,83 @@ func markFailed(ctx context.Context, db DB, id string, cause error, seal json.Ra
 // claim is the only place attempts increases. (The dispatcher's own retry
 // mark also seals the row's plaintext secret fields, when it has keys.)
 func MarkRetry(ctx context.Context, db DB, id string, wait time.Duration, cause error) error {
-	return markRetry(ctx, db, id, wait, cause, noSeal)
-}
-
-func markRetry(ctx context.Context, db DB, id string, wait time.Duration, cause error, seal json.RawMessage) error {
-	_, err := mark(ctx, db, id, OutcomeRetry, markRetrySQL, id, wait, lastError(cause), seal)
+	_, err := singleMarks{db}.mark(ctx, retryMark(id, wait, cause, noSeal))
 	return err
 }
 
-// mark runs one CAS mark on a context detached from the caller's and
-// bounded by leases.MarkTimeout: the batch or row context may already be
-// dead, but what was done must still be recorded. No rows → *StaleMarkError.
-func mark(ctx context.Context, db DB, id string, outcome Outcome, sql string, args ...any) (time.Duration, error) {
+// markStmt is one row's CAS mark: its statement and arguments, and what to
+// name in a stale-mark error.
+type markStmt struct {
+	id      string
+	outcome Outcome
+	sql     string
+	args    []any
+}
+
+func dispatchedMark(id string) markStmt {
+	return markStmt{id, OutcomeSent, markDispatchedSQL, []any{id}}
+}
+
+func skippedMark(id string) markStmt {
+	return markStmt{id, OutcomeSkipped, markSkippedSQL, []any{id}}
+}
+
+func failedMark(id string, cause error, seal json.RawMessage) markStmt {
+	return markStmt{id, OutcomeFailed, markFailedSQL, []any{id, lastError(cause), seal}}
+}
+
+func retryMark(id string, wait time.Duration, cause error, seal json.RawMessage) markStmt {
+	return markStmt{id, OutcomeRetry, markRetrySQL, []any{id, wait, lastError(cause), seal}}
+}
+
+// marker runs marks: singleMarks one statement and commit each, the
+// dispatcher's markGroups several ready marks per commit.
+type marker interface {
+	mark(ctx context.Context, m markStmt) (time.Duration, error)
+}
+
+// singleMarks runs each mark as its own statement, on a context detached
+// from the caller's and bounded by leases.MarkTimeout: the batch or row
+// context may already be dead, but what was done must still be recorded.
+type singleMarks struct{ db DB }
+
+func (s singleMarks) mark(ctx context.Context, m markStmt) (time.Duration, error) {
 	ctx, cancel := claim.MarkContext(ctx)
 	defer cancel()
+	return m.result(s.db.QueryRow(ctx, m.sql, m.args...))
+}
+
+// result reads a mark's RETURNING row: the row's age, or a
+// *StaleMarkError when the guard matched nothing.
+func (m markStmt) result(row pgx.Row) (time.Duration, error) {
 	var ageSeconds float64
-	err := db.QueryRow(ctx, sql, args...).Scan(&ageSeconds)
+	err := row.Scan(&ageSeconds)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return 0, &StaleMarkError{ID: id, Outcome: outcome}
+		return 0, &StaleMarkError{ID: m.id, Outcome: m.outcome}
 	case err != nil:
-		return 0, fmt.Errorf("outbox: %s mark of row %s: %w", outcome, id, err)
+		return 0, m.wrap(err)
 	}
 	return time.Duration(ageSeconds * float64(time.Second)), nil
+}
+
+func (m markStmt) wrap(err error) error {
+	return fmt.Errorf("outbox: %s mark of row %s: %w", m.outcome, m.id, err)
 }
 
 // maxLastError caps last_error; SMTP replies and wrapped errors can be long.
 const maxLastError = 2000
 
+// lastError is cause as last_error can store it (see pgtext.Clean): a
+// relay's reply may hold NUL or invalid UTF-8, and a refused value would
+// fail the mark on every attempt, so the row would never be recorded.
 func lastError(err error) string {
 	if err == nil {
 		return ""
 	}
-	s := err.Error()
-	if len(s) <= maxLastError {
-		return s
+	s, cut := pgtext.Clean(err.Error(), maxLastError)
+	if cut {
+		s += "…"
 	}
-	s = s[:maxLastError]
-	for !utf8.ValidString(s) {
-		s = s[:len(s)-1]
-	}
-	return s + "…"
+	return s
 }

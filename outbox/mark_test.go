@@ -66,6 +66,26 @@ func TestMark_SurvivesBatchContextDeath(t *testing.T) {
 	}
 }
 
+// A relay's reply may hold NUL bytes and invalid UTF-8, which a text
+// column refuses. The retry mark must still be recorded, with the reply
+// made storable, or the row would fail its mark on every attempt.
+func TestMark_ReplyWithNULAndInvalidUTF8IsRecorded(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	id := insertRow(t, pool, "raw", rawPayload("ada@example.com"))
+	sender := newFakeSender(func(context.Context, smtp.Message) error {
+		return errors.New("451 4.3.0 busy\x00 \xff try later")
+	})
+	res, err := newDispatcher(t, pool, sender).RunBatch(testCtx(t))
+	if err != nil {
+		t.Fatalf("RunBatch: %v", err)
+	}
+	st := getRow(t, pool, id)
+	if res.Retried != 1 || st.Status != "pending" || lastErr(st) != "451 4.3.0 busy \uFFFD try later" {
+		t.Fatalf("result %+v, row %s with last_error %q; want the retry recorded with a storable reply", res, st.Status, lastErr(st))
+	}
+}
+
 // A worker's send fails slowly; meanwhile its lease expires and a sibling
 // claims and delivers the row. The first worker's failure mark is then
 // stale: it must be dropped (logged with the row id and the outcome it

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -140,34 +141,9 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 	if res.Outcome == OutcomeFailed || res.Outcome == OutcomeRetry {
 		seal = d.keys.sealWaiting(row)
 	}
-	var metric string
-	switch res.Outcome {
-	case OutcomeSent:
-		var age time.Duration
-		age, res.Mark = MarkDispatched(ctx, d.db, row.ID)
-		if res.Mark == nil {
-			d.metrics.delivered(age)
-		}
-		metric = metricSent
-	case OutcomeSkipped:
-		res.Mark = MarkSkipped(ctx, d.db, row.ID)
-		metric = metricSkipped
-	case OutcomeFailed:
-		res.Mark = markFailed(ctx, d.db, row.ID, res.Err, seal)
-		metric = metricFailedPermanent
-	case OutcomeRetry:
-		wait, ok := d.backoff.Next(row.Attempts)
-		if !ok {
-			res.Outcome = OutcomeFailed
-			res.Err = fmt.Errorf("gave up after %d attempts: %w", row.Attempts, res.Err)
-			res.Mark = markFailed(ctx, d.db, row.ID, res.Err, seal)
-			metric = metricFailedExhausted
-			break
-		}
-		res.RetryIn = wait
-		res.Mark = markRetry(ctx, d.db, row.ID, wait, res.Err, seal)
-		metric = metricRetried
-	}
+	m, metric := d.markFor(row, res, seal)
+	var age time.Duration
+	age, res.Mark = d.marks.mark(ctx, m)
 
 	switch {
 	case errors.Is(res.Mark, ErrStaleMark):
@@ -184,6 +160,7 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 	d.metrics.outcome(metric)
 	switch res.Outcome {
 	case OutcomeSent:
+		d.metrics.delivered(age)
 		log.Debug("email sent")
 	case OutcomeSkipped:
 		log.Info("email skipped by its renderer", "reason", errString(res.Err))
@@ -196,6 +173,28 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 		}
 		log.Log(ctx, level, "email send failed; will retry",
 			"retry_in", res.RetryIn.Round(time.Second).String(), "error", res.Err.Error())
+	}
+}
+
+// markFor picks the mark an outcome earns and the outcome metric it
+// counts under. A retry past the last backoff slot becomes a failure.
+func (d *Dispatcher) markFor(row *Row, res *Result, seal json.RawMessage) (markStmt, string) {
+	switch res.Outcome {
+	case OutcomeSent:
+		return dispatchedMark(row.ID), metricSent
+	case OutcomeSkipped:
+		return skippedMark(row.ID), metricSkipped
+	case OutcomeRetry:
+		wait, ok := d.backoff.Next(row.Attempts)
+		if ok {
+			res.RetryIn = wait
+			return retryMark(row.ID, wait, res.Err, seal), metricRetried
+		}
+		res.Outcome = OutcomeFailed
+		res.Err = fmt.Errorf("gave up after %d attempts: %w", row.Attempts, res.Err)
+		return failedMark(row.ID, res.Err, seal), metricFailedExhausted
+	default:
+		return failedMark(row.ID, res.Err, seal), metricFailedPermanent
 	}
 }
 

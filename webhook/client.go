@@ -4,9 +4,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/postbox/postbox/internal/pgtext"
 )
 
 // Response body limits. The client reads at most maxResponseRead bytes —
@@ -64,23 +64,9 @@ func readExcerpt(body io.Reader) (string, error) {
 	return excerpt(b), err
 }
 
-// excerpt makes b storable in a text column: invalid UTF-8 becomes U+FFFD,
-// NUL bytes (which Postgres text refuses) are dropped, and the result is cut
-// to at most maxExcerptBytes on a rune boundary.
+// excerpt makes b storable in a text column (see pgtext.Clean), at most
+// maxExcerptBytes.
 func excerpt(b []byte) string {
-	s := strings.ToValidUTF8(string(b), "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", "")
-	return truncateUTF8(s, maxExcerptBytes)
-}
-
-// truncateUTF8 returns the longest prefix of s that is at most n bytes and
-// ends on a rune boundary.
-func truncateUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	s, _ := pgtext.Clean(string(b), maxExcerptBytes)
+	return s
 }

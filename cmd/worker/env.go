@@ -31,6 +31,9 @@ type Config struct {
 	RiverUIPassword string        // RIVERUI_PASSWORD
 	ShutdownTimeout time.Duration // SHUTDOWN_TIMEOUT: soft stop before hard stop
 	TickInterval    time.Duration // TICK_INTERVAL: periodic claim ticks
+	// EmailConcurrency is the email batches in flight per replica, and so
+	// its SMTP connections (EMAIL_CONCURRENCY).
+	EmailConcurrency int
 	// RetryBackoffScale multiplies the email and webhook retry schedules
 	// (RETRY_BACKOFF_SCALE). Only for soak tests and staging: production
 	// refuses anything but 1.
@@ -83,6 +86,10 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if c.TickInterval, err = duration(get, "TICK_INTERVAL", "1s"); err != nil {
 		return c, err
 	}
+	conc := get("EMAIL_CONCURRENCY", strconv.Itoa(outbox.DefaultConcurrency))
+	if c.EmailConcurrency, err = strconv.Atoi(conc); err != nil || c.EmailConcurrency < 1 || c.EmailConcurrency > maxEmailConcurrency {
+		return c, fmt.Errorf("EMAIL_CONCURRENCY=%q: must be a whole number from 1 to %d", conc, maxEmailConcurrency)
+	}
 	scale := get("RETRY_BACKOFF_SCALE", "1")
 	if c.RetryBackoffScale, err = strconv.ParseFloat(scale, 64); err != nil || c.RetryBackoffScale <= 0 || c.RetryBackoffScale > 1 {
 		return c, fmt.Errorf("RETRY_BACKOFF_SCALE=%q: must be a number in (0, 1]", scale)
@@ -104,6 +111,10 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	return c, nil
 }
+
+// maxEmailConcurrency caps EMAIL_CONCURRENCY: each batch in flight is an
+// SMTP connection, and a relay refuses far fewer than this.
+const maxEmailConcurrency = 1000
 
 func duration(get func(string, string) string, name, def string) (time.Duration, error) {
 	s := get(name, def)

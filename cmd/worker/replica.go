@@ -42,7 +42,9 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		opts.WebhookSchedule = webhook.DefaultSchedule.Scaled(cfg.RetryBackoffScale)
 		log.Warn("retry schedules compressed for testing", "RETRY_BACKOFF_SCALE", cfg.RetryBackoffScale)
 	}
-	mailer, err := smtp.New(cfg.SMTP, log.With("component", "smtp"))
+	smtpCfg := cfg.SMTP
+	smtpCfg.MaxIdle = max(smtpCfg.MaxIdle, cfg.EmailConcurrency) // one connection per batch in flight, kept
+	mailer, err := smtp.New(smtpCfg, log.With("component", "smtp"))
 	if err != nil {
 		return nil, err
 	}
@@ -54,12 +56,13 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 			"are stored in plaintext until sent; see docs/ENCRYPTION.md")
 	}
 	dispatcher, err := outbox.NewDispatcher(pool, outbox.Config{
-		Sender:  mailer,
-		Backoff: claim.EmailBackoff.Scaled(cfg.RetryBackoffScale),
-		Leases:  cfg.Leases,
-		Logger:  log.With("component", "email"),
-		Metrics: outbox.NewMetrics(reg),
-		Keys:    cfg.Keys,
+		Sender:      mailer,
+		Concurrency: cfg.EmailConcurrency,
+		Backoff:     claim.EmailBackoff.Scaled(cfg.RetryBackoffScale),
+		Leases:      cfg.Leases,
+		Logger:      log.With("component", "email"),
+		Metrics:     outbox.NewMetrics(reg),
+		Keys:        cfg.Keys,
 	})
 	if err != nil {
 		return nil, err

@@ -235,8 +235,8 @@ func init() {
 		Mutation{
 			Name:    "webhook client: drop the 4 KiB excerpt cap",
 			File:    clientGo,
-			Find:    "return truncateUTF8(s, maxExcerptBytes)",
-			Replace: "return s",
+			Find:    "s, _ := pgtext.Clean(string(b), maxExcerptBytes)",
+			Replace: "s, _ := pgtext.Clean(string(b), 1<<30)",
 			Pkg:     pkg,
 			Test:    "TestDelivery_ResponseExcerptCapped",
 		},

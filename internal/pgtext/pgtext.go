@@ -1,0 +1,24 @@
+// Package pgtext makes text from outside — relay replies, receivers'
+// response bodies, wrapped errors — storable in a Postgres text column.
+package pgtext
+
+import (
+	"strings"
+	"unicode/utf8"
+)
+
+// Clean returns s with invalid UTF-8 replaced by U+FFFD and NUL bytes
+// dropped, both of which a text column refuses, cut to at most maxBytes on
+// a rune boundary. cut reports whether anything was cut off. A value the
+// column refused would fail the whole statement that records it.
+func Clean(s string, maxBytes int) (clean string, cut bool) {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+	if len(s) <= maxBytes {
+		return s, false
+	}
+	n := maxBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], true
+}

@@ -1,0 +1,163 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/postbox/postbox/internal/claim"
+)
+
+// markGroups is the dispatcher's group commit for marks. A mark is still
+// one row's own CAS statement, asked for the moment its send returns, on a
+// detached context bounded by leases.MarkTimeout (ADR-072 decision 3); what
+// changes is the trip to the database. Marks that are ready at the same
+// moment — other batches' rows finishing while a commit is on the wire —
+// go out together as one pipeline of their statements under one commit,
+// instead of a round trip and a commit each. No mark waits for anything
+// but the commits ahead of it: a writer starts at once when fewer than
+// maxWriters are busy, and nothing is held back to fill a group.
+//
+// One commit per row was the drain's largest cost (docs/PERFORMANCE.md).
+// Sharing a commit does not tie rows' fates together: a statement error
+// rolls the group back and each of its marks is run again alone, so one
+// bad mark cannot lose another row's record.
+type markGroups struct {
+	db         DB
+	maxWriters int // concurrent group commits
+	maxGroup   int // marks per commit
+
+	mu      sync.Mutex
+	queue   []*markCall
+	writers int
+}
+
+// markCall is one mark waiting for its group's commit.
+type markCall struct {
+	markStmt
+	ctx  context.Context // the caller's, detached, MarkTimeout from when the mark was asked for
+	age  time.Duration
+	err  error
+	done chan struct{}
+}
+
+func newMarkGroups(db DB, maxWriters int) *markGroups {
+	return &markGroups{db: db, maxWriters: max(maxWriters, 1), maxGroup: 64}
+}
+
+func (g *markGroups) mark(ctx context.Context, m markStmt) (time.Duration, error) {
+	callCtx, cancel := claim.MarkContext(ctx)
+	defer cancel()
+	call := &markCall{markStmt: m, ctx: callCtx, done: make(chan struct{})}
+
+	g.mu.Lock()
+	g.queue = append(g.queue, call)
+	if g.writers < g.maxWriters {
+		g.writers++
+		go g.write()
+	}
+	g.mu.Unlock()
+	<-call.done // bounded: a group runs under its members' earliest deadline
+	return call.age, call.err
+}
+
+// write commits groups from the queue until it is empty. A writer leaves
+// only when it sees the queue empty under the lock, so a call queued while
+// all writers are busy is always picked up.
+func (g *markGroups) write() {
+	g.mu.Lock()
+	for len(g.queue) > 0 {
+		n := min(len(g.queue), g.maxGroup)
+		group := make([]*markCall, n)
+		copy(group, g.queue)
+		g.queue = append(g.queue[:0], g.queue[n:]...)
+		g.mu.Unlock()
+		g.commit(group)
+		for _, c := range group {
+			close(c.done)
+		}
+		g.mu.Lock()
+	}
+	g.writers--
+	g.mu.Unlock()
+}
+
+// commit runs a group's marks and fills in each call's result, under the
+// context of the member whose MarkTimeout ends first, so no mark runs past
+// its own bound.
+func (g *markGroups) commit(group []*markCall) {
+	ctx := group[0].ctx
+	for _, c := range group[1:] {
+		if earlier(c.ctx, ctx) {
+			ctx = c.ctx
+		}
+	}
+	if len(group) == 1 {
+		c := group[0]
+		c.age, c.err = c.result(g.db.QueryRow(ctx, c.sql, c.args...))
+		return
+	}
+	if g.pipeline(ctx, group) {
+		return
+	}
+	// A statement failed, so the server rolled the whole group back: run
+	// each mark on its own, so only the bad one reports its error.
+	for _, c := range group {
+		c.age, c.err = c.result(g.db.QueryRow(ctx, c.sql, c.args...))
+	}
+}
+
+// pipeline sends the group's statements in one round trip, committed
+// together at its end (pgx sends one Sync for a batch, so the statements
+// form one implicit transaction). It reports false when the server
+// rejected a statement: then nothing was applied and the caller runs each
+// mark alone. Any other failure — the connection or the deadline — is
+// every call's error, as it would be for a single mark: nobody can say
+// whether the commit landed, and an unrecorded row is sent again after its
+// lease, which ADR-072 decision 5 allows.
+func (g *markGroups) pipeline(ctx context.Context, group []*markCall) bool {
+	b := &pgx.Batch{}
+	for _, c := range group {
+		b.Queue(c.sql, c.args...)
+	}
+	br := g.db.SendBatch(ctx, b)
+	var firstErr error
+	for _, c := range group {
+		c.age, c.err = c.result(br.QueryRow())
+		if c.err != nil && !errors.Is(c.err, ErrStaleMark) && firstErr == nil {
+			firstErr = c.err
+		}
+	}
+	if err := br.Close(); err != nil && firstErr == nil {
+		firstErr = err
+	}
+	if firstErr == nil {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(firstErr, &pgErr) {
+		return false
+	}
+	for _, c := range group {
+		c.age, c.err = 0, c.wrap(firstErr)
+	}
+	return true
+}
+
+// earlier reports whether a's deadline comes before b's.
+func earlier(a, b context.Context) bool {
+	da, okA := a.Deadline()
+	db, okB := b.Deadline()
+	return okA && (!okB || da.Before(db))
+}
+
+// markWriters is how many group commits a dispatcher with concurrency
+// batches keeps on the wire at once. One writer groups best — everything
+// that finishes during a commit rides the next one — until a few hundred
+// batches in flight, where a second or third commit in flight stops marks
+// queueing behind a single fsync (docs/PERFORMANCE.md).
+func markWriters(concurrency int) int { return min(max(concurrency/50, 1), 4) }
