@@ -139,13 +139,9 @@ func retryMark(id string, wait time.Duration, cause error, seal json.RawMessage)
 	return markStmt{id, OutcomeRetry, markRetrySQL, []any{id, wait, lastError(cause), seal}}
 }
 
-// marker runs marks: singleMarks one statement and commit each, the
-// dispatcher's markGroups several ready marks per commit.
-type marker interface {
-	mark(ctx context.Context, m markStmt) (time.Duration, error)
-}
-
-// singleMarks runs each mark as its own statement, on a context detached
+// singleMarks runs each mark as its own statement and commit (the
+// exported Mark functions; the dispatcher groups them, see markGroups), on
+// a context detached
 // from the caller's and bounded by leases.MarkTimeout: the batch or row
 // context may already be dead, but what was done must still be recorded.
 type singleMarks struct{ db DB }
