@@ -89,6 +89,14 @@ func init() {
 			Test:    "TestDrain_OneClaimForSeveralBatchesLeasesEachRowForOneBatch",
 		},
 		Mutation{
+			Name:    "migrations: email payloads stay pglz",
+			File:    "migrations/sql/00004_payload_lz4.sql",
+			Find:    "        ALTER TABLE email_outbox ALTER COLUMN payload SET COMPRESSION lz4;\n",
+			Replace: "",
+			Pkg:     "./migrations/",
+			Test:    "TestPayloadsUseLZ4WhereAvailable",
+		},
+		Mutation{
 			Name:    "outbox mark: last_error stored as the relay sent it",
 			File:    "outbox/mark.go",
 			Find:    "s, cut := pgtext.Clean(err.Error(), maxLastError)",
