@@ -57,10 +57,7 @@ func (d *Dispatcher) attempt(ctx context.Context, row *Row, supp suppressions) (
 		return OutcomeFailed, row.decodeErr
 	}
 
-	sctx, cancel := context.WithTimeout(ctx, leases.SuppressionBudget)
-	err = supp.check(sctx, d.db, row.recipient)
-	cancel()
-	if err != nil {
+	if err = supp.check(ctx, d.db, row.recipient); err != nil {
 		return classify(err), err
 	}
 
@@ -133,7 +130,12 @@ func checkMessage(msg smtp.Message) error {
 // have written and counted; any other mark error is logged at error level,
 // counted, and returned through Result.Mark to RunBatch.
 func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
-	log := d.logger.With("row_id", row.ID, "kind", string(row.Kind), "attempt", row.Attempts)
+	// Built only for a line that is logged: most rows log nothing at info.
+	log := func(level slog.Level, msg string, args ...any) {
+		if d.logger.Enabled(ctx, level) {
+			d.logger.Log(ctx, level, msg, append([]any{"row_id", row.ID, "kind", string(row.Kind), "attempt", row.Attempts}, args...)...)
+		}
+	}
 	// A row that is not sent now is going to wait — pending for its backoff
 	// slot, or failed until a requeue — and must not wait with plaintext
 	// secrets: its mark seals them in the same UPDATE.
@@ -148,12 +150,12 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 	switch {
 	case errors.Is(res.Mark, ErrStaleMark):
 		d.metrics.staleMark(res.Outcome)
-		log.Warn("stale email mark dropped: the row was resolved elsewhere",
+		log(slog.LevelWarn, "stale email mark dropped: the row was resolved elsewhere",
 			"outcome", string(res.Outcome), "cause", errString(res.Err))
 		return
 	case res.Mark != nil:
 		d.metrics.markError()
-		log.Error("email mark failed; the row is retried when its lease expires",
+		log(slog.LevelError, "email mark failed; the row is retried when its lease expires",
 			"outcome", string(res.Outcome), "cause", errString(res.Err), "error", res.Mark.Error())
 		return
 	}
@@ -161,17 +163,17 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 	switch res.Outcome {
 	case OutcomeSent:
 		d.metrics.delivered(age)
-		log.Debug("email sent")
+		log(slog.LevelDebug, "email sent")
 	case OutcomeSkipped:
-		log.Info("email skipped by its renderer", "reason", errString(res.Err))
+		log(slog.LevelInfo, "email skipped by its renderer", "reason", errString(res.Err))
 	case OutcomeFailed:
-		log.Warn("email failed; it waits for an operator's requeue", "error", res.Err.Error())
+		log(slog.LevelWarn, "email failed; it waits for an operator's requeue", "error", res.Err.Error())
 	case OutcomeRetry:
 		level := slog.LevelWarn
 		if errors.Is(res.Err, smtp.ErrSTARTTLSRefused) || errors.Is(res.Err, smtp.ErrPlaintextForbidden) {
 			level = slog.LevelError // a relay or configuration problem someone must fix
 		}
-		log.Log(ctx, level, "email send failed; will retry",
+		log(level, "email send failed; will retry",
 			"retry_in", res.RetryIn.Round(time.Second).String(), "error", res.Err.Error())
 	}
 }

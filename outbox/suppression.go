@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/postbox/postbox/leases"
 )
 
 // ErrSuppressed is matched (errors.Is) by the failure of a row whose
@@ -67,6 +69,8 @@ func loadSuppressions(ctx context.Context, db DB, addrs []string) (suppressions,
 // not, and a transient error when it cannot tell.
 func (s suppressions) check(ctx context.Context, db DB, addr string) error {
 	if !s.loaded {
+		ctx, cancel := context.WithTimeout(ctx, leases.SuppressionBudget)
+		defer cancel()
 		var err error
 		if s, err = loadSuppressions(ctx, db, []string{addr}); err != nil {
 			return fmt.Errorf("suppression check: %w", err)
