@@ -33,7 +33,8 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	endpoints := fs.Int("endpoints", 0, "webhook endpoints, one loopback receiver each (default 10)")
 	only := fs.String("only", "", "comma-separated sections to run: "+strings.Join(bench.AllSections, ","))
 	poolSize := fs.Int("pool", 0, "pgx MaxConns per path (default 32)")
-	concurrency := fs.Int("concurrency", 0, "postbox batches in flight (default: pool − 2)")
+	concurrency := fs.Int("concurrency", 0, "postbox batches in flight in the email drain, as EMAIL_CONCURRENCY (default 200)")
+	clients := fs.Int("clients", 0, "application goroutines: enqueue transactions, the peer's inserts, the ceiling's commits (default: pool − 2)")
 	peerWorkers := fs.Int("peer-workers", 0, "River peer MaxWorkers (default 500)")
 	batchSize := fs.Int("batch-size", 0, "override EMAIL_BATCH_SIZE (with EMAIL_BATCH_TIMEOUT = size × PerRowBudget); default: the ADR-072 figures")
 	trials := fs.Int("trials", 0, "email-section trials; the table shows the median (default 3; 1 with --quick)")
@@ -52,7 +53,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 		v   int
 		dst *int
 	}{{*n, &opts.N}, {*events, &opts.Events}, {*endpoints, &opts.Endpoints}, {*poolSize, &opts.PoolSize},
-		{*concurrency, &opts.Concurrency}, {*peerWorkers, &opts.PeerWorkers}, {*trials, &opts.Trials}, {*batchSize, &opts.BatchSize}} {
+		{*concurrency, &opts.Concurrency}, {*clients, &opts.Clients}, {*peerWorkers, &opts.PeerWorkers}, {*trials, &opts.Trials}, {*batchSize, &opts.BatchSize}} {
 		if f.v < 0 {
 			return errUsage
 		}

@@ -42,10 +42,14 @@ type Options struct {
 
 	// PoolSize is the pgx pool's MaxConns, the same for every path.
 	PoolSize int
-	// Concurrency is the dispatcher's batches in flight (and the enqueue
-	// and ceiling goroutines); 0 derives it from PoolSize (see
-	// DeriveConcurrency).
+	// Concurrency is the dispatcher's batches in flight in the email
+	// drain, as EMAIL_CONCURRENCY sets it for a replica: one SMTP
+	// connection each. 0 means DefaultConcurrency.
 	Concurrency int
+	// Clients is the goroutines that play the application (enqueue
+	// transactions, the peer's InsertTx, webhook enqueues) and run the
+	// ceiling's commits; 0 derives it from PoolSize (see DeriveClients).
+	Clients int
 	// PeerWorkers is the River peer's MaxWorkers.
 	PeerWorkers int
 	// BodyBytes is the size of every message's text body.
@@ -96,16 +100,19 @@ func Quick() Options {
 
 const (
 	defaultPoolSize = 32
-	// poolReserve is what the dispatcher leaves of the pool: its batches
-	// hold a connection only for the claim and each mark, so nearly all of
-	// it can be batches in flight; the rest serves the suppression lookup
-	// and anything else sharing the pool.
+	// DefaultConcurrency is the email drain's batches in flight: 200 SMTP
+	// connections, against the peer's 500 workers on as many. A batch
+	// holds no database connection while it sends (claims and marks are
+	// shared), so the pool does not bound it.
+	DefaultConcurrency = 200
+	// poolReserve is what the application goroutines leave of the pool,
+	// for the worker's own claims and marks.
 	poolReserve = 2
 )
 
-// DeriveConcurrency is the dispatcher concurrency for a pool of maxConns:
-// one batch per connection, less a small reserve, at least 1.
-func DeriveConcurrency(maxConns int) int { return max(1, maxConns-poolReserve) }
+// DeriveClients is the application goroutines for a pool of maxConns: one
+// transaction per connection, less a small reserve, at least 1.
+func DeriveClients(maxConns int) int { return max(1, maxConns-poolReserve) }
 
 func (o Options) withDefaults() Options {
 	d := Default()
@@ -131,7 +138,10 @@ func (o Options) withDefaults() Options {
 		o.PoolSize = d.PoolSize
 	}
 	if o.Concurrency <= 0 {
-		o.Concurrency = DeriveConcurrency(o.PoolSize)
+		o.Concurrency = DefaultConcurrency
+	}
+	if o.Clients <= 0 {
+		o.Clients = DeriveClients(o.PoolSize)
 	}
 	if o.PeerWorkers <= 0 {
 		o.PeerWorkers = d.PeerWorkers

@@ -103,11 +103,11 @@ func TestOptions_Validate(t *testing.T) {
 	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "nonsense") {
 		t.Errorf("Validate accepted an unknown section: %v", err)
 	}
-	if got := DeriveConcurrency(32); got != 30 {
-		t.Errorf("DeriveConcurrency(32) = %d, want 30", got)
+	if got := DeriveClients(32); got != 30 {
+		t.Errorf("DeriveClients(32) = %d, want 30", got)
 	}
-	if got := DeriveConcurrency(1); got != 1 {
-		t.Errorf("DeriveConcurrency(1) = %d, want 1", got)
+	if got := DeriveClients(1); got != 1 {
+		t.Errorf("DeriveClients(1) = %d, want 1", got)
 	}
 }
 

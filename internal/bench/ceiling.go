@@ -13,7 +13,7 @@ import (
 // commit, from the dispatcher's concurrency. Anything that commits once
 // per row — a CAS mark — cannot beat it on this database.
 func (r *runner) ceiling(ctx context.Context) error {
-	n, c := r.opts.N, r.opts.Concurrency
+	n, c := r.opts.N, r.opts.Clients
 	pool, err := r.pool(ctx, r.opts.PoolSize)
 	if err != nil {
 		return err

@@ -247,14 +247,14 @@ func (r *runner) enqueueRow(path string, n int, elapsed time.Duration, lat []tim
 		notes = "; " + notes
 	}
 	r.add(Row{Section: "enqueue", Path: path, Figure: fmtRate(rate), Unit: "tx/s", Value: rate,
-		Notes: fmt.Sprintf("%d txs by %d goroutines; per tx p50 %s ms, p99 %s ms%s", n, r.opts.Concurrency, fmtMs(ps[0]), fmtMs(ps[1]), notes)})
+		Notes: fmt.Sprintf("%d txs by %d goroutines; per tx p50 %s ms, p99 %s ms%s", n, r.opts.Clients, fmtMs(ps[0]), fmtMs(ps[1]), notes)})
 }
 
 // postboxDrain enqueues N rows (each in its own transaction) and drains
 // them with one Dispatcher; it returns messages/s. With keys, Enqueue seals
 // the secret fields and the dispatcher opens them.
 func (r *runner) postboxDrain(ctx context.Context, keys *outbox.KeyRing) (float64, error) {
-	n, c := r.opts.N, r.opts.Concurrency
+	n, c := r.opts.N, r.opts.Clients
 	pool, err := r.pool(ctx, r.opts.PoolSize)
 	if err != nil {
 		return 0, err
@@ -292,7 +292,7 @@ func (r *runner) postboxDrain(ctx context.Context, keys *outbox.KeyRing) (float6
 		return 0, err
 	}
 	defer rl.close()
-	d, err := outbox.NewDispatcher(pool, outbox.Config{Sender: rl.mailer, Concurrency: c, Keys: keys, Leases: r.leases(), Logger: discard})
+	d, err := outbox.NewDispatcher(pool, outbox.Config{Sender: rl.mailer, Concurrency: r.opts.Concurrency, Keys: keys, Leases: r.leases(), Logger: discard})
 	if err != nil {
 		return 0, err
 	}
@@ -300,7 +300,7 @@ func (r *runner) postboxDrain(ctx context.Context, keys *outbox.KeyRing) (float6
 		return 0, err
 	}
 
-	r.logf("email: %s: draining with %d batches in flight", label, c)
+	r.logf("email: %s: draining with %d batches in flight", label, r.opts.Concurrency)
 	pids := backends(ctx, pool)
 	cpu0 := sampleCPU(pids)
 	res, elapsed, err := drainAll(ctx, d, n)
@@ -327,7 +327,7 @@ func (r *runner) postboxDrain(ctx context.Context, keys *outbox.KeyRing) (float6
 	}
 	r.add(Row{Section: "email drain", Path: path, Figure: fmtRate(rate), Unit: "msg/s", Value: rate,
 		Notes: fmt.Sprintf("%d batches of ≤%d in flight%s; %d dispatched, %s; %d SMTP connections; %.2f s; %s",
-			c, r.leases().BatchSize, sealedNote, dispatched, note, rl.sink.Connections(), elapsed.Seconds(), cpu.perMessage(n))})
+			r.opts.Concurrency, r.leases().BatchSize, sealedNote, dispatched, note, rl.sink.Connections(), elapsed.Seconds(), cpu.perMessage(n))})
 	r.lastCPU = cpu.total(n)
 	return rate, nil
 }
@@ -379,7 +379,7 @@ func (r *runner) peerConfig(mailer *smtp.Mailer) *river.Config {
 // transaction), then starts a client and times it until all N completed;
 // it returns messages/s.
 func (r *runner) peerDrain(ctx context.Context) (float64, error) {
-	n, c := r.opts.N, r.opts.Concurrency
+	n, c := r.opts.N, r.opts.Clients
 	pool, err := r.pool(ctx, r.opts.PoolSize)
 	if err != nil {
 		return 0, err
@@ -479,7 +479,7 @@ func (r *runner) peerDrain(ctx context.Context) (float64, error) {
 // transactions queue on the first uncommitted kick (see jobs.EmailKick):
 // this row shows what that costs at the same concurrency.
 func (r *runner) enqueueKick(ctx context.Context) error {
-	n, c := r.opts.N, r.opts.Concurrency
+	n, c := r.opts.N, r.opts.Clients
 	pool, err := r.pool(ctx, r.opts.PoolSize)
 	if err != nil {
 		return err

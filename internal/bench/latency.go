@@ -65,7 +65,7 @@ func (r *runner) latencyRun(ctx context.Context, rate int, kick bool) error {
 	defer rl.close()
 
 	lc := r.leases()
-	d, err := outbox.NewDispatcher(pool, outbox.Config{Sender: rl.mailer, Concurrency: r.opts.Concurrency, Leases: lc, Logger: discard})
+	d, err := outbox.NewDispatcher(pool, outbox.Config{Sender: rl.mailer, Leases: lc, Logger: discard})
 	if err != nil {
 		return err
 	}

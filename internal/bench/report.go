@@ -136,8 +136,8 @@ func (rep *Report) Print(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "postbox bench, %s (took %s)\n", rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Elapsed.Round(time.Second))
 	fmt.Fprintf(bw, "machine: %s\n", rep.Machine)
-	fmt.Fprintf(bw, "run: N=%d, %d email trial(s), pool=%d conns per path, postbox concurrency=%d batches, River peer MaxWorkers=%d, body=%d B, database %s\n\n",
-		o.N, o.Trials, o.PoolSize, o.Concurrency, o.PeerWorkers, o.BodyBytes, rep.Database)
+	fmt.Fprintf(bw, "run: N=%d, %d email trial(s), pool=%d conns per path, %d application goroutines, postbox drain concurrency=%d batches, River peer MaxWorkers=%d, body=%d B, database %s\n\n",
+		o.N, o.Trials, o.PoolSize, o.Clients, o.Concurrency, o.PeerWorkers, o.BodyBytes, rep.Database)
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SECTION\tPATH\tFIGURE\tUNIT\tNOTES")
 	for _, r := range rep.sorted() {

@@ -78,7 +78,7 @@ func (r *runner) webhook(ctx context.Context) error {
 		}
 	}
 	r.logf("webhook: enqueueing %d events for %d endpoints", events, endpoints)
-	if _, _, err := parallel(ctx, events, r.opts.Concurrency, func(ctx context.Context, i int) error {
+	if _, _, err := parallel(ctx, events, r.opts.Clients, func(ctx context.Context, i int) error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			_, err := webhook.Enqueue(ctx, tx, "invoice.paid",
 				fmt.Appendf(nil, `{"invoice_id":"in_%d","amount_due":12000,"currency":"eur"}`, i))
