@@ -50,13 +50,19 @@ func (t Table) ClaimSQL() string {
 		due = fmt.Sprintf("(%s <= now() OR %s IS NULL)", t.DueColumn, t.DueColumn)
 		order += " NULLS FIRST"
 	}
+	// id = ANY (ARRAY(…)) rather than id IN (…): the planner cannot turn
+	// it into a join, so the update finds its rows by primary key however
+	// large the batch. As a semi-join, a claim of a few hundred rows (one
+	// for every free batch slot) was planned as a hash join over a
+	// sequential scan of the whole table, whose dispatched rows are kept
+	// forever.
 	return fmt.Sprintf(`UPDATE %[1]s SET attempts = attempts + 1, %[2]s = now() + $2::interval
-WHERE id IN (
+WHERE id = ANY (ARRAY(
 	SELECT id FROM %[1]s
 	WHERE status = 'pending' AND %[3]s
 	ORDER BY %[5]s
 	LIMIT $1
-	FOR UPDATE SKIP LOCKED)
+	FOR UPDATE SKIP LOCKED))
 RETURNING %[4]s`, t.Name, t.DueColumn, due, t.Returning, order)
 }
 

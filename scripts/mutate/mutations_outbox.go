@@ -219,5 +219,12 @@ func init() {
 		Replace: "due, order := fmt.Sprintf(\"%s <= now()\", t.DueColumn), t.DueColumn+\" NULLS FIRST\"",
 		Pkg:     "./outbox/",
 		Test:    "TestClaim_ReadsItsPartialIndex",
+	}, Mutation{
+		Name:    "outbox claim: rows found by a semi-join (a sequential scan for a multi-batch claim)",
+		File:    "internal/claim/claim.go",
+		Find:    "WHERE id = ANY (ARRAY(\n\tSELECT id FROM %[1]s\n\tWHERE status = 'pending' AND %[3]s\n\tORDER BY %[5]s\n\tLIMIT $1\n\tFOR UPDATE SKIP LOCKED))",
+		Replace: "WHERE id IN (\n\tSELECT id FROM %[1]s\n\tWHERE status = 'pending' AND %[3]s\n\tORDER BY %[5]s\n\tLIMIT $1\n\tFOR UPDATE SKIP LOCKED)",
+		Pkg:     "./outbox/",
+		Test:    "TestClaim_ReadsItsPartialIndex",
 	})
 }
