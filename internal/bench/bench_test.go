@@ -66,8 +66,8 @@ func TestRun_TinyPreset(t *testing.T) {
 	if row, _ := rep.Find("webhook fan-out", "Pipeline.Drain"); !strings.Contains(row.Notes, "20 deliveries succeeded, receivers got 20, 0 duplicates") {
 		t.Errorf("webhook notes %q do not confirm 20 deliveries without duplicates", row.Notes)
 	}
-	if len(rep.Explains) != 2 {
-		t.Errorf("got %d plans, want the claim and the dispatched mark", len(rep.Explains))
+	if len(rep.Explains) != 3 {
+		t.Errorf("got %d plans, want the claim of a batch, the claim of Drain's slots and the dispatched mark", len(rep.Explains))
 	}
 	var out bytes.Buffer
 	if err := rep.Print(&out); err != nil {

@@ -67,7 +67,8 @@ func (r *recorder) find(substr string) (statement, bool) {
 // explain fills email_outbox with 10,000 pending rows (by default), runs one batch
 // through a recording DB to capture the claim and the dispatched mark as
 // the dispatcher sends them, and takes EXPLAIN (ANALYZE, BUFFERS) of each
-// inside a transaction that is rolled back.
+// (and of the claim as Drain sends it for all its batch slots) inside a
+// transaction that is rolled back.
 func (r *runner) explain(ctx context.Context) error {
 	explainRows := cmp.Or(r.opts.explainRows, defaultExplainRows)
 	pool, err := r.pool(ctx, 2)
@@ -116,6 +117,10 @@ FROM generate_series(1, $1::int) AS i`, explainRows, subject, r.body); err != ni
 		args []any
 	}{
 		{fmt.Sprintf("claim (%d pending rows, batch of %v)", explainRows, claimStmt.args[0]), claimStmt, claimStmt.args},
+		// Drain claims for every free batch slot in one statement: the
+		// same SQL with a larger LIMIT, the case a semi-join plans badly.
+		{fmt.Sprintf("claim (%d pending rows, Drain with %d free batch slots)", explainRows, r.opts.Concurrency),
+			claimStmt, []any{r.opts.Concurrency * d.Leases().BatchSize, claimStmt.args[1]}},
 		{"dispatched mark (CAS on one pending row)", markStmt, markArgs},
 	} {
 		plan, err := explainRolledBack(ctx, pool, e.stmt.sql, e.args)
