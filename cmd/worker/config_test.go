@@ -19,6 +19,8 @@ func TestLoadConfigNamesBadVariable(t *testing.T) {
 		{"bad LOG_LEVEL", map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{"bad SHUTDOWN_TIMEOUT", map[string]string{"SHUTDOWN_TIMEOUT": "-1s"}, "SHUTDOWN_TIMEOUT"},
 		{"bad TICK_INTERVAL", map[string]string{"TICK_INTERVAL": "often"}, "TICK_INTERVAL"},
+		{"zero EMAIL_CONCURRENCY", map[string]string{"EMAIL_CONCURRENCY": "0"}, "EMAIL_CONCURRENCY"},
+		{"non-numeric EMAIL_CONCURRENCY", map[string]string{"EMAIL_CONCURRENCY": "lots"}, "EMAIL_CONCURRENCY"},
 		{"half River UI auth", map[string]string{"RIVERUI_USERNAME": "admin"}, "RIVERUI_PASSWORD"},
 		{"lease chain broken", map[string]string{"EMAIL_BATCH_TIMEOUT": "360s"}, "BatchTimeout < ClaimLease(BatchSize)"},
 		{"bad DATABASE_URL", map[string]string{"DATABASE_URL": "postgres://%zz"}, "DATABASE_URL"},
