@@ -24,20 +24,29 @@ type delivery struct {
 	id, eventID, endpointID string
 	url, secret             string
 	enabled                 bool
-	body                    []byte // the event's JSON body, shared by all its deliveries
-	attempt                 int    // webhook_deliveries.attempts when born or claimed
+	event                   event // what is sent, shared by all the event's deliveries
+	attempt                 int   // webhook_deliveries.attempts when born or claimed
 	leaseEnd                time.Time
 }
 
-// eventBody is what every endpoint receives for an event, the Standard
-// Webhooks payload shape. It is built from stored columns only, so every
-// attempt sends the same bytes; only the signature's timestamp changes.
-func eventBody(eventType string, createdAt time.Time, payload []byte) ([]byte, error) {
-	return json.Marshal(struct {
+// event is one event as its deliveries send it: the body every endpoint
+// receives, and the creation time that body carries, kept apart for the
+// enqueue→delivered latency so no attempt has to parse the body back.
+type event struct {
+	body      []byte
+	createdAt time.Time
+}
+
+// newEvent builds the Standard Webhooks payload shape of an event. It is
+// built from stored columns only, so every attempt sends the same bytes;
+// only the signature's timestamp changes.
+func newEvent(eventType string, createdAt time.Time, payload []byte) (event, error) {
+	body, err := json.Marshal(struct {
 		Type      string          `json:"type"`
 		Timestamp time.Time       `json:"timestamp"`
 		Data      json.RawMessage `json:"data"`
 	}{eventType, createdAt.UTC(), payload})
+	return event{body: body, createdAt: createdAt}, err
 }
 
 // runner starts attempts on their own goroutines within the Pipeline's
@@ -203,7 +212,7 @@ func (p *Pipeline) attempt(ctx context.Context, d delivery) Summary {
 		case StatusSucceeded:
 			out.Succeeded = 1
 			p.metrics.delivery("succeeded")
-			p.metrics.deliveredAfter(d.body)
+			p.metrics.delivered(d.event.createdAt)
 		case StatusPending:
 			out.Retrying = 1
 			p.metrics.delivery("retried")
@@ -248,7 +257,7 @@ func (p *Pipeline) send(ctx context.Context, d delivery) (m DeliveryMark, gone b
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.lc.DeliveryBudget)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(d.body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(d.event.body))
 	if err != nil {
 		m.Status, m.Error = StatusFailed, "endpoint url unusable: "+err.Error()
 		return m, false
@@ -258,7 +267,7 @@ func (p *Pipeline) send(ctx context.Context, d delivery) (m DeliveryMark, gone b
 	req.Header.Set("User-Agent", p.cfg.UserAgent)
 	req.Header.Set(HeaderID, d.eventID)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
-	req.Header.Set(HeaderSignature, sign(key, d.eventID, now, d.body))
+	req.Header.Set(HeaderSignature, sign(key, d.eventID, now, d.event.body))
 
 	resp, err := p.client.Do(req)
 	if err != nil {

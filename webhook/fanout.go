@@ -40,10 +40,10 @@ ORDER BY born.event_id, ep.created_at`
 
 // bornDeliveries runs bornDeliveriesSQL on db (the fan-out's transaction,
 // or the pool for a replay: one statement is one transaction). endpointID
-// "" means every subscribed endpoint. bodies maps event id → JSON body.
-func (p *Pipeline) bornDeliveries(ctx context.Context, db DB, bodies map[string][]byte, endpointID string) ([]delivery, error) {
-	ids := make([]string, 0, len(bodies))
-	for id := range bodies {
+// "" means every subscribed endpoint. events maps event id → the event.
+func (p *Pipeline) bornDeliveries(ctx context.Context, db DB, events map[string]event, endpointID string) ([]delivery, error) {
+	ids := make([]string, 0, len(events))
+	for id := range events {
 		ids = append(ids, id)
 	}
 	var endpoint *string
@@ -60,7 +60,7 @@ func (p *Pipeline) bornDeliveries(ctx context.Context, db DB, bodies map[string]
 		var left *float64
 		err := row.Scan(&d.id, &d.eventID, &d.endpointID, &d.url, &d.secret, &d.attempt, &left)
 		d.leaseEnd = leaseEnd(sent, left)
-		d.body = bodies[d.eventID]
+		d.event = events[d.eventID]
 		return d, err
 	})
 	if err != nil {

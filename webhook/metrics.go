@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -166,17 +165,10 @@ func (m *Metrics) release(table string, n int) {
 	}
 }
 
-// deliveredAfter observes enqueue→delivered latency. The event's creation
-// time is read back from the body every attempt sends, where eventBody put
-// it, so no row has to carry it separately.
-func (m *Metrics) deliveredAfter(body []byte) {
-	if m == nil {
-		return
-	}
-	var ev struct {
-		Timestamp time.Time `json:"timestamp"`
-	}
-	if json.Unmarshal(body, &ev) == nil && !ev.Timestamp.IsZero() {
-		m.latencySeconds.Observe(time.Since(ev.Timestamp).Seconds())
+// delivered observes enqueue→delivered latency: from the event's creation
+// to now.
+func (m *Metrics) delivered(createdAt time.Time) {
+	if m != nil {
+		m.latencySeconds.Observe(time.Since(createdAt).Seconds())
 	}
 }

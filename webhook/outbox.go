@@ -198,11 +198,11 @@ func (p *Pipeline) dispatch(ctx context.Context, outboxID string) (fanOut, error
 	if err := tx.QueryRow(ctx, insertEventSQL, outboxID).Scan(&eventID, &eventType, &payload, &createdAt); err != nil {
 		return fanOut{}, fmt.Errorf("webhook: dispatch %s: event: %w", outboxID, err)
 	}
-	body, err := eventBody(eventType, createdAt, payload)
+	ev, err := newEvent(eventType, createdAt, payload)
 	if err != nil {
 		return fanOut{}, fmt.Errorf("webhook: dispatch %s: body: %w", outboxID, err)
 	}
-	ds, err := p.bornDeliveries(ctx, tx, map[string][]byte{eventID: body}, "")
+	ds, err := p.bornDeliveries(ctx, tx, map[string]event{eventID: ev}, "")
 	if err != nil {
 		return fanOut{}, fmt.Errorf("webhook: dispatch %s: %w", outboxID, err)
 	}

@@ -91,11 +91,11 @@ RETURNING id, event_type, payload, created_at`, rep.ReplayOf).Scan(&rep.EventID,
 	}
 
 	// Step 2: the clone's deliveries, then their first attempts.
-	body, err := eventBody(eventType, createdAt, payload)
+	ev, err := newEvent(eventType, createdAt, payload)
 	if err != nil {
 		return rep, fmt.Errorf("webhook: replay %s: %w", eventID, err)
 	}
-	ds, err := p.bornDeliveries(ctx, p.pool, map[string][]byte{rep.EventID: body}, "")
+	ds, err := p.bornDeliveries(ctx, p.pool, map[string]event{rep.EventID: ev}, "")
 	if err != nil {
 		return rep, fmt.Errorf("webhook: replay %s (clone %s committed; run the replay again to complete it): %w", eventID, rep.EventID, err)
 	}
@@ -171,10 +171,10 @@ ORDER BY c.replay_of, c.created_at DESC, c.id`, endpointID, since)
 	if err != nil {
 		return rb, fmt.Errorf("webhook: replay endpoint %s: %w", endpointID, err)
 	}
-	bodies := make(map[string][]byte, len(clones))
+	events := make(map[string]event, len(clones))
 	cloneIDs := make([]string, len(clones))
 	for i, c := range clones {
-		if bodies[c.ID], err = eventBody(c.EventType, c.CreatedAt, c.Payload); err != nil {
+		if events[c.ID], err = newEvent(c.EventType, c.CreatedAt, c.Payload); err != nil {
 			return rb, fmt.Errorf("webhook: replay endpoint %s: %w", endpointID, err)
 		}
 		cloneIDs[i] = c.ID
@@ -189,7 +189,7 @@ ORDER BY c.replay_of, c.created_at DESC, c.id`, endpointID, since)
 			return rb, err
 		}
 	}
-	ds, err := p.bornDeliveries(ctx, p.pool, bodies, endpointID)
+	ds, err := p.bornDeliveries(ctx, p.pool, events, endpointID)
 	if err != nil {
 		return rb, fmt.Errorf("webhook: replay endpoint %s (%d clones committed; run the replay again to complete it): %w", endpointID, len(clones), err)
 	}

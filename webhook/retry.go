@@ -121,7 +121,7 @@ WHERE d.id = ANY ($1::uuid[])`, ids)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: load claimed deliveries: %w", err)
 	}
-	bodies := map[string][]byte{}
+	events := map[string]event{}
 	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (delivery, error) {
 		var (
 			d         delivery
@@ -133,15 +133,15 @@ WHERE d.id = ANY ($1::uuid[])`, ids)
 			&eventType, &payload, &createdAt); err != nil {
 			return d, err
 		}
-		body, ok := bodies[d.eventID]
+		ev, ok := events[d.eventID]
 		if !ok {
 			var err error
-			if body, err = eventBody(eventType, createdAt, payload); err != nil {
+			if ev, err = newEvent(eventType, createdAt, payload); err != nil {
 				return d, err
 			}
-			bodies[d.eventID] = body
+			events[d.eventID] = ev
 		}
-		d.body = body
+		d.event = ev
 		return d, nil
 	})
 	if err != nil {
