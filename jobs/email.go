@@ -56,11 +56,7 @@ func EmailPeriodicJob(interval time.Duration) *river.PeriodicJob {
 	if interval <= 0 {
 		interval = DefaultEmailTickInterval
 	}
-	return river.NewPeriodicJob(
-		river.PeriodicInterval(interval),
-		func() (river.JobArgs, *river.InsertOpts) { return EmailTickArgs{}, nil },
-		&river.PeriodicJobOpts{ID: EmailTickArgs{}.Kind(), RunOnStart: true},
-	)
+	return periodicJob(interval, EmailTickArgs{})
 }
 
 // EmailKick returns the outbox.KickFunc that inserts a unique EmailKickArgs
@@ -72,12 +68,7 @@ func EmailPeriodicJob(interval time.Duration) *river.PeriodicJob {
 // on it until the first commits: enqueue last and commit promptly, or
 // leave Kick unset and rely on the tick.
 func EmailKick(client *river.Client[pgx.Tx]) outbox.KickFunc {
-	return func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := client.InsertTx(ctx, tx, EmailKickArgs{}, nil); err != nil {
-			return fmt.Errorf("insert email kick: %w", err)
-		}
-		return nil
-	}
+	return kickFunc(client, EmailKickArgs{})
 }
 
 // EmailJobTimeout is the River timeout of a tick or kick: the drain window,

@@ -72,17 +72,10 @@ func WebhookPeriodicJobs(tickInterval, pruneInterval time.Duration) []*river.Per
 	if pruneInterval <= 0 {
 		pruneInterval = DefaultWebhookPruneInterval
 	}
-	periodic := func(interval time.Duration, args river.JobArgs) *river.PeriodicJob {
-		return river.NewPeriodicJob(
-			river.PeriodicInterval(interval),
-			func() (river.JobArgs, *river.InsertOpts) { return args, nil },
-			&river.PeriodicJobOpts{ID: args.Kind(), RunOnStart: true},
-		)
-	}
 	return []*river.PeriodicJob{
-		periodic(tickInterval, WebhookTickArgs{}),
-		periodic(tickInterval, WebhookRetryArgs{}),
-		periodic(pruneInterval, WebhookPruneArgs{}),
+		periodicJob(tickInterval, WebhookTickArgs{}),
+		periodicJob(tickInterval, WebhookRetryArgs{}),
+		periodicJob(pruneInterval, WebhookPruneArgs{}),
 	}
 }
 
@@ -95,12 +88,7 @@ func WebhookPeriodicJobs(tickInterval, pruneInterval time.Duration) []*river.Per
 // on it until the first commits: enqueue last and commit promptly, or
 // leave Kick unset and rely on the tick.
 func WebhookKick(client *river.Client[pgx.Tx]) webhook.KickFunc {
-	return func(ctx context.Context, tx pgx.Tx) error {
-		if _, err := client.InsertTx(ctx, tx, WebhookKickArgs{}, nil); err != nil {
-			return fmt.Errorf("insert webhook kick: %w", err)
-		}
-		return nil
-	}
+	return kickFunc(client, WebhookKickArgs{})
 }
 
 // webhookRun is the work shared by the webhook workers. It never writes a
