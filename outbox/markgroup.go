@@ -96,16 +96,12 @@ func (g *markGroups) commit(group []*markCall) {
 			ctx = c.ctx
 		}
 	}
-	if len(group) == 1 {
-		c := group[0]
-		c.age, c.err = c.result(g.db.QueryRow(ctx, c.sql, c.args...))
+	if len(group) > 1 && g.pipeline(ctx, group) {
 		return
 	}
-	if g.pipeline(ctx, group) {
-		return
-	}
-	// A statement failed, so the server rolled the whole group back: run
-	// each mark on its own, so only the bad one reports its error.
+	// One mark; or the server rejected a statement and rolled the whole
+	// group back, so each mark runs on its own and only the bad one
+	// reports its error.
 	for _, c := range group {
 		c.age, c.err = c.result(g.db.QueryRow(ctx, c.sql, c.args...))
 	}
@@ -125,25 +121,25 @@ func (g *markGroups) pipeline(ctx context.Context, group []*markCall) bool {
 		b.Queue(c.sql, c.args...)
 	}
 	br := g.db.SendBatch(ctx, b)
-	var firstErr error
+	var cause error // the first failure, as the database or the connection reported it
 	for _, c := range group {
 		c.age, c.err = c.result(br.QueryRow())
-		if c.err != nil && !errors.Is(c.err, ErrStaleMark) && firstErr == nil {
-			firstErr = c.err
+		if c.err != nil && !errors.Is(c.err, ErrStaleMark) && cause == nil {
+			cause = errors.Unwrap(c.err) // result wrapped it with c's row
 		}
 	}
-	if err := br.Close(); err != nil && firstErr == nil {
-		firstErr = err
+	if err := br.Close(); err != nil && cause == nil {
+		cause = err
 	}
-	if firstErr == nil {
+	if cause == nil {
 		return true
 	}
 	var pgErr *pgconn.PgError
-	if errors.As(firstErr, &pgErr) {
+	if errors.As(cause, &pgErr) {
 		return false
 	}
 	for _, c := range group {
-		c.age, c.err = 0, c.wrap(firstErr)
+		c.age, c.err = 0, c.wrap(cause)
 	}
 	return true
 }

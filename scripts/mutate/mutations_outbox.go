@@ -59,7 +59,7 @@ func init() {
 		Mutation{
 			Name:    "outbox mark groups: a rejected statement fails the whole group",
 			File:    "outbox/markgroup.go",
-			Find:    "\tif errors.As(firstErr, &pgErr) {\n\t\treturn false\n\t}",
+			Find:    "\tif errors.As(cause, &pgErr) {\n\t\treturn false\n\t}",
 			Replace: "\t_ = pgErr",
 			Pkg:     "./outbox/",
 			Test:    "TestMarkGroups_RejectedStatementLosesNoOtherMark",
