@@ -50,8 +50,9 @@ type Row struct {
 	// zero; the dispatcher fills it before the renderer sees the row.
 	Payload Payload
 
-	recipient string // bare lower-cased address, set by decode
-	decodeErr error  // why the payload cannot be sent, set by decode
+	leaseEnd  time.Time // when the claim's lease runs out (by this clock); marks retry until then
+	recipient string    // bare lower-cased address, set by decode
+	decodeErr error     // why the payload cannot be sent, set by decode
 }
 
 // decode fills Payload and recipient, opening sealed fields with keys, or

@@ -97,7 +97,7 @@ func TestClaim_ConcurrentClaimersDisjoint(t *testing.T) {
 		})
 	}
 	senders := []*fakeSender{slowSender(20 * time.Millisecond), slowSender(45 * time.Millisecond)}
-	results := make([]DrainResult, len(senders))
+	results := make([]Tally, len(senders))
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for i, s := range senders {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/smtp"
 )
@@ -27,13 +28,12 @@ type SenderFunc func(ctx context.Context, msg smtp.Message) error
 // Send calls f.
 func (f SenderFunc) Send(ctx context.Context, msg smtp.Message) error { return f(ctx, msg) }
 
-// DefaultConcurrency is how many batches Drain keeps in flight when
-// Config.Concurrency is 0. Rows within a batch are sent one after another,
-// which is what BatchSize×PerRowBudget ≤ BatchTimeout assumes; throughput
-// comes from batches in parallel. A batch in flight holds an SMTP
-// connection, not a database connection: claims and marks are shared
-// (see Drain and markGroups), so Concurrency is bounded by what the relay
-// accepts, not by the pool.
+// DefaultConcurrency is Config.Concurrency's default. Rows within a batch
+// are sent one after another, which is what BatchSize×PerRowBudget ≤
+// BatchTimeout assumes; throughput comes from batches in parallel. A batch
+// in flight holds an SMTP connection, not a database connection: claims
+// and marks are shared (see Claim and markGroups), so Concurrency is
+// bounded by what the relay accepts, not by the pool.
 const DefaultConcurrency = 16
 
 // Config configures a Dispatcher. Only Sender is required.
@@ -48,9 +48,15 @@ type Config struct {
 	// leases.Default(). They must pass leases.Config.Validate.
 	Leases leases.Config
 
-	// Concurrency is the number of batches Drain runs at once; 0 means
-	// DefaultConcurrency.
+	// Concurrency is the most batches in flight in this Dispatcher — each
+	// on its own SMTP connection — across every Run, Drain and RunBatch at
+	// once; 0 means DefaultConcurrency. It is EMAIL_CONCURRENCY, the
+	// per-process cap.
 	Concurrency int
+
+	// Wake receives a value when email_outbox rows were committed
+	// (engine.Waker); nil means Run polls only.
+	Wake <-chan struct{}
 
 	// AfterSend, if set, is the post-send report: it is called once for
 	// every started row after its mark, with what was recorded, on a
@@ -67,9 +73,9 @@ type Config struct {
 	Metrics *Metrics
 
 	// Backoff is the wait after each transient failure; nil means
-	// claim.EmailBackoff (15 slots, about 72 h). Its length bounds the
+	// leases.EmailBackoff (15 slots, about 72 h). Its length bounds the
 	// retries: when the slots run out the row fails.
-	Backoff claim.Backoff
+	Backoff leases.Backoff
 
 	// Keys opens the payload fields that Enqueue, an earlier mark or Rekey
 	// sealed, and seals the plaintext secret fields of a plain-SQL row whose
@@ -80,24 +86,32 @@ type Config struct {
 	Keys *KeyRing
 }
 
+// Tally counts what a batch, a drain or a shift did. The webhook side
+// returns the same type: one shape for every outbox.
+type Tally = engine.Tally
+
 // Dispatcher claims, sends and marks email_outbox rows. It is safe for
-// concurrent use: any number of RunBatch and Drain calls, in this process
-// or others, share the table through the claim lease and CAS marks.
+// concurrent use: any number of Run, Drain and RunBatch calls, in this
+// process or others, share the table through the claim lease and CAS
+// marks, and share this Dispatcher's Concurrency slots.
 type Dispatcher struct {
-	db          DB
-	sender      Sender
-	renderer    Renderer
-	leases      leases.Config
-	concurrency int
-	afterSend   func(context.Context, Result)
-	logger      *slog.Logger
-	metrics     *Metrics
-	keys        *KeyRing
-	backoff     claim.Backoff
-	marks       *markGroups
+	db        DB
+	sender    Sender
+	renderer  Renderer
+	leases    leases.Config
+	afterSend func(context.Context, Result)
+	logger    *slog.Logger
+	metrics   *Metrics
+	keys      *KeyRing
+	backoff   leases.Backoff
+	marks     *markGroups
+	slots     *engine.Slots
+	lane      *engine.Lane
 
 	stopOnce sync.Once
 	stop     chan struct{}
+
+	hooks dispatcherHooks
 }
 
 // NewDispatcher returns a Dispatcher over db, which must be a pool (see DB).
@@ -118,7 +132,7 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 		cfg.Renderer = DefaultRenderer()
 	}
 	if cfg.Backoff == nil {
-		cfg.Backoff = claim.EmailBackoff
+		cfg.Backoff = leases.EmailBackoff
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
@@ -126,104 +140,142 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Dispatcher{
-		db:          db,
-		sender:      cfg.Sender,
-		renderer:    cfg.Renderer,
-		leases:      cfg.Leases,
-		concurrency: cfg.Concurrency,
-		afterSend:   cfg.AfterSend,
-		logger:      cfg.Logger,
-		metrics:     cfg.Metrics,
-		keys:        cfg.Keys,
-		marks:       newMarkGroups(db, markWriters(cfg.Concurrency)),
-		backoff:     cfg.Backoff,
-		stop:        make(chan struct{}),
-	}, nil
+	d := &Dispatcher{
+		db:        db,
+		sender:    cfg.Sender,
+		renderer:  cfg.Renderer,
+		leases:    cfg.Leases,
+		afterSend: cfg.AfterSend,
+		logger:    cfg.Logger,
+		metrics:   cfg.Metrics,
+		keys:      cfg.Keys,
+		marks:     newMarkGroups(db, markWriters(cfg.Concurrency), cfg.Logger),
+		backoff:   cfg.Backoff,
+		slots:     engine.NewSlots(cfg.Concurrency),
+		stop:      make(chan struct{}),
+	}
+	d.lane = engine.NewLane(engine.LaneConfig{
+		Name:   table.Name,
+		Source: d,
+		Slots:  d.slots,
+		Wake:   cfg.Wake,
+		Logger: cfg.Logger,
+	})
+	return d, nil
 }
 
 // Leases returns the figures the dispatcher runs with, so River job
 // timeouts can be derived from them.
 func (d *Dispatcher) Leases() leases.Config { return d.leases }
 
+// Slots is the dispatcher's per-process cap, for metrics and tests.
+func (d *Dispatcher) Slots() *engine.Slots { return d.slots }
+
 // Stop asks the dispatcher to wind down, for graceful shutdown: no batch is
 // claimed after it, no further row of a running batch is started (those
 // rows are released at once), and rows already started finish and mark
-// under their own budgets. Call it before stopping River; Drain and
+// under their own budgets. Call it before stopping River; Run, Drain and
 // RunBatch return as soon as their started rows are recorded. Stop is
 // idempotent; a stopped Dispatcher stays stopped.
-func (d *Dispatcher) Stop() { d.stopOnce.Do(func() { close(d.stop) }) }
-
-// BatchResult counts what one batch did.
-type BatchResult struct {
-	Claimed    int // rows the claim took (each one attempt)
-	Started    int // rows that got a send attempt
-	Sent       int // marked dispatched
-	Skipped    int // marked skipped
-	Failed     int // marked failed (permanent error, or backoff exhausted)
-	Retried    int // marked for a retry after a transient error
-	Released   int // claimed but not started: made due again at once
-	StaleMarks int // marks dropped because the row was no longer pending
-	MarkErrors int // marks that could not run; those rows wait out their lease
+func (d *Dispatcher) Stop() {
+	d.stopOnce.Do(func() {
+		close(d.stop)
+		d.lane.Stop()
+	})
 }
 
-func (r *BatchResult) add(o BatchResult) {
-	r.Claimed += o.Claimed
-	r.Started += o.Started
-	r.Sent += o.Sent
-	r.Skipped += o.Skipped
-	r.Failed += o.Failed
-	r.Retried += o.Retried
-	r.Released += o.Released
-	r.StaleMarks += o.StaleMarks
-	r.MarkErrors += o.MarkErrors
+// Run is one shift of the email lane on this replica: it claims batches
+// whenever rows are due and slots are free — woken by Config.Wake, else by
+// its poll — until window ends, ctx ends or the dispatcher stops, then
+// waits for the batches it started. Give ctx at least window +
+// Leases.BatchTimeout + Leases.LeaseSlack (RunTimeout).
+func (d *Dispatcher) Run(ctx context.Context, window time.Duration) (Tally, error) {
+	return d.lane.Run(ctx, engine.RunOptions{Window: window})
+}
+
+// RunTimeout is the longest a Run of window lasts: the window, a whole
+// BatchTimeout for a batch started as it closes, and LeaseSlack for that
+// batch's detached marks and releases.
+func (d *Dispatcher) RunTimeout(window time.Duration) time.Duration {
+	return window + d.leases.BatchTimeout + d.leases.LeaseSlack
+}
+
+// Drain runs batches until no due row is left, the window ends, ctx is
+// done or the dispatcher is stopping, with the same claims, slots and
+// batches as Run. One claim statement takes rows for every free slot, so
+// claims are shared by many batches instead of one each, the way River's
+// producer fetches for all its idle workers. A batch started before the
+// window ends runs to completion: give ctx at least RunTimeout(window).
+func (d *Dispatcher) Drain(ctx context.Context, window time.Duration) (Tally, error) {
+	return d.lane.Run(ctx, engine.RunOptions{Window: window, UntilIdle: true})
 }
 
 // RunBatch claims one batch (up to Leases.BatchSize rows) and works it:
 // a batch context of Leases.BatchTimeout, then each row in turn under its
 // own PerRowBudget, each followed by its detached CAS mark. A row starts
 // only while a full PerRowBudget remains in the batch (and the dispatcher
-// is not stopping); the rest are released at once.
+// is not stopping); the rest are released at once. It takes one of the
+// dispatcher's slots, waiting for one if all are busy.
 //
 // The error is a claim failure, or the joined errors of marks that could
 // not run. Stale marks are not errors: they are counted and logged.
-func (d *Dispatcher) RunBatch(ctx context.Context) (BatchResult, error) {
+func (d *Dispatcher) RunBatch(ctx context.Context) (Tally, error) {
 	if why := d.cannotStart(ctx); why != "" {
-		return BatchResult{}, nil
+		return Tally{}, nil
 	}
-	batches, err := d.claimBatches(ctx, 1)
-	if err != nil || len(batches) == 0 {
-		return BatchResult{}, err
+	if d.slots.Acquire(ctx, 1, 1) == 0 {
+		return Tally{}, nil
 	}
-	return d.workBatch(ctx, batches[0])
+	defer d.slots.Release(1)
+	c, err := d.Claim(ctx, 1)
+	t := Tally{Claims: 1, Claimed: c.Rows}
+	if err != nil || len(c.Units) == 0 {
+		return t, err
+	}
+	u := c.Units[0].(*batch)
+	t.Add(u.Run(ctx))
+	return t, errors.Join(u.markErrs...)
 }
 
 // batch is claimed rows that one goroutine works through in order, by a
 // deadline BatchTimeout after the claim began, so the chain
 // BatchSize×PerRowBudget ≤ BatchTimeout < ClaimLease holds for it exactly
-// as if it had been claimed alone.
+// as if it had been claimed alone. It is the email lane's engine.Unit.
 type batch struct {
+	d        *Dispatcher
 	rows     []Row
 	deadline time.Time
 	supp     suppressions
+
+	next     int // rows[:next] are recorded or released
+	tally    Tally
+	markErrs []error
 }
 
-// claimBatches claims up to n batches' rows in one statement (ADR-072
-// decision 1: one short claim transaction), each row under the lease of a
-// single batch, and splits them into batches of Leases.BatchSize. It also
-// reads the suppression entries of every claimed recipient in one query.
-func (d *Dispatcher) claimBatches(ctx context.Context, n int) ([]batch, error) {
-	deadline := time.Now().Add(d.leases.BatchTimeout)
+// Claim claims up to n batches' rows in one statement (ADR-072 decision
+// 1: one short claim transaction), each row under the lease of a single
+// batch, and splits them into batches of Leases.BatchSize. It also reads
+// the suppression entries of every claimed recipient in one query. It is
+// the email lane's engine.Source.
+func (d *Dispatcher) Claim(ctx context.Context, n int) (engine.Claim, error) {
+	if d.stopping() {
+		return engine.Claim{}, nil
+	}
+	size := d.leases.BatchSize
+	start := time.Now()
+	deadline := start.Add(d.leases.BatchTimeout)
+	// A second short of the lease, for the clocks of this process and
+	// Postgres to disagree by.
+	leaseEnd := start.Add(d.leases.ClaimLease(size) - time.Second)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	size := d.leases.BatchSize
 	rows, err := Claim(ctx, d.db, n*size, d.leases.ClaimLease(size))
 	if err != nil {
-		return nil, fmt.Errorf("outbox: %w", err)
+		return engine.Claim{}, fmt.Errorf("outbox: %w", err)
 	}
 	d.metrics.addClaimed(len(rows))
 	if len(rows) == 0 {
-		return nil, nil
+		return engine.Claim{}, nil
 	}
 	// Decoding (JSON, and opening sealed fields) is most of a claim's CPU;
 	// done per batch in parallel it does not hold back the first sends.
@@ -231,72 +283,115 @@ func (d *Dispatcher) claimBatches(ctx context.Context, n int) ([]batch, error) {
 	for chunk := range slices.Chunk(rows, size) {
 		wg.Go(func() {
 			for i := range chunk {
-				chunk[i].decode(d.keys)
+				chunk[i].leaseEnd = leaseEnd
+				d.decode(&chunk[i])
 			}
 		})
 	}
 	wg.Wait()
 	supp := d.loadSuppressions(ctx, rows)
-	batches := make([]batch, 0, n)
+	units := make([]engine.Unit, 0, n)
 	for chunk := range slices.Chunk(rows, size) {
-		batches = append(batches, batch{rows: chunk, deadline: deadline, supp: supp})
+		units = append(units, &batch{d: d, rows: chunk, deadline: deadline, supp: supp})
 	}
-	return batches, nil
+	return engine.Claim{Units: units, Rows: len(rows), Full: len(rows) == n*size}, nil
 }
 
-// workBatch sends a claimed batch's rows one after another, each followed
-// by its mark, and releases the rows it may not start.
-func (d *Dispatcher) workBatch(ctx context.Context, b batch) (BatchResult, error) {
+// decode decodes one claimed row. A panic in it (a bug, or a payload that
+// trips one) is that row's transient failure, recorded with the panic
+// value when the row's turn comes; it stops neither the claim nor the
+// process.
+func (d *Dispatcher) decode(row *Row) {
+	defer func() {
+		if v := recover(); v != nil {
+			d.logger.Error("email row decode panicked; recorded as a transient failure",
+				"row_id", row.ID, "panic", fmt.Sprint(v))
+			row.decodeErr = &engine.PanicError{Value: v}
+		}
+	}()
+	if h := d.hooks.decode; h != nil {
+		h(row)
+	}
+	row.decode(d.keys)
+}
+
+// Run sends the batch's rows one after another, each followed by its mark,
+// and releases the rows it may not start.
+func (b *batch) Run(ctx context.Context) Tally {
+	d := b.d
 	batchCtx, cancel := context.WithDeadline(ctx, b.deadline)
 	defer cancel()
-	res := BatchResult{Claimed: len(b.rows)}
-	var errs []error
-	for i := range b.rows {
+	for b.next < len(b.rows) {
 		if why := d.cannotStart(batchCtx); why != "" {
-			if err := d.release(batchCtx, b.rows[i:], why, &res); err != nil {
-				errs = append(errs, err)
-			}
+			b.release(batchCtx, why)
 			break
 		}
-		r := d.runRow(batchCtx, &b.rows[i], b.supp)
-		res.Started++
-		res.count(r)
-		if r.Mark != nil && !errors.Is(r.Mark, ErrStaleMark) {
-			errs = append(errs, r.Mark)
-		}
+		row := &b.rows[b.next]
+		r := d.runRow(batchCtx, row, b.supp)
+		b.next++
+		b.count(r, true)
 	}
-	return res, errors.Join(errs...)
+	return b.tally
 }
 
-// count adds one started row's recorded result.
-func (r *BatchResult) count(row Result) {
+// Panicked records the row that was being worked when Run panicked as a
+// transient failure carrying the panic value, and releases the rows after
+// it. If the panic came after that row's mark, the retry mark is stale
+// and dropped: the mark already recorded stands.
+func (b *batch) Panicked(ctx context.Context, v any) Tally {
+	if b.next < len(b.rows) {
+		row := &b.rows[b.next]
+		b.next++
+		res := Result{RowID: row.ID, Kind: row.Kind, Attempt: row.Attempts, Outcome: OutcomeRetry, Err: &engine.PanicError{Value: v}}
+		b.d.record(ctx, row, &res)
+		b.count(res, false) // the Lane counts this panic
+	}
+	if b.next < len(b.rows) {
+		b.release(ctx, "an earlier row of the batch panicked")
+	}
+	return b.tally
+}
+
+// count adds one started row's recorded result; countPanic counts a panic
+// its attempt recovered, so the shift reports it.
+func (b *batch) count(row Result, countPanic bool) {
+	t := &b.tally
+	t.Started++
+	if _, ok := errors.AsType[*engine.PanicError](row.Err); ok && countPanic {
+		t.Panics++
+	}
 	switch {
 	case errors.Is(row.Mark, ErrStaleMark):
-		r.StaleMarks++
+		t.Stale++
 		return
 	case row.Mark != nil:
-		r.MarkErrors++
+		t.MarkErrors++
+		t.NoteError(row.Mark.Error())
+		b.markErrs = append(b.markErrs, row.Mark)
 		return
 	}
 	switch row.Outcome {
 	case OutcomeSent:
-		r.Sent++
+		t.Sent++
+		t.SentIDs = append(t.SentIDs, row.RowID)
 	case OutcomeSkipped:
-		r.Skipped++
+		t.Skipped++
 	case OutcomeFailed:
-		r.Failed++
+		t.Failed++
+		t.FailedIDs = append(t.FailedIDs, row.RowID)
+		t.NoteError(errString(row.Err))
 	case OutcomeRetry:
-		r.Retried++
+		t.Retried++
+		t.FailedIDs = append(t.FailedIDs, row.RowID)
+		t.NoteError(errString(row.Err))
 	}
 }
 
 // cannotStart says why no further row (or batch) may start under ctx, or
 // returns "" when one may.
 func (d *Dispatcher) cannotStart(ctx context.Context) string {
-	select {
-	case <-d.stop:
+	if d.stopping() {
 		return "dispatcher stopping"
-	default:
 	}
 	if ctx.Err() != nil {
 		return "context done"
@@ -307,23 +402,30 @@ func (d *Dispatcher) cannotStart(ctx context.Context) string {
 	return ""
 }
 
-// release makes claimed rows that will not be started due again now,
-// rather than leaving them to wait out a lease nobody is using.
-func (d *Dispatcher) release(ctx context.Context, rows []Row, why string, res *BatchResult) error {
+func (d *Dispatcher) stopping() bool {
+	select {
+	case <-d.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// release makes the batch's unstarted rows due again now, rather than
+// leaving them to wait out a lease nobody is using.
+func (b *batch) release(ctx context.Context, why string) {
+	rows := b.rows[b.next:]
+	b.next = len(b.rows)
 	ids := make([]string, len(rows))
 	for i := range rows {
 		ids[i] = rows[i].ID
 	}
-	n, err := claim.Release(ctx, d.db, table, ids)
-	res.Released += int(n)
-	d.metrics.addReleased(int(n))
+	n, err := claim.Release(ctx, b.d.db, table, ids, why, b.d.logger)
+	b.tally.Released += int(n)
+	b.d.metrics.addReleased(int(n))
 	if err != nil {
-		d.logger.Error("releasing unstarted email rows failed; they wait out their lease",
-			"rows", ids, "reason", why, "error", err.Error())
-		return fmt.Errorf("outbox: %w", err)
+		b.markErrs = append(b.markErrs, fmt.Errorf("outbox: %w", err))
 	}
-	d.logger.Info("released unstarted email rows", "rows", ids, "released", n, "reason", why)
-	return nil
 }
 
 // loadSuppressions reads the suppression entries of the batch's decodable
@@ -344,64 +446,9 @@ func (d *Dispatcher) loadSuppressions(ctx context.Context, rows []Row) suppressi
 	return s
 }
 
-// DrainResult counts what a Drain did.
-type DrainResult struct {
-	Batches int // claims made, including the final empty one
-	BatchResult
-}
-
-// Drain runs batches until no due row is left, the window ends, ctx is
-// done or the dispatcher is stopping, keeping up to Concurrency batches in
-// flight. One claim statement takes rows for every free batch slot, and a
-// new claim waits until an eighth of the slots are free, so claims are shared by
-// many batches instead of one each, the way River's producer fetches for
-// all its idle workers. An idle tick costs one claim query. A batch
-// started before the window ends runs to completion: give ctx at least
-// window + Leases.BatchTimeout.
-func (d *Dispatcher) Drain(ctx context.Context, window time.Duration) (DrainResult, error) {
-	type batchDone struct {
-		res BatchResult
-		err error
-	}
-	var (
-		end     = time.Now().Add(window)
-		total   DrainResult
-		errs    []error
-		done    = make(chan batchDone, d.concurrency)
-		running int
-		more    = true                    // no claim has come back short yet
-		refill  = max(d.concurrency/8, 1) // free slots worth a claim
-	)
-	for {
-		free := d.concurrency - running
-		if more && (free >= refill || running == 0) && time.Now().Before(end) && d.cannotStart(ctx) == "" {
-			batches, err := d.claimBatches(ctx, free)
-			total.Batches++
-			claimed := 0
-			for _, b := range batches {
-				claimed += len(b.rows)
-				running++
-				go func() {
-					res, err := d.workBatch(ctx, b)
-					done <- batchDone{res, err}
-				}()
-			}
-			if err != nil {
-				errs = append(errs, err)
-			}
-			more = err == nil && claimed == free*d.leases.BatchSize
-		}
-		if running == 0 {
-			return total, errors.Join(errs...)
-		}
-		b := <-done
-		running--
-		total.add(b.res)
-		if b.err != nil || b.res.Released > 0 {
-			// A failure, or a batch that could not start its rows:
-			// claiming more would only burn attempts.
-			errs = append(errs, b.err)
-			more = false
-		}
-	}
+// dispatcherHooks let white-box tests inject failures at the points the
+// panic isolation is about. All nil outside tests.
+type dispatcherHooks struct {
+	decode func(*Row)          // before each claimed row's decode
+	record func(*Row, *Result) // before each row's mark
 }

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/pgtest"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/smtp"
@@ -214,7 +213,7 @@ func TestDispatch_TransientBackoffThenFailedWhenSlotsRunOut(t *testing.T) {
 	d := newDispatcher(t, pool, sender)
 
 	var waited time.Duration
-	for attempt := 1; attempt <= len(claim.EmailBackoff); attempt++ {
+	for attempt := 1; attempt <= len(leases.EmailBackoff); attempt++ {
 		res, err := d.RunBatch(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -224,7 +223,7 @@ func TestDispatch_TransientBackoffThenFailedWhenSlotsRunOut(t *testing.T) {
 			t.Fatalf("attempt %d: result %+v, row %s with %d attempts and last_error %q; want pending, retried, attempts %d",
 				attempt, res, st.Status, st.Attempts, lastErr(st), attempt)
 		}
-		slot := claim.EmailBackoff[attempt-1]
+		slot := leases.EmailBackoff[attempt-1]
 		if lo, hi := slot*9/10-2*time.Second, slot*11/10; st.DueIn < lo || st.DueIn > hi {
 			t.Fatalf("attempt %d: due in %s, want slot %s ±10%%", attempt, st.DueIn, slot)
 		}
@@ -243,7 +242,7 @@ func TestDispatch_TransientBackoffThenFailedWhenSlotsRunOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := getRow(t, pool, id)
-	wantAttempts := len(claim.EmailBackoff) + 1
+	wantAttempts := len(leases.EmailBackoff) + 1
 	if res.Failed != 1 || st.Status != "failed" || st.Attempts != wantAttempts ||
 		!strings.Contains(lastErr(st), fmt.Sprintf("gave up after %d attempts", wantAttempts)) || !strings.Contains(lastErr(st), "421") {
 		t.Fatalf("after the slots ran out: result %+v, row %s with %d attempts, last_error %q; want failed after %d",
@@ -257,13 +256,13 @@ func TestDispatch_TransientBackoffThenFailedWhenSlotsRunOut(t *testing.T) {
 // The backoff schedule itself: 15 slots summing to about 72 hours.
 func TestBackoff_FifteenSlotsAbout72Hours(t *testing.T) {
 	t.Parallel()
-	if n := len(claim.EmailBackoff); n != 15 {
+	if n := len(leases.EmailBackoff); n != 15 {
 		t.Fatalf("EmailBackoff has %d slots, want 15", n)
 	}
-	if total := claim.EmailBackoff.Total(); total < 70*time.Hour || total > 74*time.Hour {
+	if total := leases.EmailBackoff.Total(); total < 70*time.Hour || total > 74*time.Hour {
 		t.Fatalf("EmailBackoff totals %s, want about 72h", total)
 	}
-	if _, ok := claim.EmailBackoff.Next(16); ok {
+	if _, ok := leases.EmailBackoff.Next(16); ok {
 		t.Fatal("a 16th slot exists")
 	}
 }
@@ -297,49 +296,94 @@ func TestDispatch_TLSConfigErrorsAreTransientAndLoggedAsErrors(t *testing.T) {
 	}
 }
 
-// A panic while working one row — in the sender or the renderer — is that
-// row's transient failure, recorded with the panic value; the other rows of
-// the batch are still sent.
-func TestDispatch_PanicRowDoesNotStrandBatch(t *testing.T) {
+// A panic anywhere in a drain — the sender or renderer, the payload
+// decode (on the claim's goroutines), the mark bookkeeping (on the batch's
+// goroutine), the group commit (on a mark writer's goroutine) — is that
+// row's failure, recorded with the panic value and counted in the Tally
+// (so the shift's River job reports it), and the process survives. Each
+// site is on a goroutine River does not guard. A panic in the batch's own
+// loop ends the batch: the rows after the victim are released, due at
+// once. A panicked group commit is a failed mark, and marks are retried:
+// the row is recorded by the retry.
+func TestDrain_PanicAtEverySiteIsRecordedAndCounted(t *testing.T) {
 	t.Parallel()
-	for _, where := range []string{"sender", "renderer"} {
-		t.Run(where, func(t *testing.T) {
+	for _, tc := range []struct {
+		site string
+		// victim is the victim row's status afterwards: "pending" means
+		// retried later, with the panic value in last_error.
+		victim string
+		// sent is how many rows the drain sent: a batch whose loop
+		// panicked releases the rows after the victim.
+		sent int
+	}{
+		{"sender", "pending", 2}, {"renderer", "pending", 2}, {"decode", "pending", 2}, {"record", "pending", 1},
+		{"markgroup", "dispatched", 3},
+	} {
+		t.Run(tc.site, func(t *testing.T) {
 			t.Parallel()
 			ctx := testCtx(t)
 			pool := pgtest.NewPool(t)
 			ids := insertRows(t, pool, 3)
 			victim := ids[1]
+			boom := tc.site + " exploded"
 			sender := newFakeSender(func(_ context.Context, msg smtp.Message) error {
-				if where == "sender" && msg.RowID == victim {
-					panic("sender exploded")
+				if tc.site == "sender" && msg.RowID == victim {
+					panic(boom)
 				}
 				return nil
 			})
 			renderer := RendererFunc(func(ctx context.Context, row *Row) (smtp.Message, error) {
-				if where == "renderer" && row.ID == victim {
-					panic("renderer exploded")
+				if tc.site == "renderer" && row.ID == victim {
+					panic(boom)
 				}
 				return DefaultRenderer().Render(ctx, row)
 			})
-			res, err := newDispatcher(t, pool, sender, func(c *Config) { c.Renderer = renderer }).RunBatch(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Started != 3 || res.Sent != 2 || res.Retried != 1 {
-				t.Errorf("result %+v, want 3 started, 2 sent, 1 retried", res)
-			}
-			for _, id := range ids {
-				st := getRow(t, pool, id)
-				if id != victim {
-					if st.Status != "dispatched" {
-						t.Errorf("row %s beside the panic: %s, want dispatched", id, st.Status)
+			d := newDispatcher(t, pool, sender, func(c *Config) { c.Renderer = renderer })
+			var once sync.Once
+			switch tc.site {
+			case "decode":
+				d.hooks.decode = func(r *Row) {
+					if r.ID == victim {
+						panic(boom)
 					}
-					continue
 				}
-				if st.Status != "pending" || st.Attempts != 1 || st.DueIn <= 0 ||
-					!strings.Contains(lastErr(st), "panic: "+where+" exploded") {
-					t.Errorf("panicking row: %s, %d attempts, due in %s, last_error %q; want pending, retried later, with the panic value",
-						st.Status, st.Attempts, st.DueIn, lastErr(st))
+			case "record":
+				d.hooks.record = func(r *Row, _ *Result) {
+					if r.ID == victim {
+						once.Do(func() { panic(boom) })
+					}
+				}
+			case "markgroup":
+				d.marks.hook = func(group []*markCall) {
+					for _, c := range group {
+						if c.id == victim {
+							once.Do(func() { panic(boom) })
+						}
+					}
+				}
+			}
+			res, err := d.Drain(ctx, time.Minute)
+			wantPanics := 1
+			if tc.site == "markgroup" {
+				wantPanics = 0 // a mark error, retried
+			}
+			if err != nil || res.Panics != wantPanics || res.Sent != tc.sent ||
+				(wantPanics > 0 && !strings.Contains(strings.Join(res.Errors, "; "), "panic: "+boom)) {
+				t.Errorf("Drain = %+v, %v; want %d sent and %d panic recorded with its value", res, err, tc.sent, wantPanics)
+			}
+			for i, id := range ids {
+				st := getRow(t, pool, id)
+				switch {
+				case id == victim && st.Status != tc.victim:
+					t.Errorf("panicking row: %s, want %s", st.Status, tc.victim)
+				case id == victim && tc.victim == "pending" &&
+					(st.Attempts != 1 || st.DueIn <= 0 || !strings.Contains(lastErr(st), "panic: "+boom)):
+					t.Errorf("panicking row: %d attempts, due in %s, last_error %q; want retried later, with the panic value",
+						st.Attempts, st.DueIn, lastErr(st))
+				case id != victim && i < 1+tc.sent && st.Status != "dispatched":
+					t.Errorf("row %s beside the panic: %s, want dispatched", id, st.Status)
+				case id != victim && i >= 1+tc.sent && (st.Status != "pending" || st.DueIn > 0):
+					t.Errorf("row %s after the panic: %s due in %s, want released (pending, due now)", id, st.Status, st.DueIn)
 				}
 			}
 		})
@@ -486,7 +530,7 @@ func TestDrain_StopsWhenWindowEnds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Batches != 1 || res.Sent != leases.BatchSize {
+	if res.Claims != 1 || res.Sent != leases.BatchSize {
 		t.Errorf("drain result %+v, want exactly the first batch (%d rows) sent", res, leases.BatchSize)
 	}
 	for _, id := range ids[leases.BatchSize:] {

@@ -14,20 +14,11 @@ import (
 // invoice PDF of up to about 7.5 MB fits with room for the rest.
 const DefaultMaxPayloadBytes = 10 << 20
 
-// KickFunc adds a wake-up for the dispatcher to the caller's transaction.
-// The jobs package provides one (jobs.EmailKick) that inserts a unique
-// River job; outbox itself imports no River package.
-type KickFunc func(ctx context.Context, tx pgx.Tx) error
-
 // Enqueuer writes emails into email_outbox inside the caller's transaction.
-// The zero value is ready to use: no kick, DefaultMaxPayloadBytes.
+// The zero value is ready to use, with DefaultMaxPayloadBytes. The table's
+// insert trigger wakes the workers when the transaction commits (migration
+// 00005), for Enqueue and plain SQL alike: nothing else to set.
 type Enqueuer struct {
-	// Kick, if set, runs after the row is written, in the same transaction,
-	// so the email is picked up within milliseconds of commit instead of at
-	// the next tick. A kick that fails fails the Enqueue; roll the
-	// transaction back (River's inserts leave it unusable after an error).
-	Kick KickFunc
-
 	// MaxPayloadBytes limits the encoded payload; 0 means
 	// DefaultMaxPayloadBytes. The limit applies to the payload as encoded
 	// before sealing, so Keys does not change which emails fit.
@@ -69,11 +60,6 @@ func (e *Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, email Email) (string,
 	}
 	if _, err := tx.Exec(ctx, enqueueSQL, id, string(email.Kind), email.CustomerID, email.InvoiceID, payload); err != nil {
 		return "", fmt.Errorf("outbox: enqueue: %w", err)
-	}
-	if e.Kick != nil {
-		if err := e.Kick(ctx, tx); err != nil {
-			return "", fmt.Errorf("outbox: enqueue kick (roll the transaction back): %w", err)
-		}
 	}
 	return id, nil
 }

@@ -2,12 +2,9 @@ package outbox
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox/postbox/internal/pgtest"
 )
@@ -57,8 +54,7 @@ func TestEnqueue_ValidationNamesFieldWritesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tx.Rollback(ctx) //nolint:errcheck // read-only check below
-			kicked := false
-			e := &Enqueuer{MaxPayloadBytes: tc.limit, Kick: func(context.Context, pgx.Tx) error { kicked = true; return nil }}
+			e := &Enqueuer{MaxPayloadBytes: tc.limit}
 			id, err := e.Enqueue(ctx, tx, email)
 			var verr *ValidationError
 			if !errors.Is(err, ErrInvalid) || !errors.As(err, &verr) || verr.Field != tc.field {
@@ -71,21 +67,20 @@ func TestEnqueue_ValidationNamesFieldWritesNothing(t *testing.T) {
 			if err := tx.QueryRow(ctx, `SELECT count(*) FROM email_outbox`).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
-			if n != 0 || kicked {
-				t.Errorf("invalid email wrote %d rows (kicked: %v), want nothing", n, kicked)
+			if n != 0 {
+				t.Errorf("invalid email wrote %d rows, want nothing", n)
 			}
 		})
 	}
 }
 
-// Enqueue writes one pending row in the caller's transaction and runs the
-// kick in that same transaction; the row exists exactly when it commits.
-func TestEnqueue_WritesOneRowAndKicksInTheSameTx(t *testing.T) {
+// Enqueue writes one pending row in the caller's transaction; the row
+// exists exactly when it commits.
+func TestEnqueue_WritesOneRowInTheCallersTx(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	pool := pgtest.NewPool(t)
-	var kickTx pgx.Tx
-	e := &Enqueuer{Kick: func(_ context.Context, tx pgx.Tx) error { kickTx = tx; return nil }}
+	e := &Enqueuer{}
 
 	email := validEmail()
 	email.InvoiceID = "inv_9"
@@ -98,9 +93,6 @@ func TestEnqueue_WritesOneRowAndKicksInTheSameTx(t *testing.T) {
 		id, err := e.Enqueue(ctx, tx, email)
 		if err != nil {
 			t.Fatal(err)
-		}
-		if kickTx != tx {
-			t.Error("the kick did not run in the enqueueing transaction")
 		}
 		if commit {
 			err = tx.Commit(ctx)
@@ -132,24 +124,6 @@ func TestEnqueue_WritesOneRowAndKicksInTheSameTx(t *testing.T) {
 		if p := getRow(t, pool, id).Payload; p["invite_url"] != "https://app.example.com/invite/abc" || p["to"] != "Ada <ada@example.com>" {
 			t.Errorf("payload %v, want the email's fields under their contract names", p)
 		}
-	}
-}
-
-// A failing kick fails the Enqueue, so the caller rolls back rather than
-// committing a row whose wake-up was lost.
-func TestEnqueue_KickErrorFailsEnqueue(t *testing.T) {
-	t.Parallel()
-	ctx := testCtx(t)
-	pool := pgtest.NewPool(t)
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // the point of the test
-	boom := errors.New("river unavailable")
-	e := &Enqueuer{Kick: func(context.Context, pgx.Tx) error { return boom }}
-	if _, err := e.Enqueue(ctx, tx, validEmail()); !errors.Is(err, boom) {
-		t.Fatalf("Enqueue with a failing kick: %v, want the kick's error", err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/pgtext"
+	"github.com/postbox/postbox/leases"
 )
 
 // Outcome is what a mark records about one attempt at a row.
@@ -41,7 +42,9 @@ func (e *StaleMarkError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrStaleMark) true.
-func (e *StaleMarkError) Is(target error) bool { return target == ErrStaleMark }
+func (e *StaleMarkError) Is(target error) bool {
+	return target == ErrStaleMark || target == claim.ErrStale
+}
 
 // casGuard makes every mark a compare-and-set: it applies only to a row
 // that is still pending (ADR-072 decision 3). A worker whose lease expired
@@ -121,22 +124,52 @@ type markStmt struct {
 	outcome Outcome
 	sql     string
 	args    []any
+	until   time.Time // retry on the connection until then; zero: within MarkTimeout
+}
+
+// deadline is the last moment m is retried.
+func (m markStmt) deadline() time.Time {
+	if m.until.IsZero() {
+		return time.Now().Add(leases.MarkTimeout)
+	}
+	return m.until
+}
+
+// markedStatus is the status each outcome's mark writes, for landed.
+var markedStatus = map[Outcome]string{
+	OutcomeSent: "dispatched", OutcomeSkipped: "skipped", OutcomeFailed: "failed",
+}
+
+// landed reports whether row m.id already has the status m writes: after a
+// mark whose answer was lost, a retry that finds the row stale may be
+// finding its own earlier commit. (A retry mark leaves the row pending and
+// so is never stale on its own account.)
+func landed(ctx context.Context, db DB, m markStmt) bool {
+	want, ok := markedStatus[m.outcome]
+	if !ok {
+		return false
+	}
+	ctx, cancel := claim.MarkContext(ctx)
+	defer cancel()
+	var status string
+	err := db.QueryRow(ctx, `SELECT status FROM email_outbox WHERE id = $1`, m.id).Scan(&status)
+	return err == nil && status == want
 }
 
 func dispatchedMark(id string) markStmt {
-	return markStmt{id, OutcomeSent, markDispatchedSQL, []any{id}}
+	return markStmt{id: id, outcome: OutcomeSent, sql: markDispatchedSQL, args: []any{id}}
 }
 
 func skippedMark(id string) markStmt {
-	return markStmt{id, OutcomeSkipped, markSkippedSQL, []any{id}}
+	return markStmt{id: id, outcome: OutcomeSkipped, sql: markSkippedSQL, args: []any{id}}
 }
 
 func failedMark(id string, cause error, seal json.RawMessage) markStmt {
-	return markStmt{id, OutcomeFailed, markFailedSQL, []any{id, lastError(cause), seal}}
+	return markStmt{id: id, outcome: OutcomeFailed, sql: markFailedSQL, args: []any{id, lastError(cause), seal}}
 }
 
 func retryMark(id string, wait time.Duration, cause error, seal json.RawMessage) markStmt {
-	return markStmt{id, OutcomeRetry, markRetrySQL, []any{id, wait, lastError(cause), seal}}
+	return markStmt{id: id, outcome: OutcomeRetry, sql: markRetrySQL, args: []any{id, wait, lastError(cause), seal}}
 }
 
 // singleMarks runs each mark as its own statement and commit (the
@@ -146,10 +179,16 @@ func retryMark(id string, wait time.Duration, cause error, seal json.RawMessage)
 // context may already be dead, but what was done must still be recorded.
 type singleMarks struct{ db DB }
 
-func (s singleMarks) mark(ctx context.Context, m markStmt) (time.Duration, error) {
-	ctx, cancel := claim.MarkContext(ctx)
-	defer cancel()
-	return m.result(s.db.QueryRow(ctx, m.sql, m.args...))
+func (s singleMarks) mark(ctx context.Context, m markStmt) (age time.Duration, err error) {
+	ambiguous, err := claim.RetryMark(ctx, m.deadline(), func(ctx context.Context) error {
+		var err error
+		age, err = m.result(s.db.QueryRow(ctx, m.sql, m.args...))
+		return err
+	})
+	if ambiguous && errors.Is(err, ErrStaleMark) && landed(ctx, s.db, m) {
+		return 0, nil
+	}
+	return age, err
 }
 
 // result reads a mark's RETURNING row: the row's age, or a
@@ -170,19 +209,12 @@ func (m markStmt) wrap(err error) error {
 	return fmt.Errorf("outbox: %s mark of row %s: %w", m.outcome, m.id, err)
 }
 
-// maxLastError caps last_error; SMTP replies and wrapped errors can be long.
-const maxLastError = 2000
-
-// lastError is cause as last_error can store it (see pgtext.Clean): a
-// relay's reply may hold NUL or invalid UTF-8, and a refused value would
-// fail the mark on every attempt, so the row would never be recorded.
+// lastError is cause as last_error stores it (pgtext.LastError): a relay's
+// reply may hold NUL or invalid UTF-8, and a refused value would fail the
+// mark on every attempt, so the row would never be recorded.
 func lastError(err error) string {
 	if err == nil {
 		return ""
 	}
-	s, cut := pgtext.Clean(err.Error(), maxLastError)
-	if cut {
-		s += "…"
-	}
-	return s
+	return pgtext.LastError(err.Error())
 }

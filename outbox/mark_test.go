@@ -119,7 +119,7 @@ func TestMark_StaleFailureAfterSiblingSuccessDropped(t *testing.T) {
 				c.Metrics = NewMetrics(reg)
 			})
 			var (
-				firstRes BatchResult
+				firstRes Tally
 				firstErr error
 				wg       sync.WaitGroup
 			)
@@ -146,7 +146,7 @@ func TestMark_StaleFailureAfterSiblingSuccessDropped(t *testing.T) {
 			if firstErr != nil {
 				t.Fatalf("first worker: %v (a stale mark is not a batch error)", firstErr)
 			}
-			if firstRes.StaleMarks != 1 || firstRes.Failed+firstRes.Retried+firstRes.MarkErrors != 0 {
+			if firstRes.Stale != 1 || firstRes.Failed+firstRes.Retried+firstRes.MarkErrors != 0 {
 				t.Errorf("first worker's result %+v, want exactly one stale mark and nothing recorded", firstRes)
 			}
 			st := getRow(t, pool, id)

@@ -3,6 +3,8 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/engine"
 )
 
 // markGroups is the dispatcher's group commit for marks. A mark is still
@@ -28,8 +31,11 @@ import (
 // bad mark cannot lose another row's record.
 type markGroups struct {
 	db         DB
+	logger     *slog.Logger
 	maxWriters int // concurrent group commits
 	maxGroup   int // marks per commit
+
+	hook func([]*markCall) // tests: before each group's commit
 
 	mu      sync.Mutex
 	queue   []*markCall
@@ -45,13 +51,30 @@ type markCall struct {
 	done chan struct{}
 }
 
-func newMarkGroups(db DB, maxWriters int) *markGroups {
-	return &markGroups{db: db, maxWriters: max(maxWriters, 1), maxGroup: 64}
+func newMarkGroups(db DB, maxWriters int, logger *slog.Logger) *markGroups {
+	return &markGroups{db: db, logger: logger, maxWriters: max(maxWriters, 1), maxGroup: 64}
 }
 
-func (g *markGroups) mark(ctx context.Context, m markStmt) (time.Duration, error) {
-	callCtx, cancel := claim.MarkContext(ctx)
-	defer cancel()
+// mark runs m in the next group, and again — alone in a later group — if
+// the group failed on the connection, until m.until (claim.RetryMark).
+func (g *markGroups) mark(ctx context.Context, m markStmt) (age time.Duration, err error) {
+	ambiguous, err := claim.RetryMark(ctx, m.deadline(), func(ctx context.Context) error {
+		var err error
+		age, err = g.markOnce(ctx, m)
+		if err != nil && claim.Retriable(err) {
+			g.logger.Warn("email mark failed on the connection; retrying", "row_id", m.id, "outcome", string(m.outcome), "error", err.Error())
+		}
+		return err
+	})
+	if ambiguous && errors.Is(err, ErrStaleMark) && landed(ctx, g.db, m) {
+		return 0, nil // an earlier try committed before its answer was lost
+	}
+	return age, err
+}
+
+// markOnce queues m for the next group commit and waits for it. ctx is
+// already the mark's detached, MarkTimeout-bounded context.
+func (g *markGroups) markOnce(callCtx context.Context, m markStmt) (time.Duration, error) {
 	call := &markCall{markStmt: m, ctx: callCtx, done: make(chan struct{})}
 
 	g.mu.Lock()
@@ -76,7 +99,7 @@ func (g *markGroups) write() {
 		copy(group, g.queue)
 		g.queue = append(g.queue[:0], g.queue[n:]...)
 		g.mu.Unlock()
-		g.commit(group)
+		g.commitSafely(group)
 		for _, c := range group {
 			close(c.done)
 		}
@@ -84,6 +107,24 @@ func (g *markGroups) write() {
 	}
 	g.writers--
 	g.mu.Unlock()
+}
+
+// commitSafely is commit on a goroutine no River job guards: a panic in
+// it is every member's mark error (their rows wait out their lease), never
+// the process's end.
+func (g *markGroups) commitSafely(group []*markCall) {
+	defer func() {
+		if v := recover(); v != nil {
+			g.logger.Error("email mark group panicked; its rows wait out their lease", "marks", len(group), "panic", fmt.Sprint(v))
+			for _, c := range group {
+				c.age, c.err = 0, c.wrap(&engine.PanicError{Value: v})
+			}
+		}
+	}()
+	if h := g.hook; h != nil {
+		h(group)
+	}
+	g.commit(group)
 }
 
 // commit runs a group's marks and fills in each call's result, under the

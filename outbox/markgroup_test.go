@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func TestMarkGroups_GroupSharesOneCommitAndKeepsEachGuard(t *testing.T) {
 		newCall(t, failedMark(ids[2], errors.New("550 no such user"), noSeal)),
 		newCall(t, dispatchedMark(ids[3])),
 	}
-	newMarkGroups(pool, 1).commit(group)
+	newMarkGroups(pool, 1, slog.Default()).commit(group)
 
 	for i, c := range group[:3] {
 		if c.err != nil {
@@ -83,7 +84,7 @@ func TestMarkGroups_RejectedStatementLosesNoOtherMark(t *testing.T) {
 		// constraint or a value the column refuses would be.
 		sql: `UPDATE email_outbox SET attempts = -1 ` + casGuard + ` ` + returningAge}
 	group := []*markCall{newCall(t, dispatchedMark(ids[0])), newCall(t, bad), newCall(t, dispatchedMark(ids[2]))}
-	newMarkGroups(pool, 1).commit(group)
+	newMarkGroups(pool, 1, slog.Default()).commit(group)
 
 	if group[1].err == nil || errors.Is(group[1].err, ErrStaleMark) {
 		t.Errorf("the rejected mark reported %v, want its database error", group[1].err)
@@ -105,7 +106,7 @@ func TestMarkGroups_ConcurrentMarksAreGrouped(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	const n = 200
 	ids := insertRows(t, pool, n)
-	g := newMarkGroups(pool, 1)
+	g := newMarkGroups(pool, 1, slog.Default())
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	errs := make([]error, n)
@@ -174,8 +175,8 @@ func TestDrain_OneClaimForSeveralBatchesLeasesEachRowForOneBatch(t *testing.T) {
 		t.Fatalf("sent %d of %d", res.Sent, len(ids))
 	}
 	// One claim took all four batches; the second found nothing.
-	if res.Batches != 2 {
-		t.Errorf("%d claims for %d batches, want 2 (one for all, one empty)", res.Batches, batches)
+	if res.Claims != 2 {
+		t.Errorf("%d claims for %d batches, want 2 (one for all, one empty)", res.Claims, batches)
 	}
 	st := <-seen
 	want := leases.Default().ClaimLease(leases.BatchSize)

@@ -25,13 +25,13 @@ func TestRekey_RotationOldRowsStillSendRekeyMovesThem(t *testing.T) {
 	keys := newTestKeys("k0", "k1", "k2")
 	old, rotated, retired := keys.ring(t, "k1"), keys.ring(t, "k2", "k1"), keys.ring(t, "k2")
 	capture := newCaptureRenderer()
-	send := func(ring *KeyRing, fn func(context.Context, smtp.Message) error) BatchResult {
+	send := func(ring *KeyRing, fn func(context.Context, smtp.Message) error) Tally {
 		t.Helper()
 		res, err := newDispatcher(t, pool, newFakeSender(fn), func(c *Config) { c.Keys, c.Renderer = ring, capture }).Drain(ctx, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res.BatchResult
+		return res
 	}
 	emails := map[string]Email{}
 	enqueueAs := func(ring *KeyRing, subject string) string {

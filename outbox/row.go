@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/smtp"
 )
@@ -49,11 +50,14 @@ func (d *Dispatcher) attempt(ctx context.Context, row *Row, supp suppressions) (
 		if v := recover(); v != nil {
 			d.logger.Error("email row panicked; recorded as a transient failure",
 				"row_id", row.ID, "attempt", row.Attempts, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
-			outcome, err = OutcomeRetry, fmt.Errorf("panic: %v", v)
+			outcome, err = OutcomeRetry, &engine.PanicError{Value: v}
 		}
 	}()
 
 	if row.decodeErr != nil {
+		if _, ok := errors.AsType[*engine.PanicError](row.decodeErr); ok {
+			return OutcomeRetry, row.decodeErr
+		}
 		return OutcomeFailed, row.decodeErr
 	}
 
@@ -139,11 +143,15 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 	// A row that is not sent now is going to wait — pending for its backoff
 	// slot, or failed until a requeue — and must not wait with plaintext
 	// secrets: its mark seals them in the same UPDATE.
+	if h := d.hooks.record; h != nil {
+		h(row, res)
+	}
 	seal := noSeal
 	if res.Outcome == OutcomeFailed || res.Outcome == OutcomeRetry {
 		seal = d.keys.sealWaiting(row)
 	}
 	m, metric := d.markFor(row, res, seal)
+	m.until = row.leaseEnd
 	var age time.Duration
 	age, res.Mark = d.marks.mark(ctx, m)
 

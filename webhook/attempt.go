@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/leases"
 )
 
@@ -50,13 +51,13 @@ func newEvent(eventType string, createdAt time.Time, payload []byte) (event, err
 }
 
 // runner starts attempts on their own goroutines within the Pipeline's
-// concurrency bound and collects their outcomes. One runner serves one
-// drain, retry pass or replay; finish waits for its attempts.
+// attempt slots and collects their outcomes. One runner serves one fan-out,
+// replay or retry unit; finish waits for its attempts.
 type runner struct {
 	p        *Pipeline
 	wg       sync.WaitGroup
 	mu       sync.Mutex
-	sum      Summary
+	sum      Tally
 	deferred []string
 }
 
@@ -71,9 +72,9 @@ func (p *Pipeline) newRunner() *runner { return &runner{p: p} }
 //
 // ctx bounds the attempt itself; wait bounds only the queueing.
 func (r *runner) start(ctx, wait context.Context, d delivery) {
-	gate, cancel := context.WithDeadline(wait, r.startBy(d))
+	gate, cancel := context.WithDeadline(wait, r.p.startBy(d))
 	defer cancel()
-	if r.p.acquireSlots(gate, 1) == 0 {
+	if r.p.slots.Acquire(gate, 1, 1) == 0 {
 		r.deferDelivery(d.id)
 		return
 	}
@@ -81,61 +82,47 @@ func (r *runner) start(ctx, wait context.Context, d delivery) {
 }
 
 // startBy is the last moment d's attempt may start.
-func (r *runner) startBy(d delivery) time.Time {
-	return d.leaseEnd.Add(-(r.p.lc.DeliveryBudget + leases.MarkTimeout))
+func (p *Pipeline) startBy(d delivery) time.Time {
+	return d.leaseEnd.Add(-(p.lc.DeliveryBudget + leases.MarkTimeout))
 }
 
 // launch runs d's attempt on its own goroutine in a slot the caller holds,
 // unless it is too late for d's lease or the pipeline is stopping.
 func (r *runner) launch(ctx context.Context, d delivery) {
-	if time.Now().After(r.startBy(d)) || r.p.stopped.Load() {
-		r.p.releaseSlots(1)
+	if !r.p.mayStart(d) {
+		r.p.slots.Release(1)
 		r.deferDelivery(d.id)
 		return
 	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		defer r.p.releaseSlots(1)
-		defer func() {
-			// River recovers panics in Work, not in goroutines Work starts.
-			// The row keeps its lease and is retried when it expires.
-			if v := recover(); v != nil {
-				r.p.logger.Error("panic in webhook attempt", "delivery_id", d.id, "panic", fmt.Sprint(v))
-			}
-		}()
-		o := r.p.attempt(ctx, d)
-		r.mu.Lock()
-		r.sum.add(o)
-		r.mu.Unlock()
-	}()
+	r.wg.Go(func() {
+		defer r.p.slots.Release(1)
+		o := r.p.attemptSafely(ctx, d)
+		r.count(o)
+	})
 }
 
-// acquireSlots waits until at least one attempt slot is free, then takes up
-// to n free ones without waiting more. It returns how many it took; 0 when
-// ctx ended first.
-func (p *Pipeline) acquireSlots(ctx context.Context, n int) int {
-	select {
-	case p.sem <- struct{}{}:
-	case <-ctx.Done():
-		return 0
-	}
-	got := 1
-	for got < n {
-		select {
-		case p.sem <- struct{}{}:
-			got++
-		default:
-			return got
+// mayStart reports whether d's attempt may start now.
+func (p *Pipeline) mayStart(d delivery) bool {
+	return !time.Now().After(p.startBy(d)) && !p.stopped.Load()
+}
+
+// attemptSafely is attempt on a goroutine no River job guards: a panic is
+// recorded on the delivery as a failed attempt carrying the panic value —
+// retried on the schedule like any transient failure — and the process
+// lives on.
+func (p *Pipeline) attemptSafely(ctx context.Context, d delivery) (t Tally) {
+	defer func() {
+		if v := recover(); v != nil {
+			perr := &engine.PanicError{Value: v}
+			p.logger.Error("panic in webhook attempt; recorded as a failed attempt", "delivery_id", d.id, "panic", perr.Error())
+			m := DeliveryMark{Attempt: d.attempt, Error: perr.Error()}
+			p.retryOrFail(&m, 0, false)
+			t = p.record(ctx, d, m, false)
+			t.Panics++
+			t.NoteError(perr.Error())
 		}
-	}
-	return got
-}
-
-func (p *Pipeline) releaseSlots(n int) {
-	for range n {
-		<-p.sem
-	}
+	}()
+	return p.attempt(ctx, d)
 }
 
 func (r *runner) deferDelivery(id string) {
@@ -144,9 +131,9 @@ func (r *runner) deferDelivery(id string) {
 	r.mu.Unlock()
 }
 
-func (r *runner) count(s Summary) {
+func (r *runner) count(t Tally) {
 	r.mu.Lock()
-	r.sum.add(s)
+	r.sum.Add(t)
 	r.mu.Unlock()
 }
 
@@ -155,30 +142,24 @@ func (r *runner) count(s Summary) {
 // released row keeps the attempt its birth or claim counted
 // (claim.Release): like a claim-then-crash, it still advances toward its
 // bound.
-func (r *runner) finish(ctx context.Context) Summary {
+func (r *runner) finish(ctx context.Context) Tally {
 	r.wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if n := len(r.deferred); n > 0 {
-		r.sum.Deferred += n
 		r.p.metrics.deferred(n)
-		r.p.metrics.release("webhook_deliveries", n)
-		if _, err := claim.Release(ctx, r.p.pool, deliveriesTable, r.deferred); err != nil {
-			r.p.logger.Warn("release deferred deliveries; they wait out their lease instead",
-				"deliveries", n, "error", err.Error())
-		} else {
-			r.p.logger.Info("attempts deferred to the retry worker: no slot within the lease, or stopping", "deliveries", n)
-		}
+		released, _ := claim.Release(ctx, r.p.pool, deliveriesTable, r.deferred,
+			"no attempt slot within the lease, or stopping: left to the retry worker", r.p.logger)
+		r.p.metrics.release("webhook_deliveries", int(released))
+		r.sum.Released += int(released)
 		r.deferred = nil
 	}
 	return r.sum
 }
 
 // attempt makes one attempt at d, records it with UpdateDelivery, and
-// returns what happened as a one-row Summary.
-func (p *Pipeline) attempt(ctx context.Context, d delivery) Summary {
-	log := p.logger.With("delivery_id", d.id, "event_id", d.eventID, "endpoint_id", d.endpointID, "attempt", d.attempt)
-
+// returns what happened as a one-row Tally.
+func (p *Pipeline) attempt(ctx context.Context, d delivery) Tally {
 	var mark DeliveryMark
 	gone := false
 	switch {
@@ -190,11 +171,21 @@ func (p *Pipeline) attempt(ctx context.Context, d delivery) Summary {
 	case p.cfg.Production && !strings.HasPrefix(d.url, "https://"):
 		mark = DeliveryMark{Status: StatusFailed, Error: "endpoint url is not https and APP_ENV=production"}
 	default:
+		if h := p.hooks.beforeAttempt; h != nil {
+			h(d.id)
+		}
 		mark, gone = p.send(ctx, d)
 		p.metrics.attemptDuration(mark.Duration.Seconds())
 	}
+	return p.record(ctx, d, mark, gone)
+}
 
-	var out Summary
+// record writes an attempt's mark, logs and counts it, and disables the
+// endpoint after a 410.
+func (p *Pipeline) record(ctx context.Context, d delivery, mark DeliveryMark, gone bool) Tally {
+	log := p.logger.With("delivery_id", d.id, "event_id", d.eventID, "endpoint_id", d.endpointID, "attempt", d.attempt)
+	mark.Until = d.leaseEnd
+	out := Tally{Started: 1}
 	err := UpdateDelivery(ctx, p.pool, d.id, mark)
 	switch {
 	case errors.Is(err, ErrStaleDeliveryMark):
@@ -203,6 +194,8 @@ func (p *Pipeline) attempt(ctx context.Context, d delivery) Summary {
 		log.Warn("stale delivery mark dropped: a sibling resolved the delivery first",
 			"would_mark", string(mark.Status), "status_code", mark.StatusCode)
 	case err != nil:
+		out.MarkErrors = 1
+		out.NoteError(err.Error())
 		p.metrics.markError()
 		log.Error("delivery mark lost; the delivery is attempted again when its lease expires",
 			"would_mark", string(mark.Status), "error", err.Error())
@@ -210,14 +203,19 @@ func (p *Pipeline) attempt(ctx context.Context, d delivery) Summary {
 		logAttempt(log, mark)
 		switch mark.Status {
 		case StatusSucceeded:
-			out.Succeeded = 1
+			out.Sent = 1
+			out.SentIDs = []string{d.id}
 			p.metrics.delivery("succeeded")
 			p.metrics.delivered(d.event.createdAt)
 		case StatusPending:
-			out.Retrying = 1
+			out.Retried = 1
+			out.FailedIDs = []string{d.id}
+			out.NoteError(mark.Error)
 			p.metrics.delivery("retried")
 		case StatusFailed:
 			out.Failed = 1
+			out.FailedIDs = []string{d.id}
+			out.NoteError(mark.Error)
 			p.metrics.delivery("failed")
 		}
 	}

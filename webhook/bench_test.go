@@ -33,16 +33,16 @@ SELECT 'invoice.paid', jsonb_build_object('invoice', 'in_' || i, 'amount', i) FR
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		var total Summary
-		for total.Dispatched < events {
+		var total Tally
+		for total.Events < events {
 			sum, err := p.Drain(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
-			total.add(sum)
+			total.Add(sum)
 		}
 		b.StopTimer()
-		if total.Succeeded != events*endpoints {
+		if total.Sent != events*endpoints {
 			b.Fatalf("drain: %+v, want %d deliveries succeeded", total, events*endpoints)
 		}
 		p.Close()

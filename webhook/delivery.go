@@ -2,10 +2,13 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/pgtext"
+	"github.com/postbox/postbox/leases"
 )
 
 // DeliveryStatus is webhook_deliveries.status.
@@ -33,8 +36,12 @@ type DeliveryMark struct {
 	Attempt    int
 	StatusCode int // zero when there was no response
 	Duration   time.Duration
-	Error      string // empty on success
+	Error      string // empty on success; stored cleaned and capped (pgtext.LastError)
 	Excerpt    string // at most 4096 bytes of the response body
+
+	// Until is the last moment the mark is retried after a connection
+	// error: the delivery's lease end. Zero means within MarkTimeout.
+	Until time.Time
 }
 
 // updateDeliverySQL logs the attempt and applies the mark in one statement.
@@ -71,18 +78,38 @@ func UpdateDelivery(ctx context.Context, db DB, deliveryID string, m DeliveryMar
 	default:
 		return fmt.Errorf("webhook: update delivery %s: unknown status %q", deliveryID, m.Status)
 	}
+	until := m.Until
+	if until.IsZero() {
+		until = time.Now().Add(leases.MarkTimeout)
+	}
+	excerpt, _ := pgtext.Clean(m.Excerpt, maxExcerptBytes)
+	ambiguous, err := claim.RetryMark(ctx, until, func(ctx context.Context) error {
+		tag, err := db.Exec(ctx, updateDeliverySQL,
+			deliveryID, m.Attempt, m.StatusCode, max(m.Duration.Milliseconds(), 0), pgtext.LastError(m.Error),
+			nullIfEmpty(excerpt, m.StatusCode), string(m.Status), m.RetryIn)
+		switch {
+		case err != nil:
+			return fmt.Errorf("webhook: update delivery %s: %w", deliveryID, err)
+		case tag.RowsAffected() == 0:
+			return fmt.Errorf("%w (delivery %s)", ErrStaleDeliveryMark, deliveryID)
+		}
+		return nil
+	})
+	if ambiguous && errors.Is(err, ErrStaleDeliveryMark) && m.Status != StatusPending && deliveryLanded(ctx, db, deliveryID, m.Status) {
+		return nil // an earlier try committed before its answer was lost
+	}
+	return err
+}
+
+// deliveryLanded reports whether the delivery already has status: after a
+// mark whose answer was lost, a retry that finds it stale may be finding
+// its own earlier commit.
+func deliveryLanded(ctx context.Context, db DB, id string, status DeliveryStatus) bool {
 	ctx, cancel := claim.MarkContext(ctx)
 	defer cancel()
-	tag, err := db.Exec(ctx, updateDeliverySQL,
-		deliveryID, m.Attempt, m.StatusCode, max(m.Duration.Milliseconds(), 0), m.Error,
-		nullIfEmpty(m.Excerpt, m.StatusCode), string(m.Status), m.RetryIn)
-	if err != nil {
-		return fmt.Errorf("webhook: update delivery %s: %w", deliveryID, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("%w (delivery %s)", ErrStaleDeliveryMark, deliveryID)
-	}
-	return nil
+	var got string
+	err := db.QueryRow(ctx, `SELECT status FROM webhook_deliveries WHERE id = $1`, id).Scan(&got)
+	return err == nil && got == string(status)
 }
 
 // nullIfEmpty stores NULL for "no response" and an empty string for an empty body.

@@ -98,11 +98,11 @@ func TestAttempt_StaleMarkIsCountedNotApplied(t *testing.T) {
 	ep := createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	sum, err := p.ProcessBatch(ctx)
+	sum, err := p.RunBatch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Stale != 1 || sum.Retrying != 0 {
+	if sum.Stale != 1 || sum.Retried != 0 {
 		t.Fatalf("ProcessBatch = %+v, want one stale mark and no retry scheduled", sum)
 	}
 	if got := counterValue(t, reg, "postbox_webhook_stale_marks_total", "webhook_deliveries"); got != 1 {

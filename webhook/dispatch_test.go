@@ -140,7 +140,7 @@ func TestDispatchFromOutbox_HandlerOwnsMark(t *testing.T) {
 		if _, err := pool.Exec(ctx, `UPDATE webhook_outbox SET next_attempt_at = now() - interval '1 hour' WHERE id = $1`, id); err != nil {
 			t.Fatal(err)
 		}
-		sum, err := p.ProcessBatch(ctx)
+		sum, err := p.RunBatch(ctx)
 		if err != nil || sum.Claimed != 0 {
 			t.Fatalf("replayed tick: %+v, %v; want nothing claimed", sum, err)
 		}
@@ -161,17 +161,17 @@ func TestDispatchFromOutbox_HandlerOwnsMark(t *testing.T) {
 					t.Error(err)
 				}
 				b := newPipeline(t, pool, nil)
-				if sum, err := b.ProcessBatch(ctx); err != nil || sum.Dispatched != 1 {
+				if sum, err := b.RunBatch(ctx); err != nil || sum.Events != 1 {
 					t.Errorf("sibling tick: %+v, %v; want the row dispatched", sum, err)
 				}
 			}
 		}
 		defer func() { p.hooks.beforeDispatch = nil }()
-		sum, err := p.ProcessBatch(ctx)
+		sum, err := p.RunBatch(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if late != id || sum.Stale != 1 || sum.Dispatched != 0 {
+		if late != id || sum.Stale != 1 || sum.Events != 0 {
 			t.Fatalf("late dispatcher: %+v (row %s), want one stale mark and nothing dispatched", sum, late)
 		}
 		if n := count(t, pool, `SELECT count(*) FROM webhook_events WHERE outbox_id = $1`, id); n != 1 {
@@ -201,9 +201,9 @@ func TestProcessBatch_FirstAttemptInProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Summary{Claimed: 7, Dispatched: 7, Succeeded: 21}
-	if sum != want {
-		t.Fatalf("Drain = %+v, want %+v", sum, want)
+	if sum.Claimed != 7 || sum.Events != 7 || sum.Sent != 21 || sum.Started != 21 ||
+		sum.Failed+sum.Retried+sum.Released+sum.Stale+sum.MarkErrors+sum.Panics != 0 {
+		t.Fatalf("Drain = %+v, want 7 claimed, 7 events, 21 sent and nothing else", sum)
 	}
 	if n := len(rc.requests()); n != 21 {
 		t.Fatalf("receiver got %d requests, want 21", n)
@@ -230,11 +230,11 @@ func TestProcessBatch_DefersAttemptsThatWouldOutliveTheBirthLease(t *testing.T) 
 	createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	sum, err := p.ProcessBatch(ctx)
+	sum, err := p.RunBatch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Deferred != 1 || sum.Succeeded != 0 {
+	if sum.Released != 1 || sum.Sent != 0 {
 		t.Fatalf("ProcessBatch = %+v, want the attempt deferred", sum)
 	}
 	if n := len(rc.requests()); n != 0 {
@@ -242,7 +242,7 @@ func TestProcessBatch_DefersAttemptsThatWouldOutliveTheBirthLease(t *testing.T) 
 	}
 	// Released, so the retry worker takes it now rather than after the lease.
 	sum, err = p.Retry(ctx)
-	if err != nil || sum.Succeeded != 1 {
+	if err != nil || sum.Sent != 1 {
 		t.Fatalf("Retry = %+v, %v; want the deferred delivery sent", sum, err)
 	}
 }
@@ -265,14 +265,14 @@ func TestPipeline_StopClaimsNothingMore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Dispatched != 2 || sum.Deferred != 2 || sum.Succeeded != 0 {
+	if sum.Events != 2 || sum.Released != 2 || sum.Sent != 0 {
 		t.Fatalf("Drain across a stop = %+v, want the claimed rows fanned out and their deliveries released", sum)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'pending' AND next_retry_at <= now()`); n != 2 {
 		t.Fatalf("%d deliveries due for the retry worker, want 2", n)
 	}
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 3})
-	if sum, err := p.ProcessBatch(ctx); err != nil || sum.Claimed != 0 {
+	if sum, err := p.RunBatch(ctx); err != nil || sum.Claimed != 0 {
 		t.Fatalf("ProcessBatch after Stop = %+v, %v; want nothing claimed", sum, err)
 	}
 	if sum, err := p.Retry(ctx); err != nil || sum.Claimed != 0 {

@@ -8,29 +8,17 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// KickFunc adds a job to the caller's transaction that drains the outbox as
-// soon as the transaction commits, instead of at the next periodic tick.
-// jobs.WebhookKick provides one backed by River; this package imports no
-// River code, so the transport can be used and tested without it.
-type KickFunc func(ctx context.Context, tx pgx.Tx) error
-
 // Enqueuer writes events into webhook_outbox inside the application's own
-// transaction: the event exists if and only if the transaction commits.
+// transaction: the event exists if and only if the transaction commits,
+// and the table's insert trigger wakes the workers when it does.
 type Enqueuer struct {
-	// Kick, if set, is called in the same transaction after the insert.
-	Kick KickFunc
-
 	// MaxPayloadBytes refuses larger payloads; zero means
 	// DefaultMaxPayloadBytes.
 	MaxPayloadBytes int
 }
 
-// Enqueue inserts one event into webhook_outbox using tx, then calls the
-// kick, if any, in the same transaction. The payload must be valid JSON no
-// larger than the limit. It returns the outbox row's id.
-//
-// If Enqueue returns an error the caller must roll tx back: since River
-// v0.49 a failed kick insert leaves the transaction aborted.
+// Enqueue inserts one event into webhook_outbox using tx. The payload must
+// be valid JSON no larger than the limit. It returns the outbox row's id.
 func (e Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, eventType string, payload []byte) (string, error) {
 	limit := e.MaxPayloadBytes
 	if limit <= 0 {
@@ -52,17 +40,11 @@ func (e Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, eventType string, payl
 		eventType, string(payload)).Scan(&id); err != nil {
 		return "", fmt.Errorf("webhook: enqueue %s: %w", eventType, err)
 	}
-	if e.Kick != nil {
-		if err := e.Kick(ctx, tx); err != nil {
-			return "", fmt.Errorf("webhook: enqueue %s: kick: %w", eventType, err)
-		}
-	}
 	return id, nil
 }
 
 // Enqueue inserts one event into webhook_outbox using tx, with the default
-// payload limit and no kick: the next periodic tick picks it up. Use an
-// Enqueuer with a Kick for lower latency.
+// payload limit.
 //
 // Other languages enqueue the same way with plain SQL:
 //

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/postbox/postbox/internal/pgtest"
 )
 
@@ -16,20 +14,15 @@ func TestEnqueue(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 
-	t.Run("in the caller's transaction, with its kick", func(t *testing.T) {
+	t.Run("in the caller's transaction", func(t *testing.T) {
 		tx, err := pool.Begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer func() { _ = tx.Rollback(ctx) }()
-		var kickedIn pgx.Tx
-		e := Enqueuer{Kick: func(_ context.Context, ktx pgx.Tx) error { kickedIn = ktx; return nil }}
-		id, err := e.Enqueue(ctx, tx, "invoice.paid", []byte(`{"invoice":"in_1"}`))
+		id, err := Enqueuer{}.Enqueue(ctx, tx, "invoice.paid", []byte(`{"invoice":"in_1"}`))
 		if err != nil {
 			t.Fatal(err)
-		}
-		if kickedIn != tx {
-			t.Fatal("kick not called with the enqueuing transaction")
 		}
 		if n := count(t, pool, `SELECT count(*) FROM webhook_outbox WHERE id = $1`, id); n != 0 {
 			t.Fatal("row visible before commit")
@@ -39,19 +32,6 @@ func TestEnqueue(t *testing.T) {
 		}
 		if n := count(t, pool, `SELECT count(*) FROM webhook_outbox WHERE id = $1 AND status = 'pending' AND payload = '{"invoice":"in_1"}'`, id); n != 1 {
 			t.Fatal("row missing after commit")
-		}
-	})
-
-	t.Run("kick failure is returned", func(t *testing.T) {
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = tx.Rollback(ctx) }()
-		boom := errors.New("river down")
-		e := Enqueuer{Kick: func(context.Context, pgx.Tx) error { return boom }}
-		if _, err := e.Enqueue(ctx, tx, "invoice.paid", []byte(`{}`)); !errors.Is(err, boom) {
-			t.Fatalf("Enqueue = %v, want the kick's error", err)
 		}
 	})
 

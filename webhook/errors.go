@@ -1,6 +1,10 @@
 package webhook
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/postbox/postbox/internal/claim"
+)
 
 // Sentinel errors callers branch on.
 var (
@@ -8,12 +12,12 @@ var (
 	// was no longer pending: a sibling (a retry after lease expiry, an
 	// operator) already resolved it. The mark is dropped, not applied
 	// (ADR-072 decision 3). Callers log it and count it; none discards it.
-	ErrStaleDeliveryMark = errors.New("webhook: stale delivery mark: delivery no longer pending")
+	ErrStaleDeliveryMark error = &staleMarkError{"webhook: stale delivery mark: delivery no longer pending"}
 
 	// ErrStaleOutboxMark is returned by DispatchFromOutbox when the outbox
 	// row was no longer pending: another dispatcher already fanned it out.
 	// Its transaction was rolled back, so no second event exists.
-	ErrStaleOutboxMark = errors.New("webhook: stale outbox mark: outbox row no longer pending")
+	ErrStaleOutboxMark error = &staleMarkError{"webhook: stale outbox mark: outbox row no longer pending"}
 
 	// ErrInvalidPayload is returned by Enqueue for a payload that is not
 	// valid JSON.
@@ -34,3 +38,11 @@ var (
 	// AddressError). A refusal is permanent: the delivery fails at once.
 	ErrForbiddenAddress = errors.New("webhook: forbidden address")
 )
+
+// staleMarkError is the stale-mark family of both outboxes: each sentinel
+// is itself, and errors.Is(err, claim.ErrStale) too, as outbox.ErrStaleMark
+// is.
+type staleMarkError struct{ msg string }
+
+func (e *staleMarkError) Error() string        { return e.msg }
+func (e *staleMarkError) Is(target error) bool { return target == claim.ErrStale }

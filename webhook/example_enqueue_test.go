@@ -75,7 +75,7 @@ func Example_pipeline() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("%d events dispatched, %d delivered\n", sum.Dispatched, sum.Succeeded)
+	fmt.Printf("%d events dispatched, %d delivered\n", sum.Events, sum.Sent)
 	if _, err := p.Retry(ctx); err != nil {
 		log.Fatal(err)
 	}

@@ -8,8 +8,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/internal/pgtext"
+	"github.com/postbox/postbox/leases"
 )
 
 // outboxTable is webhook_outbox for the shared claim: FOR UPDATE SKIP
@@ -27,113 +31,144 @@ type Dispatch struct {
 	Deliveries int // one per enabled endpoint subscribed to the event type
 }
 
-// ProcessBatch is one claim tick of the webhook_outbox drainer: it claims
-// up to leases BatchSize due rows in one short statement (lease stamp
-// ClaimLease(n), FOR UPDATE SKIP LOCKED), fans each out with
-// DispatchFromOutbox, and makes the first attempts of the deliveries it
-// created, in process, within the Pipeline's concurrency bound. It returns
-// once those attempts are recorded (or deferred to the retry worker).
+// RunBatch claims up to leases BatchSize due webhook_outbox rows in one
+// short statement (lease stamp ClaimLease(n), FOR UPDATE SKIP LOCKED),
+// fans each out with DispatchFromOutbox, and makes the first attempts of
+// the deliveries it created, in process, within the Pipeline's attempt
+// slots. It returns once those attempts are recorded (or deferred to the
+// retry worker).
 //
 // A River job only triggers it; the row's lease and CAS marks are what keep
-// two concurrent ticks from fanning a row out twice.
-func (p *Pipeline) ProcessBatch(ctx context.Context) (Summary, error) {
-	r := p.newRunner()
-	_, err := p.processBatch(ctx, ctx, r)
-	return r.finish(ctx), err
-}
-
-// Drain runs claim ticks until the outbox has no more due rows or the
-// drain window has passed, then waits for the first attempts it started.
-// The tick and kick jobs call it; JobTimeout bounds it.
-func (p *Pipeline) Drain(ctx context.Context) (Summary, error) {
-	r := p.newRunner()
-	claimCtx, cancel := context.WithTimeout(ctx, p.window)
-	defer cancel()
-	var err error
-	for claimCtx.Err() == nil && !p.stopped.Load() {
-		var n int
-		if n, err = p.processBatch(claimCtx, ctx, r); err != nil || n < p.lc.BatchSize {
-			break
-		}
+// two concurrent runs from fanning a row out twice.
+func (p *Pipeline) RunBatch(ctx context.Context) (Tally, error) {
+	n := p.fanOuts.Acquire(ctx, p.lc.BatchSize, p.lc.BatchSize)
+	if n == 0 {
+		return Tally{}, ctx.Err()
 	}
-	sum := r.finish(ctx)
-	if err != nil && ctx.Err() == nil && claimCtx.Err() != nil {
-		err = nil // the drain window closing mid-claim is the bound working, not a failure
-	}
-	return sum, err
-}
-
-// processBatch claims and fans out one batch. ctx bounds the claim and the
-// fan-outs; attemptCtx bounds the first attempts, which outlive a drain
-// window that closes while they run.
-func (p *Pipeline) processBatch(ctx, attemptCtx context.Context, r *runner) (int, error) {
-	if p.stopped.Load() {
-		return 0, nil
-	}
-	n := p.lc.BatchSize
-	// The chain BatchSize×PerRowBudget ≤ BatchTimeout < ClaimLease(BatchSize)
-	// (leases.Validate) means every claimed row is fanned out or released
-	// before its lease can expire under a sibling.
-	batchCtx, cancel := context.WithTimeout(ctx, p.lc.BatchTimeout)
-	defer cancel()
-	rows, err := claim.Claim(batchCtx, p.pool, outboxTable, n, p.lc.ClaimLease(n), pgx.RowToStructByPos[outboxRow])
-	if err != nil {
-		return 0, fmt.Errorf("webhook: %w", err)
-	}
-	r.count(Summary{Claimed: len(rows)})
-	p.metrics.claim("webhook_outbox", len(rows))
-
-	// Each row is fanned out in its own transaction; the rows of a batch go
-	// concurrently, so one slow commit does not hold up the others.
-	type result struct {
-		fan fanOut
-		err error
-	}
-	results := make([]result, len(rows))
+	defer p.fanOuts.Release(n)
+	c, err := p.claimOutbox(ctx, n)
+	t := Tally{Claims: 1, Claimed: c.Rows}
 	var wg sync.WaitGroup
-	for i, row := range rows {
+	var mu sync.Mutex
+	for _, u := range c.Units {
 		wg.Go(func() {
-			if h := p.hooks.beforeDispatch; h != nil {
-				h(row.ID)
-			}
-			rowCtx, cancelRow := context.WithTimeout(batchCtx, p.lc.PerRowBudget)
-			defer cancelRow()
-			results[i].fan, results[i].err = p.dispatch(rowCtx, row.ID)
+			o := u.Run(ctx)
+			mu.Lock()
+			t.Add(o)
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	return t, err
+}
 
-	dispatched := make([]string, 0, len(rows))
-	var unstarted []outboxRow
+// Drain runs the webhook_outbox lane until the outbox has no more due rows
+// or the drain window has passed, then waits for the first attempts it
+// started. RunTimeout(DrainWindow) bounds it.
+func (p *Pipeline) Drain(ctx context.Context) (Tally, error) {
+	return p.outboxLane.Run(ctx, engine.RunOptions{Window: p.window, UntilIdle: true})
+}
+
+// RunOutbox is one shift of the webhook_outbox lane on this replica: it
+// claims whenever rows are due and fan-out slots are free — woken by
+// Options.Wake, else by its poll — until window ends, ctx ends or the
+// pipeline stops, then waits for what it started.
+func (p *Pipeline) RunOutbox(ctx context.Context, window time.Duration) (Tally, error) {
+	return p.outboxLane.Run(ctx, engine.RunOptions{Window: window})
+}
+
+// outboxSource is webhook_outbox as the engine's Lane drains it.
+type outboxSource struct{ p *Pipeline }
+
+func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
+	return s.p.claimOutbox(ctx, n)
+}
+
+// claimOutbox claims up to n due outbox rows, one fan-out unit each. The
+// chain BatchSize×PerRowBudget ≤ BatchTimeout < ClaimLease(BatchSize)
+// (leases.Validate) means every claimed row is fanned out or released
+// before its lease can expire under a sibling, so claims are made in
+// BatchSize rows at most.
+func (p *Pipeline) claimOutbox(ctx context.Context, n int) (engine.Claim, error) {
+	if p.stopped.Load() {
+		return engine.Claim{}, nil
+	}
+	n = min(n, p.lc.BatchSize)
+	deadline := time.Now().Add(p.lc.BatchTimeout)
+	claimCtx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	rows, err := claim.Claim(claimCtx, p.pool, outboxTable, n, p.lc.ClaimLease(p.lc.BatchSize), pgx.RowToStructByPos[outboxRow])
+	if err != nil {
+		return engine.Claim{}, fmt.Errorf("webhook: %w", err)
+	}
+	p.metrics.claim("webhook_outbox", len(rows))
+	units := make([]engine.Unit, len(rows))
 	for i, row := range rows {
-		fan, err := results[i].fan, results[i].err
-		switch {
-		case errors.Is(err, ErrStaleOutboxMark):
-			r.count(Summary{Stale: 1})
-			p.metrics.staleMark("webhook_outbox")
-			p.logger.Warn("stale outbox mark: row already dispatched by a sibling; fan-out rolled back", "outbox_id", row.ID)
-			continue
-		case err != nil && batchCtx.Err() != nil:
-			// Cut short, not failed: the transaction rolled back and nothing
-			// was sent. Make it due again at once.
-			unstarted = append(unstarted, row)
-			continue
-		case err != nil:
-			p.markOutboxFailure(ctx, row, err)
-			continue
-		}
-		dispatched = append(dispatched, row.ID)
-		r.count(Summary{Dispatched: 1})
-		p.metrics.eventDispatched()
-		for _, d := range fan.deliveries {
-			r.start(attemptCtx, batchCtx, d)
-		}
+		units[i] = &fanOutUnit{p: p, row: row, deadline: deadline}
 	}
-	if len(unstarted) > 0 {
-		p.releaseOutbox(ctx, unstarted)
+	return engine.Claim{Units: units, Rows: len(rows), Full: len(rows) == n}, nil
+}
+
+// fanOutUnit is one claimed webhook_outbox row: its fan-out, then the first
+// attempts of the deliveries it created.
+type fanOutUnit struct {
+	p        *Pipeline
+	row      outboxRow
+	deadline time.Time // the claim's BatchTimeout: the fan-out and the attempts' queueing end by then
+
+	dispatched bool
+	runner     *runner
+}
+
+func (u *fanOutUnit) Run(ctx context.Context) Tally {
+	p := u.p
+	batchCtx, cancel := context.WithDeadline(ctx, u.deadline)
+	defer cancel()
+	if h := p.hooks.beforeDispatch; h != nil {
+		h(u.row.ID)
 	}
-	p.backstopDispatched(ctx, dispatched)
-	return len(rows), nil
+	rowCtx, cancelRow := context.WithTimeout(batchCtx, p.lc.PerRowBudget)
+	fan, err := p.dispatch(rowCtx, u.row.ID)
+	cancelRow()
+	switch {
+	case errors.Is(err, ErrStaleOutboxMark):
+		p.metrics.staleMark("webhook_outbox")
+		p.logger.Warn("stale outbox mark: row already dispatched by a sibling; fan-out rolled back", "outbox_id", u.row.ID)
+		return Tally{Stale: 1}
+	case err != nil && batchCtx.Err() != nil:
+		// Cut short, not failed: the transaction rolled back and nothing
+		// was sent. Make it due again at once.
+		n, _ := claim.Release(ctx, p.pool, outboxTable, []string{u.row.ID}, "fan-out cut short by the batch deadline", p.logger)
+		p.metrics.release("webhook_outbox", int(n))
+		return Tally{Released: int(n)}
+	case err != nil:
+		return p.markOutboxFailure(ctx, u.row, err)
+	}
+	u.dispatched = true
+	p.metrics.eventDispatched()
+	p.backstopDispatched(ctx, u.row.ID)
+	u.runner = p.newRunner()
+	for _, d := range fan.deliveries {
+		u.runner.start(ctx, batchCtx, d)
+	}
+	t := u.runner.finish(ctx)
+	t.Events++
+	return t
+}
+
+// Panicked records a row whose fan-out panicked as a failed fan-out, to be
+// retried on outboxSchedule. A row that was already fanned out is
+// dispatched; its deliveries are born leased and the retry worker takes
+// any whose first attempt did not start.
+func (u *fanOutUnit) Panicked(ctx context.Context, v any) Tally {
+	if !u.dispatched {
+		return u.p.markOutboxFailure(ctx, u.row, &engine.PanicError{Value: v})
+	}
+	t := Tally{Events: 1}
+	if u.runner != nil {
+		t.Add(u.runner.finish(ctx))
+	}
+	return t
 }
 
 // DispatchFromOutbox fans one outbox row out in ONE transaction (ADR-072
@@ -218,55 +253,56 @@ func (p *Pipeline) dispatch(ctx context.Context, outboxID string) (fanOut, error
 }
 
 // backstopDispatched is the drainer's own success mark. The fan-out
-// transaction already marked each row, so this is a CAS no-op; it exists so
+// transaction already marked the row, so this is a CAS no-op; it exists so
 // that a future change that loses the in-transaction mark leaves rows
 // dispatched instead of re-fanned-out, and says so loudly.
-func (p *Pipeline) backstopDispatched(ctx context.Context, ids []string) {
-	if len(ids) == 0 {
-		return
-	}
+func (p *Pipeline) backstopDispatched(ctx context.Context, id string) {
 	ctx, cancel := claim.MarkContext(ctx)
 	defer cancel()
 	tag, err := p.pool.Exec(ctx, `UPDATE webhook_outbox SET status = 'dispatched', dispatched_at = now()
-WHERE id = ANY ($1::uuid[]) AND status = 'pending'`, ids)
+WHERE id = $1 AND status = 'pending'`, id)
 	switch {
 	case err != nil:
-		p.logger.Error("outbox backstop mark", "rows", len(ids), "error", err.Error())
+		p.logger.Error("outbox backstop mark", "outbox_id", id, "error", err.Error())
 	case tag.RowsAffected() > 0:
-		p.logger.Error("outbox backstop mark applied: the fan-out transaction did not mark its rows", "rows", tag.RowsAffected())
+		p.logger.Error("outbox backstop mark applied: the fan-out transaction did not mark its row", "outbox_id", id)
 	}
 }
 
 // markOutboxFailure records a failed fan-out (a database error: the
 // payload is already valid jsonb) and schedules the row again, or fails it
-// once outboxSchedule is spent. CAS like every mark.
-func (p *Pipeline) markOutboxFailure(ctx context.Context, row outboxRow, cause error) {
+// once outboxSchedule is spent. CAS like every mark: a row a sibling
+// resolved meanwhile is left alone and the mark counted stale.
+func (p *Pipeline) markOutboxFailure(ctx context.Context, row outboxRow, cause error) Tally {
 	wait, retry := outboxSchedule.Next(row.Attempts)
-	ctx, cancel := claim.MarkContext(ctx)
-	defer cancel()
-	_, err := p.pool.Exec(ctx, `UPDATE webhook_outbox SET last_error = $2,
+	msg := pgtext.LastError(cause.Error())
+	var tag pgconn.CommandTag
+	_, err := claim.RetryMark(ctx, time.Now().Add(leases.MarkTimeout), func(ctx context.Context) error {
+		var err error
+		tag, err = p.pool.Exec(ctx, `UPDATE webhook_outbox SET last_error = $2,
 	status = CASE WHEN $3::bool THEN status ELSE 'failed' END,
 	next_attempt_at = CASE WHEN $3::bool THEN now() + $4::interval ELSE next_attempt_at END
-WHERE id = $1 AND status = 'pending'`, row.ID, cause.Error(), retry, wait)
-	log := p.logger.With("outbox_id", row.ID, "attempts", row.Attempts, "cause", cause.Error())
+WHERE id = $1 AND status = 'pending'`, row.ID, msg, retry, wait)
+		return err
+	})
+	log := p.logger.With("outbox_id", row.ID, "attempts", row.Attempts, "cause", msg)
+	t := Tally{FailedIDs: []string{row.ID}}
+	t.NoteError(msg)
 	switch {
 	case err != nil:
+		t.MarkErrors++
+		p.metrics.markError()
 		log.Error("outbox fan-out failed and so did its mark; the row is retried when its lease expires", "error", err.Error())
+	case tag.RowsAffected() == 0:
+		t = Tally{Stale: 1}
+		p.metrics.staleMark("webhook_outbox")
+		log.Warn("stale outbox failure mark dropped: the row was resolved elsewhere")
 	case retry:
+		t.Retried++
 		log.Warn("outbox fan-out failed; will retry", "retry_in", wait.Round(time.Second).String())
 	default:
+		t.Failed++
 		log.Error("outbox fan-out failed for good; requeue it once the cause is fixed")
 	}
-}
-
-func (p *Pipeline) releaseOutbox(ctx context.Context, rows []outboxRow) {
-	ids := make([]string, len(rows))
-	for i, r := range rows {
-		ids[i] = r.ID
-	}
-	n, err := claim.Release(ctx, p.pool, outboxTable, ids)
-	p.metrics.release("webhook_outbox", int(n))
-	if err != nil {
-		p.logger.Warn("release unstarted outbox rows; they wait out their lease instead", "rows", len(ids), "error", err.Error())
-	}
+	return t
 }

@@ -71,7 +71,7 @@ func (a *attemptLog) snapshot() map[string]int {
 func drainUntilEmpty(ctx context.Context, t *testing.T, p *Pipeline) error {
 	t.Helper()
 	for {
-		sum, err := p.ProcessBatch(ctx)
+		sum, err := p.RunBatch(ctx)
 		if err != nil {
 			return err
 		}

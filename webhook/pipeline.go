@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/leases"
 )
 
@@ -52,6 +52,10 @@ type Options struct {
 	// leader takes effect; the next tick carries on.
 	DrainWindow time.Duration
 
+	// Wake receives a value when webhook_outbox rows were committed
+	// (engine.Waker); nil means the outbox lane polls only.
+	Wake <-chan struct{}
+
 	Logger  *slog.Logger // nil discards
 	Metrics *Metrics     // nil counts nothing
 }
@@ -68,15 +72,19 @@ type Pipeline struct {
 	pool     Pool
 	cfg      Config
 	lc       leases.Config
-	schedule claim.Backoff
+	schedule leases.Backoff
 	window   time.Duration
 	logger   *slog.Logger
 	metrics  *Metrics
 	client   *http.Client
 
-	// sem bounds the HTTP attempts in flight across every drain, retry
-	// pass and replay of this Pipeline.
-	sem chan struct{}
+	// slots bound the HTTP attempts in flight across every drain, retry
+	// pass and replay of this Pipeline: WEBHOOK_CONCURRENCY, the
+	// per-process cap. fanOuts bound the outbox rows being fanned out.
+	slots   *engine.Slots
+	fanOuts *engine.Slots
+
+	outboxLane, retryLane *engine.Lane
 
 	stopped atomic.Bool // see Stop
 
@@ -87,6 +95,7 @@ type Pipeline struct {
 // ADR's locks are about. All nil outside tests.
 type testHooks struct {
 	beforeDispatch   func(outboxID string)       // each claimed outbox row, before its fan-out
+	beforeAttempt    func(deliveryID string)     // each HTTP attempt, before the request
 	afterFanOut      func(outboxID string) error // inside the fan-out tx, before commit
 	afterReplayClone func(cloneIDs []string) error
 }
@@ -101,7 +110,7 @@ func New(pool Pool, opts Options) (*Pipeline, error) {
 	if err := lc.Validate(); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
-	schedule := claim.Backoff(opts.Schedule)
+	schedule := leases.Backoff(opts.Schedule)
 	if schedule == nil {
 		schedule = DefaultSchedule
 	}
@@ -113,7 +122,7 @@ func New(pool Pool, opts Options) (*Pipeline, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Pipeline{
+	p := &Pipeline{
 		pool:     pool,
 		cfg:      cfg,
 		lc:       lc,
@@ -122,16 +131,32 @@ func New(pool Pool, opts Options) (*Pipeline, error) {
 		logger:   logger.With("component", "webhook"),
 		metrics:  opts.Metrics,
 		client:   newHTTPClient(cfg, lc.DeliveryBudget),
-		sem:      make(chan struct{}, cfg.Concurrency),
-	}, nil
+		slots:    engine.NewSlots(cfg.Concurrency),
+		fanOuts:  engine.NewSlots(cfg.Concurrency),
+	}
+	p.outboxLane = engine.NewLane(engine.LaneConfig{
+		Name: outboxTable.Name, Source: outboxSource{p}, Slots: p.fanOuts, Wake: opts.Wake, Logger: p.logger,
+	})
+	p.retryLane = engine.NewLane(engine.LaneConfig{
+		Name: deliveriesTable.Name, Source: retrySource{p}, Slots: p.slots, Logger: p.logger,
+	})
+	return p, nil
 }
+
+// Slots is the pipeline's per-process cap on HTTP attempts, for metrics
+// and tests.
+func (p *Pipeline) Slots() *engine.Slots { return p.slots }
 
 // Stop is the soft stop: from now on Drain, Retry and ProcessBatch claim
 // nothing more, and deliveries waiting for a slot are released at once to
 // the retry worker (of this replica's successor or a sibling) rather than
 // started. Attempts already running finish and mark. Call it before
 // stopping River, so running jobs return promptly.
-func (p *Pipeline) Stop() { p.stopped.Store(true) }
+func (p *Pipeline) Stop() {
+	p.stopped.Store(true)
+	p.outboxLane.Stop()
+	p.retryLane.Stop()
+}
 
 // Close releases idle HTTP connections. In-flight work is not interrupted:
 // cancel the contexts passed to Drain, Retry and the replays for that.
@@ -144,27 +169,18 @@ func (p *Pipeline) Close() {
 // bounded by DeliveryBudget), then their detached marks and the releases
 // of deferred rows, which LeaseSlack covers. River should never cut a drain
 // short; should it ever, the marks are detached and the leases still hold.
-func (p *Pipeline) JobTimeout() time.Duration {
-	return p.window + p.lc.DeliveryBudget + p.lc.LeaseSlack
+func (p *Pipeline) JobTimeout() time.Duration { return p.RunTimeout(p.window) }
+
+// RunTimeout is the longest a RunOutbox or RunRetries of window lasts: the
+// window, then a fan-out's BatchTimeout and the attempts already started
+// (each bounded by DeliveryBudget), then their detached marks and
+// releases, which LeaseSlack covers.
+func (p *Pipeline) RunTimeout(window time.Duration) time.Duration {
+	return window + max(p.lc.BatchTimeout, p.lc.DeliveryBudget) + p.lc.LeaseSlack
 }
 
-// Summary counts what one drain, retry pass or replay did.
-type Summary struct {
-	Claimed    int // outbox rows or deliveries claimed
-	Dispatched int // events created by the fan-out
-	Succeeded  int // attempts the receiver accepted (2xx)
-	Retrying   int // attempts that failed transiently; the delivery stays pending
-	Failed     int // deliveries failed for good
-	Deferred   int // first attempts left to the retry worker (no capacity within the lease)
-	Stale      int // marks dropped because a sibling resolved the row first
-}
-
-func (s *Summary) add(o Summary) {
-	s.Claimed += o.Claimed
-	s.Dispatched += o.Dispatched
-	s.Succeeded += o.Succeeded
-	s.Retrying += o.Retrying
-	s.Failed += o.Failed
-	s.Deferred += o.Deferred
-	s.Stale += o.Stale
-}
+// Tally counts what a batch, a drain, a retry pass, a replay or a shift
+// did. The email outbox returns the same type: one shape for every outbox.
+// Sent counts deliveries the receiver accepted (2xx), Events the outbox
+// rows fanned out, Released the first attempts left to the retry worker.
+type Tally = engine.Tally

@@ -35,7 +35,7 @@ type Replay struct {
 	ReplayOf   string // the original
 	Resumed    bool   // an interrupted replay's clone was completed rather than a new one made
 	Deliveries int    // deliveries created for the clone
-	Attempts   Summary
+	Attempts   Tally
 }
 
 // ReplayBatch is what ReplayFailedSince did.
@@ -43,7 +43,7 @@ type ReplayBatch struct {
 	Events     int // clones that got a delivery to the endpoint
 	Resumed    int // of those, clones left behind by an interrupted run
 	Deliveries int
-	Attempts   Summary
+	Attempts   Tally
 }
 
 // ReplayEvent replays an event (or, given a clone, its original) to every
@@ -202,7 +202,7 @@ ORDER BY c.replay_of, c.created_at DESC, c.id`, endpointID, since)
 
 // attemptAll makes the first attempts of freshly born deliveries and waits
 // for them.
-func (p *Pipeline) attemptAll(ctx context.Context, ds []delivery) Summary {
+func (p *Pipeline) attemptAll(ctx context.Context, ds []delivery) Tally {
 	r := p.newRunner()
 	for _, d := range ds {
 		r.start(ctx, ctx, d)

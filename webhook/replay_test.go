@@ -30,7 +30,7 @@ func TestReplayEvent(t *testing.T) {
 	createEndpoint(t, pool, rc.URL)
 	createEndpoint(t, pool, rc.URL+"/other-type", "customer.created")
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
-	if sum, err := p.ProcessBatch(ctx); err != nil || sum.Succeeded != 1 {
+	if sum, err := p.RunBatch(ctx); err != nil || sum.Sent != 1 {
 		t.Fatalf("original delivery: %+v, %v", sum, err)
 	}
 	var original string
@@ -44,7 +44,7 @@ func TestReplayEvent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.EventID == original || rep.ReplayOf != original || rep.Resumed || rep.Deliveries != 1 || rep.Attempts.Succeeded != 1 {
+		if rep.EventID == original || rep.ReplayOf != original || rep.Resumed || rep.Deliveries != 1 || rep.Attempts.Sent != 1 {
 			t.Fatalf("ReplayEvent = %+v, want a new clone delivered to the one subscribed endpoint", rep)
 		}
 		if n := count(t, pool, `SELECT count(*) FROM webhook_events WHERE id = $1 AND replay_of = $2 AND outbox_id IS NULL`, rep.EventID, original); n != 1 {
@@ -79,7 +79,7 @@ func TestReplayEvent(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !again.Resumed || again.EventID != rep.EventID || again.Deliveries != 1 || again.Attempts.Succeeded != 1 {
+		if !again.Resumed || again.EventID != rep.EventID || again.Deliveries != 1 || again.Attempts.Sent != 1 {
 			t.Fatalf("re-run = %+v, want clone %s completed and delivered", again, rep.EventID)
 		}
 		if n := count(t, pool, interruptedReplays); n != 0 {
@@ -160,7 +160,7 @@ WHERE id = (SELECT id FROM webhook_deliveries WHERE endpoint_id = $1 ORDER BY cr
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rb.Events != 3 || rb.Resumed != 3 || rb.Deliveries != 3 || rb.Attempts.Succeeded != 3 {
+	if rb.Events != 3 || rb.Resumed != 3 || rb.Deliveries != 3 || rb.Attempts.Sent != 3 {
 		t.Fatalf("ReplayFailedSince = %+v, want the 3 recent failures completed and delivered", rb)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM webhook_events WHERE replay_of IS NOT NULL`); n != 3 {
@@ -186,7 +186,7 @@ RETURNING event_id, (SELECT replay_of FROM webhook_events WHERE id = event_id)`)
 		t.Fatal(err)
 	}
 	third, err := p.ReplayFailedSince(ctx, ep.ID, since)
-	if err != nil || third.Events != 1 || third.Attempts.Succeeded != 1 {
+	if err != nil || third.Events != 1 || third.Attempts.Sent != 1 {
 		t.Fatalf("after a replay failed: %+v, %v; want that one family replayed", third, err)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM webhook_events WHERE replay_of = $1`, root); n != 2 {

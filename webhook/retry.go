@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/engine"
 )
 
 // deliveriesTable is webhook_deliveries for the shared claim.
@@ -36,45 +37,70 @@ type claimedDelivery struct {
 	Left     *float64
 }
 
-// Retry is one pass of the retry worker (ADR-072 decision 7; its periodic
-// job is leader-inserted and unique). It claims up to RetryClaimBatch due
-// pending deliveries at a time with lease RetryClaimLease(n) — the claim
-// increments attempts — and attempts each, re-signed with a fresh
-// timestamp, until no due delivery is left or the drain window has passed;
-// then it waits for the attempts it started. JobTimeout bounds it.
+// Retry is one pass of the retry worker (ADR-072 decision 7; jobs runs it
+// behind a pool-wide gate). It claims due pending deliveries — as many at a
+// time as it has attempt slots for, at most RetryClaimBatch, with lease
+// RetryClaimLease(n); the claim increments attempts — and attempts each,
+// re-signed with a fresh timestamp, until no due delivery is left or the
+// drain window has passed; then it waits for the attempts it started.
 //
-// It claims only as many deliveries as it has attempt slots for, taken
-// before the claim: a claimed delivery never queues, so none is claimed —
-// and its attempt counted — without being sent.
-func (p *Pipeline) Retry(ctx context.Context) (Summary, error) {
-	r := p.newRunner()
-	claimCtx, cancel := context.WithTimeout(ctx, p.window)
-	defer cancel()
-	var err error
-	for claimCtx.Err() == nil && !p.stopped.Load() {
-		slots := p.acquireSlots(claimCtx, p.lc.RetryClaimBatch)
-		if slots == 0 {
-			break
-		}
-		var ds []delivery
-		if ds, err = p.claimRetries(claimCtx, slots); err != nil {
-			p.releaseSlots(slots)
-			break
-		}
-		p.releaseSlots(slots - len(ds))
-		r.count(Summary{Claimed: len(ds)})
-		for _, d := range ds {
-			r.launch(ctx, d)
-		}
-		if len(ds) < slots {
-			break
-		}
+// A claimed delivery never queues for a slot, so none is claimed — and
+// its attempt counted — without being sent.
+func (p *Pipeline) Retry(ctx context.Context) (Tally, error) {
+	return p.retryLane.Run(ctx, engine.RunOptions{Window: p.window, UntilIdle: true})
+}
+
+// RunRetries is the retry lane for window: it claims due deliveries
+// whenever attempt slots are free, polling (retries come due by the clock,
+// not by a notification), until window ends, ctx ends or the pipeline
+// stops, then waits for the attempts it started. Run it behind the retry
+// gate: one pool-wide at a time.
+func (p *Pipeline) RunRetries(ctx context.Context, window time.Duration) (Tally, error) {
+	return p.retryLane.Run(ctx, engine.RunOptions{Window: window})
+}
+
+// retrySource is webhook_deliveries as the retry lane drains it.
+type retrySource struct{ p *Pipeline }
+
+func (s retrySource) Claim(ctx context.Context, n int) (engine.Claim, error) {
+	p := s.p
+	if p.stopped.Load() {
+		return engine.Claim{}, nil
 	}
-	sum := r.finish(ctx)
-	if err != nil && ctx.Err() == nil && claimCtx.Err() != nil {
-		err = nil // the window closing mid-claim is the bound working
+	n = min(n, p.lc.RetryClaimBatch)
+	ds, err := p.claimRetries(ctx, n)
+	if err != nil {
+		return engine.Claim{}, err
 	}
-	return sum, err
+	units := make([]engine.Unit, len(ds))
+	for i, d := range ds {
+		units[i] = &attemptUnit{p: p, d: d}
+	}
+	return engine.Claim{Units: units, Rows: len(ds), Full: len(ds) == n}, nil
+}
+
+// attemptUnit is one claimed delivery's attempt, in the slot the retry
+// lane holds for it.
+type attemptUnit struct {
+	p *Pipeline
+	d delivery
+}
+
+func (u *attemptUnit) Run(ctx context.Context) Tally {
+	if !u.p.mayStart(u.d) {
+		n, _ := claim.Release(ctx, u.p.pool, deliveriesTable, []string{u.d.id}, "too late for the lease, or stopping", u.p.logger)
+		u.p.metrics.release("webhook_deliveries", int(n))
+		return Tally{Released: int(n)}
+	}
+	return u.p.attempt(ctx, u.d)
+}
+
+// Panicked records the attempt as failed with the panic value, retried on
+// the schedule like any transient failure.
+func (u *attemptUnit) Panicked(ctx context.Context, v any) Tally {
+	m := DeliveryMark{Attempt: u.d.attempt, Error: (&engine.PanicError{Value: v}).Error()}
+	u.p.retryOrFail(&m, 0, false)
+	return u.p.record(ctx, u.d, m, false)
 }
 
 // claimRetries claims up to n due deliveries and loads what their attempts
@@ -96,11 +122,8 @@ func (p *Pipeline) claimRetries(ctx context.Context, n int) ([]delivery, error) 
 	if err != nil {
 		// Claimed but unloadable: hand them back rather than let them wait
 		// out a lease nobody is using.
-		n, rerr := claim.Release(ctx, p.pool, deliveriesTable, ids)
+		n, _ := claim.Release(ctx, p.pool, deliveriesTable, ids, "claimed but could not be loaded", p.logger)
 		p.metrics.release("webhook_deliveries", int(n))
-		if rerr != nil {
-			p.logger.Warn("release claimed deliveries", "deliveries", len(ids), "error", rerr.Error())
-		}
 		return nil, err
 	}
 	for i := range ds {

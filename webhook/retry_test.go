@@ -51,7 +51,7 @@ SELECT ev.id, $1, 0, NULL FROM ev RETURNING id`, ep.ID).Scan(&deliveryID); err !
 		t.Fatal(err)
 	}
 	sum, err := p.Retry(ctx)
-	if err != nil || sum.Succeeded != 1 {
+	if err != nil || sum.Sent != 1 {
 		t.Fatalf("Retry = %+v, %v; want the legacy delivery sent", sum, err)
 	}
 	if n := len(rc.requests()); n != 1 {
@@ -80,7 +80,7 @@ func TestRetry_FreshTimestampStableID(t *testing.T) {
 	secret = ep.Secret
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	if sum, err := p.ProcessBatch(ctx); err != nil || sum.Retrying != 1 {
+	if sum, err := p.RunBatch(ctx); err != nil || sum.Retried != 1 {
 		t.Fatalf("first attempt: %+v, %v; want a retry scheduled", sum, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -89,7 +89,7 @@ func TestRetry_FreshTimestampStableID(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sum.Succeeded == 1 {
+		if sum.Sent == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -140,7 +140,7 @@ func TestRetry_TransientFailuresEndInFailed(t *testing.T) {
 	ep := createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	if _, err := p.ProcessBatch(ctx); err != nil {
+	if _, err := p.RunBatch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -231,7 +231,7 @@ func TestRetry_ClaimsNoMoreThanItCanSend(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Deferred != 0 || sum.Claimed != sum.Succeeded || sum.Claimed == 0 || sum.Claimed == 6 {
+	if sum.Released != 0 || sum.Claimed != sum.Sent || sum.Claimed == 0 || sum.Claimed == 6 {
 		t.Fatalf("Retry = %+v, want some but not all sent, and every claimed delivery sent", sum)
 	}
 	sent := map[string]int{}

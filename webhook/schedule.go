@@ -6,17 +6,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/leases"
 )
 
 // DefaultSchedule is the wait after each failed attempt of a delivery,
 // modelled on Svix: the first attempt runs at once (in process, right after
 // the fan-out commits), then retries follow after 5 s, 5 min, 30 min, 2 h,
-// 5 h, 10 h and 10 h. Each wait gets ±10% jitter (claim.Backoff.Next) so
+// 5 h, 10 h and 10 h. Each wait gets ±10% jitter (leases.Backoff.Next) so
 // deliveries that failed together — an endpoint that was down — do not
 // retry together. Eight attempts over about 27.6 hours; a delivery still
 // failing after the eighth is failed for good, and can be replayed.
-var DefaultSchedule = claim.Backoff{
+var DefaultSchedule = leases.Backoff{
 	5 * time.Second,
 	5 * time.Minute,
 	30 * time.Minute,
@@ -41,7 +41,7 @@ const (
 //
 //	UPDATE webhook_outbox SET status = 'pending', attempts = 0, next_attempt_at = now()
 //	WHERE id = '…' AND status = 'failed';
-var outboxSchedule = claim.Backoff{
+var outboxSchedule = leases.Backoff{
 	5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute,
 	time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour,
 }

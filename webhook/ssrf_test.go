@@ -41,7 +41,7 @@ func TestDelivery_SSRFRefusedWithoutAllowlist(t *testing.T) {
 	}
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	sum, err := guarded.ProcessBatch(ctx)
+	sum, err := guarded.RunBatch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +65,11 @@ func TestDelivery_SSRFRefusedWithoutAllowlist(t *testing.T) {
 	// refusals above were the guard's.
 	open := newPipeline(t, pool, nil)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 2})
-	sum, err = open.ProcessBatch(ctx)
+	sum, err = open.RunBatch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Succeeded < 2 || len(rc.requests()) < 2 {
+	if sum.Sent < 2 || len(rc.requests()) < 2 {
 		t.Fatalf("with loopback allowlisted: %+v, %d requests; want the loopback endpoints delivered", sum, len(rc.requests()))
 	}
 }

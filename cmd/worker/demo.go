@@ -18,7 +18,6 @@ import (
 
 	"github.com/postbox/postbox/internal/pgserver"
 	"github.com/postbox/postbox/internal/smtpsink"
-	"github.com/postbox/postbox/jobs"
 	"github.com/postbox/postbox/migrations"
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/smtp"
@@ -207,8 +206,8 @@ func enqueueDemoMix(ctx context.Context, w *demoWorld, rep *replica) (demoMix, e
 		return mix, err
 	}
 
-	emails := (&outbox.Enqueuer{Kick: jobs.EmailKick(rep.client)})
-	events := webhook.Enqueuer{Kick: jobs.WebhookKick(rep.client)}
+	emails := &outbox.Enqueuer{}
+	events := webhook.Enqueuer{}
 	var batch []outbox.Email
 	for i := 1; i <= 6; i++ {
 		num, amount := fmt.Sprintf("INV-%04d", 1000+i), fmt.Sprintf("$%d.00", 40*i)

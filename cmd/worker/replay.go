@@ -89,10 +89,10 @@ func runReplay(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
-func attemptsText(s webhook.Summary) string {
-	text := fmt.Sprintf("%d succeeded, %d will retry, %d failed", s.Succeeded, s.Retrying, s.Failed)
-	if s.Deferred > 0 {
-		text += fmt.Sprintf(", %d left to the retry worker", s.Deferred)
+func attemptsText(s webhook.Tally) string {
+	text := fmt.Sprintf("%d succeeded, %d will retry, %d failed", s.Sent, s.Retried, s.Failed)
+	if s.Released > 0 {
+		text += fmt.Sprintf(", %d left to the retry worker", s.Released)
 	}
 	return text
 }

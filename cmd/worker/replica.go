@@ -13,8 +13,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/jobs"
+	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/smtp"
 	"github.com/postbox/postbox/webhook"
@@ -23,10 +23,14 @@ import (
 // replica is what one `worker run` process runs: the email dispatcher, the
 // webhook pipeline, and the River client whose jobs drive them.
 type replica struct {
+	id         string
+	pool       *pgxpool.Pool
 	client     *river.Client[pgx.Tx]
 	dispatcher *outbox.Dispatcher
 	pipeline   *webhook.Pipeline
 	mailer     *smtp.Mailer
+	waker      *jobs.Waker
+	shifts     *jobs.Shifts
 }
 
 // replicaOptions are what differs between `worker run` and the demo.
@@ -48,6 +52,7 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 	if err != nil {
 		return nil, err
 	}
+	waker := jobs.NewWaker(pool, log.With("component", "wake"))
 	switch {
 	case cfg.Keys != nil:
 		log.Info("email secret fields are sealed", "keys", cfg.Keys)
@@ -58,7 +63,7 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 	dispatcher, err := outbox.NewDispatcher(pool, outbox.Config{
 		Sender:      mailer,
 		Concurrency: cfg.EmailConcurrency,
-		Backoff:     claim.EmailBackoff.Scaled(cfg.RetryBackoffScale),
+		Backoff:     leases.EmailBackoff.Scaled(cfg.RetryBackoffScale),
 		Leases:      cfg.Leases,
 		Logger:      log.With("component", "email"),
 		Metrics:     outbox.NewMetrics(reg),
@@ -71,6 +76,7 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		Config:   cfg.Webhook,
 		Leases:   cfg.Leases,
 		Schedule: opts.WebhookSchedule,
+		Wake:     waker.Webhook,
 		Logger:   log,
 		Metrics:  webhook.NewMetrics(reg),
 	})
@@ -78,46 +84,59 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		return nil, err
 	}
 
+	id := replicaID()
+	host, _ := os.Hostname()
+	shifts := jobs.NewShifts(jobs.ShiftsConfig{
+		Replica: id,
+		Queue:   jobs.ReplicaQueue(host, os.Getpid()),
+		Lanes: map[string]jobs.Lane{
+			jobs.LaneEmail:   jobs.EmailLane(dispatcher),
+			jobs.LaneWebhook: jobs.WebhookLane(pipeline),
+		},
+		Logger: log.With("component", "shift"),
+	})
+	passes := jobs.NewPasses(pipeline, pool, jobs.PassesConfig{Owner: id, Logger: log.With("component", "webhook")})
 	workers := river.NewWorkers()
-	jobs.AddEmailWorkers(workers, dispatcher, jobs.EmailWorkersConfig{Logger: log.With("component", "email")})
-	jobs.AddWebhookWorkers(workers, pipeline, jobs.WebhookWorkersConfig{Logger: log.With("component", "webhook")})
-	periodic := append([]*river.PeriodicJob{jobs.EmailPeriodicJob(cfg.TickInterval)},
-		jobs.WebhookPeriodicJobs(cfg.TickInterval, 0)...)
+	shifts.AddWorkers(workers)
+	passes.AddWorkers(workers)
+	queue, queueConfig := shifts.Queue()
 
-	// Every job sets its own Timeout from the leases; River must not rescue
-	// a job as stuck before that timeout could have fired.
-	longest := max(jobs.EmailJobTimeout(cfg.Leases, jobs.DefaultEmailDrainWindow), pipeline.JobTimeout())
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
 		// A readable, unique ID shows which replica leads in river_leader
 		// and River UI.
-		ID:     replicaID(),
+		ID:     id,
 		Logger: log.With("component", "river"),
 		Queues: map[string]river.QueueConfig{
-			jobs.QueueEmail:       {MaxWorkers: 4},
-			jobs.QueueWebhook:     {MaxWorkers: 4},
-			jobs.QueueMaintenance: {MaxWorkers: 1},
+			queue:                 queueConfig,
+			jobs.QueueMaintenance: {MaxWorkers: 2},
 		},
-		Workers:              workers,
-		PeriodicJobs:         periodic,
-		RescueStuckJobsAfter: longest + cfg.Leases.LeaseSlack,
+		Workers:      workers,
+		PeriodicJobs: passes.PeriodicJobs(),
+		// Every job sets its own Timeout from the leases; River must not
+		// rescue a job as stuck before that timeout could have fired.
+		RescueStuckJobsAfter: max(shifts.Timeout(), passes.Timeout()) + cfg.Leases.LeaseSlack,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	return &replica{client: client, dispatcher: dispatcher, pipeline: pipeline, mailer: mailer}, nil
+	return &replica{id: id, pool: pool, client: client, dispatcher: dispatcher, pipeline: pipeline, mailer: mailer,
+		waker: waker, shifts: shifts}, nil
 }
 
 // start starts the River client; jobs get contexts derived from ctx.
 func (r *replica) start(ctx context.Context) error {
+	go r.waker.Listen(ctx)
 	if err := r.client.Start(ctx); err != nil {
 		return fmt.Errorf("start River: %w", err)
 	}
+	go r.shifts.Keep(ctx, r.client, r.pool)
 	return nil
 }
 
 // stop is the soft stop: the dispatcher claims nothing more and releases
 // what it has not started, River waits for running jobs.
 func (r *replica) stop(ctx context.Context) error {
+	r.shifts.Stop()
 	r.dispatcher.Stop()
 	r.pipeline.Stop()
 	err := r.client.Stop(ctx)

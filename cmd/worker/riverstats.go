@@ -11,23 +11,25 @@ import (
 	"github.com/riverqueue/river"
 )
 
-// riverJobsCollector reports River's queue depth by queue and state at
+// riverJobsCollector reports postbox's River jobs by kind and state at
 // scrape time. River has no Prometheus exporter of its own; one grouped
-// count over river_job is cheap next to a scrape interval.
+// count over river_job is cheap next to a scrape interval. Kinds, not
+// queues: every replica has a queue of its own, and a label per replica
+// that ever ran would grow without bound.
 type riverJobsCollector struct {
 	pool   *pgxpool.Pool
-	queues []string
+	kinds  []string
 	logger *slog.Logger
 	desc   *prometheus.Desc
 }
 
-func newRiverJobsCollector(pool *pgxpool.Pool, logger *slog.Logger, queues ...string) *riverJobsCollector {
+func newRiverJobsCollector(pool *pgxpool.Pool, logger *slog.Logger, kinds ...string) *riverJobsCollector {
 	return &riverJobsCollector{
 		pool:   pool,
-		queues: queues,
+		kinds:  kinds,
 		logger: logger,
-		desc: prometheus.NewDesc("river_jobs", "River jobs by queue and state, counted at scrape time.",
-			[]string{"queue", "state"}, nil),
+		desc: prometheus.NewDesc("postbox_river_jobs", "postbox's River jobs by kind and state, counted at scrape time.",
+			[]string{"kind", "state"}, nil),
 	}
 }
 
@@ -36,27 +38,27 @@ func (c *riverJobsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc
 func (c *riverJobsCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	// Every known queue and state is reported, zeros included, so an alert
-	// on a series never sees it vanish when the queue is empty.
+	// Every known kind and state is reported, zeros included, so an alert
+	// on a series never sees it vanish when nothing is queued.
 	rows, err := c.pool.Query(ctx, `
-		SELECT q, s, count(j.id)
-		FROM unnest($1::text[]) AS q
+		SELECT k, s, count(j.id)
+		FROM unnest($1::text[]) AS k
 		CROSS JOIN unnest(enum_range(NULL::river_job_state)::text[]) AS s
-		LEFT JOIN river_job j ON j.queue = q AND j.state::text = s
-		GROUP BY 1, 2`, c.queues)
+		LEFT JOIN river_job j ON j.kind = k AND j.state::text = s
+		GROUP BY 1, 2`, c.kinds)
 	if err != nil {
-		c.logger.Warn("river_jobs metric: query failed", "error", err)
+		c.logger.Warn("postbox_river_jobs metric: query failed", "error", err)
 		return
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var queue, state string
+		var kind, state string
 		var n int64
-		if err := rows.Scan(&queue, &state, &n); err != nil {
-			c.logger.Warn("river_jobs metric: scan failed", "error", err)
+		if err := rows.Scan(&kind, &state, &n); err != nil {
+			c.logger.Warn("postbox_river_jobs metric: scan failed", "error", err)
 			return
 		}
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), queue, state)
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n), kind, state)
 	}
 }
 
@@ -64,11 +66,11 @@ func (c *riverJobsCollector) Collect(ch chan<- prometheus.Metric) {
 // client's event stream until ctx ends.
 func countRiverEvents(ctx context.Context, client *river.Client[pgx.Tx], reg prometheus.Registerer) {
 	finished := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "river_jobs_finished_total",
+		Name: "postbox_river_jobs_finished_total",
 		Help: "River jobs this replica finished, by kind and outcome.",
 	}, []string{"kind", "outcome"})
 	duration := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "river_job_run_seconds",
+		Name:    "postbox_river_job_run_seconds",
 		Help:    "Time River jobs spent running on this replica, by kind.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 	}, []string{"kind"})

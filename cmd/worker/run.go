@@ -47,7 +47,7 @@ func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaO
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newRiverJobsCollector(pool, log, jobs.QueueEmail, jobs.QueueWebhook, jobs.QueueMaintenance),
+		newRiverJobsCollector(pool, log, jobs.ShiftArgs{}.Kind(), jobs.RetryPassArgs{}.Kind(), jobs.PruneArgs{}.Kind()),
 		newOutboxCollector(pool, log))
 
 	rep, err := newReplica(env, pool, reg, opts)

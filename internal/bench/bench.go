@@ -265,7 +265,7 @@ func RunURL(ctx context.Context, url string, opts Options) (*Report, error) {
 		run func(context.Context) error
 	}{
 		{opts.want(SectionEmail) || opts.want(SectionEnqueue), r.emailSection},
-		{opts.want(SectionEnqueue), r.enqueueKick},
+		{opts.want(SectionEnqueue), r.enqueueNoWake},
 		{opts.want(SectionLatency), r.latency},
 		{opts.want(SectionWebhook), r.webhook},
 		{opts.want(SectionCeiling), r.ceiling},

@@ -13,12 +13,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/postbox/postbox/internal/smtpsink"
-	"github.com/postbox/postbox/jobs"
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/smtp"
 )
@@ -314,7 +312,7 @@ func (r *runner) postboxDrain(ctx context.Context, keys *outbox.KeyRing) (float6
 	}
 	if dispatched != n || total != n || res.Sent != n {
 		return 0, checkf("%s: %d of %d rows dispatched (drain counted %d sent, %d retried, %d failed, %d stale)",
-			label, dispatched, total, res.Sent, res.Retried, res.Failed, res.StaleMarks)
+			label, dispatched, total, res.Sent, res.Retried, res.Failed, res.Stale)
 	}
 	note, err := checkSink(rl.sink, n)
 	if err != nil {
@@ -333,8 +331,8 @@ func (r *runner) postboxDrain(ctx context.Context, keys *outbox.KeyRing) (float6
 }
 
 // drainAll runs Drain until n rows were sent, and times it.
-func drainAll(ctx context.Context, d *outbox.Dispatcher, n int) (outbox.DrainResult, time.Duration, error) {
-	var total outbox.DrainResult
+func drainAll(ctx context.Context, d *outbox.Dispatcher, n int) (outbox.Tally, time.Duration, error) {
+	var total outbox.Tally
 	start := time.Now()
 	deadline := start.Add(10 * time.Minute)
 	for total.Sent < n {
@@ -342,15 +340,10 @@ func drainAll(ctx context.Context, d *outbox.Dispatcher, n int) (outbox.DrainRes
 		if err != nil {
 			return total, 0, fmt.Errorf("postbox drain: %w", err)
 		}
-		total.Batches += res.Batches
-		total.Claimed += res.Claimed
-		total.Sent += res.Sent
-		total.Retried += res.Retried
-		total.Failed += res.Failed
-		total.StaleMarks += res.StaleMarks
-		if res.Retried+res.Failed+res.StaleMarks+res.MarkErrors > 0 {
+		total.Add(res)
+		if res.Retried+res.Failed+res.Stale+res.MarkErrors > 0 {
 			return total, 0, checkf("postbox drain: %d retried, %d failed, %d stale marks, %d mark errors",
-				res.Retried, res.Failed, res.StaleMarks, res.MarkErrors)
+				res.Retried, res.Failed, res.Stale, res.MarkErrors)
 		}
 		if res.Claimed == 0 {
 			if time.Now().After(deadline) {
@@ -474,23 +467,24 @@ func (r *runner) peerDrain(ctx context.Context) (float64, error) {
 	return rate, nil
 }
 
-// enqueueKick measures outbox.Enqueue with the EmailKick River job in the
-// same transaction. The kick is unique, so concurrent enqueueing
-// transactions queue on the first uncommitted kick (see jobs.EmailKick):
-// this row shows what that costs at the same concurrency.
-func (r *runner) enqueueKick(ctx context.Context) error {
+// enqueueNoWake measures outbox.Enqueue with the wake-up trigger
+// disabled, beside the enqueue row (trigger on): what waking the workers
+// costs the application's transactions.
+func (r *runner) enqueueNoWake(ctx context.Context) error {
 	n, c := r.opts.N, r.opts.Clients
 	pool, err := r.pool(ctx, r.opts.PoolSize)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	client, err := kickClient(pool)
-	if err != nil {
+	if _, err := pool.Exec(ctx, `ALTER TABLE email_outbox DISABLE TRIGGER email_outbox_wake`); err != nil {
 		return err
 	}
-	enq := outbox.Enqueuer{Kick: jobs.EmailKick(client)}
-	r.logf("enqueue: outbox.Enqueue + EmailKick, %d rows, %d goroutines", n, c)
+	defer func() {
+		_, _ = pool.Exec(context.WithoutCancel(ctx), `ALTER TABLE email_outbox ENABLE TRIGGER email_outbox_wake`)
+	}()
+	var enq outbox.Enqueuer
+	r.logf("enqueue: outbox.Enqueue without the wake-up trigger, %d rows, %d goroutines", n, c)
 	elapsed, lat, err := parallel(ctx, n, c, func(ctx context.Context, i int) error {
 		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			_, err := enq.Enqueue(ctx, tx, r.message(i))
@@ -498,33 +492,15 @@ func (r *runner) enqueueKick(ctx context.Context) error {
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("enqueue with kick: %w", err)
+		return fmt.Errorf("enqueue without wake-up: %w", err)
 	}
-	var rows, kicks int
-	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM email_outbox), (SELECT count(*) FROM river_job WHERE kind = $1)`,
-		jobs.EmailKickArgs{}.Kind()).Scan(&rows, &kicks); err != nil {
+	var rows int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM email_outbox`).Scan(&rows); err != nil {
 		return err
 	}
 	if rows != n {
-		return checkf("enqueue with kick: %d rows written, want %d", rows, n)
+		return checkf("enqueue without wake-up: %d rows written, want %d", rows, n)
 	}
-	r.enqueueRow("outbox.Enqueue + EmailKick", n, elapsed, lat,
-		fmt.Sprintf("the unique kick serialises concurrent txs (%d kick job left pending, no client working)", kicks))
+	r.enqueueRow("outbox.Enqueue, wake-up trigger disabled", n, elapsed, lat, "the baseline for the wake-up's cost")
 	return nil
-}
-
-// kickClient is an insert-only River client that knows the email jobs,
-// as an application's would be.
-func kickClient(pool *pgxpool.Pool) (*river.Client[pgx.Tx], error) {
-	d, err := outbox.NewDispatcher(pool, outbox.Config{Sender: outbox.SenderFunc(func(context.Context, smtp.Message) error { return nil }), Logger: discard})
-	if err != nil {
-		return nil, err
-	}
-	workers := river.NewWorkers()
-	jobs.AddEmailWorkers(workers, d, jobs.EmailWorkersConfig{Logger: discard})
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{Logger: discard, Workers: workers})
-	if err != nil {
-		return nil, fmt.Errorf("the River insert client: %w", err)
-	}
-	return client, nil
 }

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/postbox/postbox/jobs"
 	"github.com/postbox/postbox/outbox"
@@ -19,35 +17,30 @@ import (
 // the offered load (the generator is open-loop up to this many in flight).
 const appConns = 16
 
-// latency runs the offered-load generator for every rate, first with the
-// periodic tick alone, then with the kick in the enqueueing transaction.
+// latency runs the offered-load generator for every rate against an
+// in-process dispatcher woken by the insert trigger.
 func (r *runner) latency(ctx context.Context) error {
 	for i, rate := range r.opts.Rates {
-		for j, kick := range []bool{false, true} {
-			if i+j > 0 {
-				if err := r.truncate(ctx); err != nil {
-					return err
-				}
-			}
-			if err := r.latencyRun(ctx, rate, kick); err != nil {
+		if i > 0 {
+			if err := r.truncate(ctx); err != nil {
 				return err
 			}
+		}
+		if err := r.latencyRun(ctx, rate); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// latencyRun is one rate × trigger: a worker set up like `worker run`
-// (a River client with the email queue, the tick and kick workers and the
-// periodic tick, default fetch settings) and an application that enqueues
-// rate emails a second, each in its own transaction, for Duration. Each
-// row's latency is its enqueue commit (taken when Commit returns) to the
-// sink accepting its DATA, matched by the Message-ID's row id.
-func (r *runner) latencyRun(ctx context.Context, rate int, kick bool) error {
-	trigger := "tick"
-	if kick {
-		trigger = "kick"
-	}
+// latencyRun is one rate: a dispatcher run as a replica's email lane runs
+// it (woken by the insert trigger through a Waker, polling otherwise) and
+// an application that enqueues rate emails a second, each in its own
+// transaction, for Duration. Each row's latency is its enqueue commit
+// (taken when Commit returns) to the sink accepting its DATA, matched by
+// the Message-ID's row id.
+func (r *runner) latencyRun(ctx context.Context, rate int) error {
+	trigger := "wake-up trigger"
 	pool, err := r.pool(ctx, r.opts.PoolSize)
 	if err != nil {
 		return err
@@ -64,51 +57,25 @@ func (r *runner) latencyRun(ctx context.Context, rate int, kick bool) error {
 	}
 	defer rl.close()
 
-	lc := r.leases()
-	d, err := outbox.NewDispatcher(pool, outbox.Config{Sender: rl.mailer, Leases: lc, Logger: discard})
+	waker := jobs.NewWaker(pool, discard)
+	d, err := outbox.NewDispatcher(pool, outbox.Config{Sender: rl.mailer, Leases: r.leases(), Wake: waker.Email, Logger: discard})
 	if err != nil {
 		return err
-	}
-	workers := river.NewWorkers()
-	jobs.AddEmailWorkers(workers, d, jobs.EmailWorkersConfig{Logger: discard})
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Logger:               discard,
-		Queues:               map[string]river.QueueConfig{jobs.QueueEmail: {MaxWorkers: 4}},
-		Workers:              workers,
-		PeriodicJobs:         []*river.PeriodicJob{jobs.EmailPeriodicJob(jobs.DefaultEmailTickInterval)},
-		RescueStuckJobsAfter: jobs.EmailJobTimeout(lc, jobs.DefaultEmailDrainWindow) + lc.LeaseSlack,
-	})
-	if err != nil {
-		return fmt.Errorf("latency: River client: %w", err)
 	}
 	var enq outbox.Enqueuer
-	if kick {
-		appClient, err := kickClient(app)
-		if err != nil {
-			return err
-		}
-		enq.Kick = jobs.EmailKick(appClient)
-	}
-
-	// Start the worker and wait for its first tick to finish, so the run
-	// measures a worker in its steady state, not its leader election.
-	events, cancelSub := client.Subscribe(river.EventKindJobCompleted)
-	defer cancelSub()
 	runCtx, cancelRun := context.WithCancel(ctx)
 	defer cancelRun()
-	if err := client.Start(runCtx); err != nil {
-		return fmt.Errorf("latency: start River: %w", err)
-	}
+	go waker.Listen(runCtx)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		_, _ = d.Run(runCtx, 0)
+	}()
 	defer func() {
 		d.Stop()
-		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = client.Stop(stopCtx)
+		<-ran
 	}()
-	if err := waitForTick(ctx, events); err != nil {
-		return err
-	}
-	r.logf("latency: worker ready (first tick done)")
+	time.Sleep(200 * time.Millisecond) // the listener connects
 
 	r.logf("latency: %d msg/s for %s, %s", rate, r.opts.Duration, trigger)
 	total := int(float64(rate) * r.opts.Duration.Seconds())
@@ -134,32 +101,11 @@ func (r *runner) latencyRun(ctx context.Context, rate int, kick bool) error {
 		lat = append(lat, m.At.Sub(c))
 	}
 	ps := percentiles(lat, 50, 95, 99)
-	path := fmt.Sprintf("%d msg/s, tick every %s", rate, jobs.DefaultEmailTickInterval)
-	if kick {
-		path = fmt.Sprintf("%d msg/s, kick in the enqueue tx (+ tick)", rate)
-	}
+	path := fmt.Sprintf("%d msg/s, in-process lane, wake-up trigger", rate)
 	r.add(Row{Section: "latency commit→DATA", Path: path,
 		Figure: fmtMs(ps[0]) + " / " + fmtMs(ps[1]) + " / " + fmtMs(ps[2]), Unit: "ms p50/p95/p99",
 		Notes: fmt.Sprintf("%d enqueued over %s (achieved %.0f/s), %s; max %s ms", total, r.opts.Duration, achieved, note, fmtMs(percentiles(lat, 100)[0]))})
 	return nil
-}
-
-// waitForTick waits for the first completed email tick.
-func waitForTick(ctx context.Context, events <-chan *river.Event) error {
-	timeout := time.NewTimer(30 * time.Second)
-	defer timeout.Stop()
-	for {
-		select {
-		case ev := <-events:
-			if ev.Job != nil && ev.Job.Kind == (jobs.EmailTickArgs{}).Kind() {
-				return nil
-			}
-		case <-timeout.C:
-			return fmt.Errorf("latency: no email tick completed within 30 s of starting River")
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }
 
 // generate offers total enqueues at rate a second, open-loop: the i-th is

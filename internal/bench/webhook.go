@@ -92,23 +92,17 @@ func (r *runner) webhook(ctx context.Context) error {
 	}
 
 	r.logf("webhook: draining")
-	var sum webhook.Summary
+	var sum webhook.Tally
 	start := time.Now()
-	for sum.Dispatched < events {
+	for sum.Events < events {
 		s, err := p.Drain(ctx)
 		if err != nil {
 			return fmt.Errorf("webhook drain: %w", err)
 		}
 		if s.Claimed == 0 {
-			return checkf("webhook: drain claimed nothing with %d of %d events dispatched", sum.Dispatched, events)
+			return checkf("webhook: drain claimed nothing with %d of %d events dispatched", sum.Events, events)
 		}
-		sum.Claimed += s.Claimed
-		sum.Dispatched += s.Dispatched
-		sum.Succeeded += s.Succeeded
-		sum.Retrying += s.Retrying
-		sum.Failed += s.Failed
-		sum.Deferred += s.Deferred
-		sum.Stale += s.Stale
+		sum.Add(s)
 	}
 	elapsed := time.Since(start)
 
@@ -124,14 +118,14 @@ func (r *runner) webhook(ctx context.Context) error {
 		Scan(&succeeded, &attempts, &p50, &p99); err != nil {
 		return err
 	}
-	if sum.Succeeded != want || succeeded != want || total != want || distinct != want || attempts != want {
+	if sum.Sent != want || succeeded != want || total != want || distinct != want || attempts != want {
 		return checkf("webhook: %d deliveries succeeded in the table, %d in the drain, %d attempts; receivers got %d (%d distinct); want %d (summary %+v)",
-			succeeded, sum.Succeeded, attempts, total, distinct, want, sum)
+			succeeded, sum.Sent, attempts, total, distinct, want, sum)
 	}
 	rate := perSecond(want, elapsed)
 	r.add(Row{Section: "webhook fan-out", Path: fmt.Sprintf("Pipeline.Drain, %d events × %d endpoints", events, endpoints),
 		Figure: fmtRate(rate), Unit: "deliveries/s", Value: rate,
-		Notes: fmt.Sprintf("%d events dispatched, %d deliveries succeeded, receivers got %d, 0 duplicates; %.2f s", sum.Dispatched, succeeded, total, elapsed.Seconds())})
+		Notes: fmt.Sprintf("%d events dispatched, %d deliveries succeeded, receivers got %d, 0 duplicates; %.2f s", sum.Events, succeeded, total, elapsed.Seconds())})
 	r.add(Row{Section: "webhook fan-out", Path: "attempt duration (webhook_delivery_attempts)",
 		Figure: fmt.Sprintf("%.0f / %.0f", p50, p99), Unit: "ms p50/p99",
 		Notes: "duration_ms is whole milliseconds: sign, POST, response read, over loopback"})

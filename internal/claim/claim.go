@@ -2,7 +2,10 @@ package claim
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -80,11 +83,13 @@ func Claim[T any](ctx context.Context, db DB, t Table, n int, lease time.Duratio
 }
 
 // Release makes claimed-but-unstarted rows due again at once instead of
-// letting them wait out their lease. Guarded like every mark: a row another
-// worker already resolved is left alone. The claim's attempt increment
-// stands; a released row spent no send, but undoing the increment would
-// need a second write site for attempts.
-func Release(ctx context.Context, db DB, t Table, ids []string) (int64, error) {
+// letting them wait out their lease, and logs it: the one release of every
+// outbox. Guarded like every mark: a row another worker already resolved
+// is left alone. The claim's attempt increment stands; a released row
+// spent no send, but undoing the increment would need a second write site
+// for attempts. A failed release is logged at error level; those rows wait
+// out their lease.
+func Release(ctx context.Context, db DB, t Table, ids []string, why string, logger *slog.Logger) (int64, error) {
 	if len(ids) == 0 {
 		return 0, nil
 	}
@@ -94,8 +99,11 @@ func Release(ctx context.Context, db DB, t Table, ids []string) (int64, error) {
 		`UPDATE %s SET %s = now() WHERE id = ANY($1::uuid[]) AND status = 'pending'`,
 		t.Name, t.DueColumn), ids)
 	if err != nil {
+		logger.Error("releasing unstarted rows failed; they wait out their lease",
+			"outbox", t.Name, "rows", ids, "reason", why, "error", err.Error())
 		return 0, fmt.Errorf("release %s: %w", t.Name, err)
 	}
+	logger.Info("released unstarted rows", "outbox", t.Name, "rows", ids, "released", tag.RowsAffected(), "reason", why)
 	return tag.RowsAffected(), nil
 }
 
@@ -106,3 +114,63 @@ func Release(ctx context.Context, db DB, t Table, ids []string) (int64, error) {
 func MarkContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), leases.MarkTimeout)
 }
+
+// Mark retries (ADR-072 decision 3, amended): a CAS mark is safe to run
+// again — if an earlier try applied, the next matches nothing — so a mark
+// that fails on the connection is retried instead of leaving a sent row
+// to be re-sent after its lease. A Postgres restart of a few seconds then
+// costs no duplicate.
+const (
+	retryFirstDelay = 100 * time.Millisecond
+	retryMaxDelay   = 2 * time.Second
+)
+
+// RetryMark runs try, each time on MarkContext, until it succeeds, fails
+// for a reason a retry cannot help (the server refused the statement, a
+// stale mark), or until would pass before the next try. until is the last
+// moment a mark is still worth making: the end of the row's lease, after
+// which a sibling may already have claimed it.
+//
+// ambiguous reports that an earlier try failed on the connection, so a
+// stale result of a later try may be that earlier try's own commit: the
+// caller checks the row before calling it stale.
+func RetryMark(ctx context.Context, until time.Time, try func(ctx context.Context) error) (ambiguous bool, err error) {
+	delay := retryFirstDelay
+	for {
+		mctx, cancel := MarkContext(ctx)
+		err = try(mctx)
+		cancel()
+		if err == nil || !Retriable(err) || time.Now().Add(delay).After(until) {
+			return ambiguous, err
+		}
+		ambiguous = true
+		time.Sleep(delay)
+		delay = min(delay*2, retryMaxDelay)
+	}
+}
+
+// Retriable reports whether a statement that failed with err may succeed
+// if run again unchanged: the connection broke or timed out, or the server
+// was shutting down or starting up. A statement the server refused on its
+// merits (a constraint, bad input) is not.
+func Retriable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		c := pgErr.Code
+		return strings.HasPrefix(c, "08") || // connection exception
+			c == "57P01" || c == "57P02" || c == "57P03" || // admin shutdown, crash shutdown, cannot connect now
+			c == "40001" || c == "40P01" // serialization failure, deadlock: safe to re-run
+	}
+	// Not the server's answer: the connection, a timeout, a pool that
+	// could not connect. Only a stale mark is final.
+	return !errors.Is(err, ErrStale)
+}
+
+// ErrStale is matched (errors.Is) by every outbox's stale-mark error: a CAS
+// mark that matched no row because the row was no longer pending. The
+// outboxes' own sentinels (outbox.ErrStaleMark, webhook.ErrStaleMark)
+// match it too.
+var ErrStale = errors.New("stale mark: the row is no longer pending")

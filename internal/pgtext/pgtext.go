@@ -22,3 +22,19 @@ func Clean(s string, maxBytes int) (clean string, cut bool) {
 	}
 	return s[:n], true
 }
+
+// MaxLastError caps every stored and logged error text (last_error, the
+// webhook attempt log's error): relay replies, receivers' headers and
+// wrapped errors can be megabytes.
+const MaxLastError = 2000
+
+// LastError is s as a last_error column stores it, and as logs print it:
+// cleaned (see Clean) and capped at MaxLastError, with "…" where it was cut.
+// One rule for every outbox.
+func LastError(s string) string {
+	s, cut := Clean(s, MaxLastError)
+	if cut {
+		s += "…"
+	}
+	return s
+}

@@ -1,4 +1,4 @@
-package claim
+package leases
 
 import (
 	"math/rand/v2"

@@ -1,0 +1,136 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DB is what a Gate needs: a pool.
+type DB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// ErrGateHeld is matched (errors.Is) by Gate.Run's error when another
+// holder has the gate: the caller's pass did not run, by design.
+var ErrGateHeld = errors.New("gate held elsewhere")
+
+// GateHeldError names who holds the gate and until when.
+type GateHeldError struct {
+	Gate, Holder string
+	Until        time.Time
+}
+
+func (e *GateHeldError) Error() string {
+	return fmt.Sprintf("gate %s held by %s until %s", e.Gate, e.Holder, e.Until.UTC().Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrGateHeld) true.
+func (e *GateHeldError) Is(target error) bool { return target == ErrGateHeld }
+
+// Gate is pool-wide mutual exclusion for a periodic pass (ADR-072 decision
+// 7): a row in postbox_gates names its holder and a lease. The holder
+// renews the lease while it runs and deletes the row when done; a holder
+// that dies frees the gate when its lease runs out.
+type Gate struct {
+	DB    DB
+	Name  string        // e.g. "webhook_retry"
+	Owner string        // who asks, for the holder column (the replica id)
+	Lease time.Duration // renewed every Lease/3
+}
+
+const acquireGateSQL = `INSERT INTO postbox_gates (name, holder, expires_at) VALUES ($1, $2, now() + $3::interval)
+ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+WHERE postbox_gates.expires_at <= now()
+RETURNING holder`
+
+// Run runs pass while holding the gate, and returns a *GateHeldError at
+// once when another holder has it. pass's context is cancelled if the
+// lease is lost (a renewal that could not run within the lease), so two
+// passes never run at once for longer than it takes pass to notice.
+func (g Gate) Run(ctx context.Context, pass func(ctx context.Context) error) error {
+	holder := g.Owner + "/" + token()
+	acquireCtx, cancel := context.WithTimeout(ctx, gateStatementTimeout)
+	var got string
+	err := g.DB.QueryRow(acquireCtx, acquireGateSQL, g.Name, holder, g.Lease).Scan(&got)
+	cancel()
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return g.held(ctx)
+	case err != nil:
+		return fmt.Errorf("gate %s: acquire: %w", g.Name, err)
+	}
+
+	passCtx, cancelPass := context.WithCancelCause(ctx)
+	defer cancelPass(nil)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		g.renew(passCtx, holder, cancelPass)
+	}()
+	err = pass(passCtx)
+	cancelPass(nil)
+	<-renewed
+
+	releaseCtx, cancelRelease := context.WithTimeout(context.WithoutCancel(ctx), gateStatementTimeout)
+	defer cancelRelease()
+	if _, rerr := g.DB.Exec(releaseCtx, `DELETE FROM postbox_gates WHERE name = $1 AND holder = $2`, g.Name, holder); rerr != nil {
+		// The lease frees it soon enough.
+		err = errors.Join(err, fmt.Errorf("gate %s: release: %w", g.Name, rerr))
+	}
+	return err
+}
+
+// gateStatementTimeout bounds each gate statement.
+const gateStatementTimeout = 5 * time.Second
+
+// errGateLost is the cause passed to a pass whose lease could not be kept.
+var errGateLost = errors.New("gate lease lost")
+
+func (g Gate) renew(ctx context.Context, holder string, lost context.CancelCauseFunc) {
+	every := max(g.Lease/3, 10*time.Millisecond)
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	keptUntil := time.Now().Add(g.Lease)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, min(gateStatementTimeout, every))
+		tag, err := g.DB.Exec(rctx, `UPDATE postbox_gates SET expires_at = now() + $3::interval
+WHERE name = $1 AND holder = $2`, g.Name, holder, g.Lease)
+		cancel()
+		switch {
+		case err == nil && tag.RowsAffected() == 1:
+			keptUntil = time.Now().Add(g.Lease)
+		case err == nil, time.Now().After(keptUntil.Add(-every)):
+			// Taken over, or about to expire without a renewal.
+			lost(errGateLost)
+			return
+		}
+	}
+}
+
+func (g Gate) held(ctx context.Context) error {
+	e := &GateHeldError{Gate: g.Name}
+	qctx, cancel := context.WithTimeout(ctx, gateStatementTimeout)
+	defer cancel()
+	// Best effort: the holder may have released it since.
+	_ = g.DB.QueryRow(qctx, `SELECT holder, expires_at FROM postbox_gates WHERE name = $1`, g.Name).Scan(&e.Holder, &e.Until)
+	return e
+}
+
+func token() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,309 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// Lane defaults.
+const (
+	// DefaultPoll is how often an idle Lane claims without a wake-up: the
+	// fallback for a lost notification, and the retry pass's clock. An
+	// idle replica runs one claim per Lane per DefaultPoll.
+	DefaultPoll = time.Second
+
+	// DefaultHotPoll is how often a Lane claims while it is hot: for
+	// DefaultHotFor after a claim found rows or a wake-up arrived. The
+	// wake-up trigger lets at most one transaction per 5 ms slot notify,
+	// so a row whose transaction skipped the notify is found by the next
+	// notifier or by this poll, whichever comes first.
+	DefaultHotPoll = 20 * time.Millisecond
+
+	// DefaultHotFor is how long a Lane stays hot after activity.
+	DefaultHotFor = 2 * time.Second
+)
+
+// Unit is claimed work that runs on its own goroutine while holding one
+// slot: an email batch (one SMTP connection, rows in turn), a webhook
+// fan-out, a webhook delivery attempt.
+type Unit interface {
+	// Run works the unit and records every row it holds with a CAS mark
+	// (or releases it), returning what it did.
+	Run(ctx context.Context) Tally
+
+	// Panicked is called instead of Run's return when Run panicked with
+	// value v: it records the unit's rows that Run did not record (a
+	// transient failure carrying the panic value) and returns the unit's
+	// whole tally.
+	Panicked(ctx context.Context, v any) Tally
+}
+
+// Claim is what a Source's claim took.
+type Claim struct {
+	Units []Unit
+	Rows  int  // rows claimed (an email batch holds several)
+	Full  bool // the claim took all it asked for: more rows may be due
+}
+
+// Source is one outbox-shaped table as a Lane drains it.
+type Source interface {
+	// Claim claims, in one short statement, the rows for at most n units
+	// (the Lane holds n slots for them) and returns them as Units.
+	Claim(ctx context.Context, n int) (Claim, error)
+}
+
+// LaneConfig configures a Lane. Source and Slots are required.
+type LaneConfig struct {
+	Name   string // the table, for logs
+	Source Source
+	Slots  *Slots
+
+	// Wake receives a value when rows may be due (Waker.Subscribe); nil
+	// means the Lane polls only.
+	Wake <-chan struct{}
+
+	// Poll, HotPoll and HotFor: zero means DefaultPoll, DefaultHotPoll
+	// and DefaultHotFor.
+	Poll, HotPoll, HotFor time.Duration
+
+	// Refill is how many free slots a Lane with a backlog waits for before
+	// its next claim, so that one claim serves many units, the way River's
+	// producer fetches for all its idle workers; zero means an eighth of
+	// the slots. A Lane with nothing running claims for one free slot.
+	Refill int
+
+	Logger *slog.Logger // nil discards
+}
+
+// Lane runs a Source on one replica: it claims while slots are free and
+// rows are due, and sleeps until a wake-up, its poll or a freed slot.
+type Lane struct {
+	cfg      LaneConfig
+	logger   *slog.Logger
+	stopOnce sync.Once
+	stopCtx  context.Context
+	stop     context.CancelFunc
+}
+
+// NewLane returns a Lane.
+func NewLane(cfg LaneConfig) *Lane {
+	if cfg.Poll <= 0 {
+		cfg.Poll = DefaultPoll
+	}
+	if cfg.HotPoll <= 0 {
+		cfg.HotPoll = DefaultHotPoll
+	}
+	if cfg.HotFor <= 0 {
+		cfg.HotFor = DefaultHotFor
+	}
+	if cfg.Refill <= 0 {
+		cfg.Refill = max(cfg.Slots.Cap()/8, 1)
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	stopCtx, stop := context.WithCancel(context.Background())
+	return &Lane{cfg: cfg, logger: logger, stopCtx: stopCtx, stop: stop}
+}
+
+// Stop is the soft stop: no Run claims again. Units already running
+// finish under their own budgets.
+func (l *Lane) Stop() { l.stopOnce.Do(l.stop) }
+
+// Stopped reports whether Stop was called.
+func (l *Lane) Stopped() bool { return l.stopCtx.Err() != nil }
+
+// RunOptions bound one Run.
+type RunOptions struct {
+	// Window is how long Run keeps claiming; zero means until ctx ends or
+	// the Lane stops. Units started inside the window run to completion:
+	// give ctx at least Window plus the longest unit.
+	Window time.Duration
+
+	// UntilIdle returns as soon as a claim comes back short (nothing more
+	// due), once the units started are done: a drain, for tests, the
+	// bench and one-off passes, instead of a shift.
+	UntilIdle bool
+}
+
+// Run claims and starts units until the window ends, ctx ends or the Lane
+// stops (or, with UntilIdle, nothing is due), then waits for the units it
+// started. Several Runs of one Lane may overlap (a shift handing over to
+// the next); they share the Lane's slots, so the cap still holds.
+//
+// The error joins the claim failures; the units' own outcomes, panics
+// included, are in the Tally.
+func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
+	claimCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if opts.Window > 0 {
+		var cancelWindow context.CancelFunc
+		claimCtx, cancelWindow = context.WithTimeout(claimCtx, opts.Window)
+		defer cancelWindow()
+	}
+	defer context.AfterFunc(l.stopCtx, cancel)()
+
+	r := &run{lane: l, ctx: ctx}
+	var (
+		errs     []error
+		due      = true // claim at once: rows may be waiting since before this run
+		backlog  = false
+		hotUntil = time.Now().Add(l.cfg.HotFor)
+		timer    = time.NewTimer(0)
+	)
+	defer timer.Stop()
+	for claimCtx.Err() == nil {
+		if !due {
+			wait := l.cfg.Poll
+			if time.Now().Before(hotUntil) {
+				wait = l.cfg.HotPoll
+			}
+			timer.Reset(wait)
+			select {
+			case <-l.cfg.Wake:
+				hotUntil = time.Now().Add(l.cfg.HotFor)
+			case <-timer.C:
+			case <-claimCtx.Done():
+				continue
+			}
+			due = true
+		}
+		least := 1
+		if backlog && r.running() > 0 {
+			least = l.cfg.Refill
+		}
+		n := l.cfg.Slots.Acquire(claimCtx, least, l.cfg.Slots.Cap())
+		if n == 0 {
+			continue // the window closed or the Lane stopped while waiting
+		}
+		c, err := l.cfg.Source.Claim(claimCtx, n)
+		l.cfg.Slots.Release(n - len(c.Units))
+		r.claimed(c)
+		for _, u := range c.Units {
+			r.start(u)
+		}
+		switch {
+		case err != nil && claimCtx.Err() != nil:
+			// The window closing mid-claim is the bound working.
+		case err != nil:
+			errs = append(errs, err)
+			r.noteError(err)
+			l.logger.Warn("claim failed; retrying at the next poll", "outbox", l.cfg.Name, "error", err.Error())
+			due, backlog = false, false
+		case c.Full:
+			due, backlog = true, true
+			hotUntil = time.Now().Add(l.cfg.HotFor)
+		default:
+			due, backlog = false, false
+			if c.Rows > 0 {
+				hotUntil = time.Now().Add(l.cfg.HotFor)
+			}
+			if opts.UntilIdle {
+				cancel()
+			}
+		}
+		if err != nil && opts.UntilIdle {
+			cancel()
+		}
+	}
+	return r.wait(), errors.Join(errs...)
+}
+
+// run is one Run's units in flight and their tally.
+type run struct {
+	lane *Lane
+	ctx  context.Context
+	wg   sync.WaitGroup
+
+	mu    sync.Mutex
+	tally Tally
+	live  int
+}
+
+func (r *run) running() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.live
+}
+
+func (r *run) claimed(c Claim) {
+	r.mu.Lock()
+	r.tally.Claims++
+	r.tally.Claimed += c.Rows
+	r.live += len(c.Units)
+	r.mu.Unlock()
+}
+
+func (r *run) noteError(err error) {
+	r.mu.Lock()
+	r.tally.NoteError(err.Error())
+	r.mu.Unlock()
+}
+
+// start runs u on its own goroutine in a slot the Lane holds for it.
+func (r *run) start(u Unit) {
+	r.wg.Go(func() {
+		t := r.lane.work(r.ctx, u)
+		r.lane.cfg.Slots.Release(1)
+		r.mu.Lock()
+		r.tally.Add(t)
+		r.live--
+		r.mu.Unlock()
+	})
+}
+
+func (r *run) wait() Tally {
+	r.wg.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tally
+}
+
+// work runs u, turning a panic into u's Panicked record. River recovers
+// panics in a job's own goroutine only; this one is ours to guard.
+func (l *Lane) work(ctx context.Context, u Unit) (t Tally) {
+	defer func() {
+		if v := recover(); v != nil {
+			t = l.recovered(ctx, u, v, debug.Stack())
+		}
+	}()
+	return u.Run(ctx)
+}
+
+func (l *Lane) recovered(ctx context.Context, u Unit, v any, stack []byte) (t Tally) {
+	l.logger.Error("panic in a delivery unit; its rows are recorded as failed attempts",
+		"outbox", l.cfg.Name, "panic", fmt.Sprint(v), "stack", string(stack))
+	defer func() {
+		if v2 := recover(); v2 != nil {
+			// Recording failed too: the rows keep their leases and are
+			// claimed again when those expire.
+			l.logger.Error("panic while recording a panicked unit; its rows wait out their lease",
+				"outbox", l.cfg.Name, "panic", fmt.Sprint(v2))
+			t.Panics++
+			t.NoteError((&PanicError{Value: v}).Error())
+		}
+	}()
+	t = u.Panicked(ctx, v)
+	t.Panics++
+	t.NoteError((&PanicError{Value: v}).Error())
+	return t
+}
+
+// Go runs f on its own goroutine, recovering a panic into a *PanicError
+// passed to onPanic: for the goroutines a unit starts itself.
+func Go(wg *sync.WaitGroup, f func(), onPanic func(err *PanicError)) {
+	wg.Go(func() {
+		defer func() {
+			if v := recover(); v != nil {
+				onPanic(&PanicError{Value: v})
+			}
+		}()
+		f()
+	})
+}

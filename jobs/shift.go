@@ -1,0 +1,255 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"github.com/postbox/postbox/outbox"
+	"github.com/postbox/postbox/webhook"
+)
+
+// Shift defaults.
+const (
+	// DefaultShiftWindow is how long one shift claims. Shorter windows
+	// make River's job list finer-grained, longer ones keep it smaller: at
+	// a minute, each replica adds 1,440 shift rows a day per lane to
+	// river_job (River keeps completed jobs 24 h).
+	DefaultShiftWindow = time.Minute
+
+	// shiftLead is how long before a shift's window ends its successor is
+	// inserted, so the successor is fetched and claiming when the window
+	// closes: the hand-over costs no gap.
+	shiftLead = time.Second
+
+	// keeperInterval is how often a replica checks that each of its lanes
+	// has a shift waiting or running, and inserts one if not: after a
+	// shift that errored before inserting its successor, or at start.
+	keeperInterval = 5 * time.Second
+
+	// orphanAfter is how long an available shift may wait before it counts
+	// as the leftover of a replica that died: a live replica fetches its
+	// own within milliseconds.
+	orphanAfter = 2 * time.Minute
+)
+
+// The lanes a shift can run, by the table they drain.
+const (
+	LaneEmail   = "email_outbox"
+	LaneWebhook = "webhook_outbox"
+)
+
+// ShiftArgs is one shift of one lane on one replica. Its args name the
+// lane and the replica, so River UI says whose shift it was; its output
+// (an outbox.Tally) says what it did.
+type ShiftArgs struct {
+	Lane    string `json:"lane"`
+	Replica string `json:"replica"`
+}
+
+// Kind is the River job kind.
+func (ShiftArgs) Kind() string { return "postbox_shift" }
+
+// Lane is what a shift runs.
+type Lane struct {
+	// Run claims for window, then waits for what it started.
+	Run func(ctx context.Context, window time.Duration) (outbox.Tally, error)
+	// Timeout is the longest Run of window may take.
+	Timeout func(window time.Duration) time.Duration
+}
+
+// EmailLane is the email dispatcher's lane.
+func EmailLane(d *outbox.Dispatcher) Lane { return Lane{Run: d.Run, Timeout: d.RunTimeout} }
+
+// WebhookLane is the webhook pipeline's outbox lane: fan-outs and first
+// attempts. (Its retry lane runs in the gated retry pass.)
+func WebhookLane(p *webhook.Pipeline) Lane { return Lane{Run: p.RunOutbox, Timeout: p.RunTimeout} }
+
+// Shifts runs one replica's lanes as River jobs on the replica's own
+// queue.
+type Shifts struct {
+	replica string
+	queue   string
+	window  time.Duration
+	lanes   map[string]Lane
+	logger  *slog.Logger
+
+	mu      sync.Mutex
+	stopped bool
+}
+
+// ShiftsConfig configures NewShifts.
+type ShiftsConfig struct {
+	Replica string // the River client ID, for the job args
+	Queue   string // ReplicaQueue of this replica
+	Window  time.Duration
+	Lanes   map[string]Lane
+	Logger  *slog.Logger
+}
+
+// NewShifts returns the shifts of one replica.
+func NewShifts(cfg ShiftsConfig) *Shifts {
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultShiftWindow
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Shifts{replica: cfg.Replica, queue: cfg.Queue, window: cfg.Window, lanes: cfg.Lanes, logger: cfg.Logger}
+}
+
+// Queue is the replica's queue config, for river.Config.Queues: two
+// workers per lane, for a shift and its successor during the hand-over.
+func (s *Shifts) Queue() (string, river.QueueConfig) {
+	return s.queue, river.QueueConfig{MaxWorkers: 2 * len(s.lanes)}
+}
+
+// Timeout is the longest any shift may run, for RescueStuckJobsAfter.
+func (s *Shifts) Timeout() time.Duration {
+	var longest time.Duration
+	for _, l := range s.lanes {
+		longest = max(longest, l.Timeout(s.window))
+	}
+	return longest
+}
+
+// Stop makes shifts hand over to no successor: for shutdown, before the
+// lanes stop.
+func (s *Shifts) Stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+}
+
+func (s *Shifts) isStopped() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopped
+}
+
+// AddWorkers registers the shift worker.
+func (s *Shifts) AddWorkers(workers *river.Workers) {
+	river.AddWorker(workers, &ShiftWorker{shifts: s})
+}
+
+// ShiftWorker works ShiftArgs.
+type ShiftWorker struct {
+	river.WorkerDefaults[ShiftArgs]
+	shifts *Shifts
+}
+
+// Timeout is the lane's Timeout of the window.
+func (w *ShiftWorker) Timeout(job *river.Job[ShiftArgs]) time.Duration {
+	if l, ok := w.shifts.lanes[job.Args.Lane]; ok {
+		return l.Timeout(w.shifts.window)
+	}
+	return time.Minute
+}
+
+// Work runs the lane for the window, inserting its successor shortly
+// before the window ends, and records what it did.
+func (w *ShiftWorker) Work(ctx context.Context, job *river.Job[ShiftArgs]) error {
+	s := w.shifts
+	lane, ok := s.lanes[job.Args.Lane]
+	if !ok {
+		return fmt.Errorf("shift: unknown lane %q (this replica runs %v)", job.Args.Lane, s.laneNames())
+	}
+	client := river.ClientFromContext[pgx.Tx](ctx)
+	handover := time.AfterFunc(max(s.window-shiftLead, 0), func() {
+		if !s.isStopped() {
+			if err := s.insert(context.WithoutCancel(ctx), client, job.Args.Lane); err != nil {
+				s.logger.Warn("inserting the next shift failed; the keeper inserts it", "lane", job.Args.Lane, "error", err.Error())
+			}
+		}
+	})
+	defer handover.Stop()
+
+	t, err := lane.Run(ctx, s.window)
+	if t.Busy() || err != nil {
+		s.logger.InfoContext(ctx, "shift", "lane", job.Args.Lane, "claims", t.Claims, "claimed", t.Claimed,
+			"sent", t.Sent, "failed", t.Failed, "retried", t.Retried, "released", t.Released, "stale", t.Stale, "panics", t.Panics)
+	}
+	if oerr := river.RecordOutput(ctx, t); oerr != nil {
+		err = errors.Join(err, oerr)
+	}
+	return errors.Join(err, t.Err())
+}
+
+func (s *Shifts) laneNames() []string {
+	names := make([]string, 0, len(s.lanes))
+	for n := range s.lanes {
+		names = append(names, n)
+	}
+	return names
+}
+
+// insert adds a shift of lane to the replica's queue. One attempt: a
+// failed shift needs no retry of its own — its successor is the retry.
+func (s *Shifts) insert(ctx context.Context, client *river.Client[pgx.Tx], lane string) error {
+	_, err := client.Insert(ctx, ShiftArgs{Lane: lane, Replica: s.replica}, &river.InsertOpts{Queue: s.queue, MaxAttempts: 1})
+	return err
+}
+
+// Keep inserts the first shift of every lane, then every keeperInterval
+// inserts one for any lane that has none waiting or running, and deletes
+// shifts left waiting in dead replicas' queues. It returns when ctx ends.
+func (s *Shifts) Keep(ctx context.Context, client *river.Client[pgx.Tx], db DB) {
+	ticker := time.NewTicker(keeperInterval)
+	defer ticker.Stop()
+	for {
+		s.keepOnce(ctx, client, db)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// DB is what the keeper needs: a pool.
+type DB interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func (s *Shifts) keepOnce(ctx context.Context, client *river.Client[pgx.Tx], db DB) {
+	defer func() {
+		// Nothing River guards: a panic here must not end the process.
+		if v := recover(); v != nil {
+			s.logger.Error("shift keeper panicked; it tries again", "panic", fmt.Sprint(v))
+		}
+	}()
+	if s.isStopped() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, keeperInterval)
+	defer cancel()
+	for lane := range s.lanes {
+		var live bool
+		err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM river_job
+WHERE queue = $1 AND kind = $2 AND args->>'lane' = $3 AND state IN ('available', 'running', 'scheduled', 'pending', 'retryable'))`,
+			s.queue, ShiftArgs{}.Kind(), lane).Scan(&live)
+		if err != nil {
+			s.logger.Warn("shift keeper: checking the lane's shift failed", "lane", lane, "error", err.Error())
+			continue
+		}
+		if !live {
+			if err := s.insert(ctx, client, lane); err != nil {
+				s.logger.Warn("shift keeper: inserting a shift failed", "lane", lane, "error", err.Error())
+			}
+		}
+	}
+	var reaped int
+	if err := db.QueryRow(ctx, `WITH gone AS (DELETE FROM river_job
+WHERE kind = $1 AND state = 'available' AND queue <> $2 AND scheduled_at < now() - $3::interval RETURNING 1)
+SELECT count(*) FROM gone`, ShiftArgs{}.Kind(), s.queue, orphanAfter).Scan(&reaped); err != nil {
+		s.logger.Warn("shift keeper: deleting dead replicas' shifts failed", "error", err.Error())
+	} else if reaped > 0 {
+		s.logger.Info("deleted shifts left by replicas that stopped", "shifts", reaped)
+	}
+}

@@ -1,0 +1,53 @@
+package jobs
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbox/postbox/internal/engine"
+)
+
+// Waker is one process's LISTEN connection for the outbox tables'
+// wake-ups (migration 00005): pass Email to outbox.Config.Wake and Webhook
+// to webhook.Options.Wake, then run Listen for the process's life.
+type Waker struct {
+	w       *engine.Waker
+	logger  *slog.Logger
+	Email   <-chan struct{}
+	Webhook <-chan struct{}
+}
+
+// NewWaker returns a Waker whose connection is configured like pool's but
+// is its own.
+func NewWaker(pool *pgxpool.Pool, logger *slog.Logger) *Waker {
+	cfg := pool.Config().ConnConfig
+	w := engine.NewWaker(func(ctx context.Context) (*pgx.Conn, error) {
+		return pgx.ConnectConfig(ctx, cfg.Copy())
+	}, logger)
+	return &Waker{w: w, logger: logger, Email: w.Subscribe(LaneEmail), Webhook: w.Subscribe(LaneWebhook)}
+}
+
+// Listen listens until ctx ends, reconnecting after connection loss and
+// recovering from panics: a lost listener costs latency (the lanes poll),
+// never a row, and never the process.
+func (w *Waker) Listen(ctx context.Context) {
+	for ctx.Err() == nil {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					w.logger.Error("wake-up listener panicked; restarting it", "panic", fmt.Sprint(v))
+				}
+			}()
+			_ = w.w.Listen(ctx)
+		}()
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
