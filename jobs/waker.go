@@ -32,6 +32,9 @@ func NewWaker(pool *pgxpool.Pool, logger *slog.Logger) *Waker {
 	return &Waker{w: w, logger: logger, Email: w.Subscribe(LaneEmail), Webhook: w.Subscribe(LaneWebhook)}
 }
 
+// Listening is closed once the Waker listens.
+func (w *Waker) Listening() <-chan struct{} { return w.w.Listening() }
+
 // Listen listens until ctx ends, reconnecting after connection loss and
 // recovering from panics: a lost listener costs latency (the lanes poll),
 // never a row, and never the process.

@@ -29,14 +29,16 @@ type Waker struct {
 	listener *pgxlisten.Listener
 	logger   *slog.Logger
 
-	mu   sync.Mutex
-	subs map[string][]chan struct{}
+	mu        sync.Mutex
+	subs      map[string][]chan struct{}
+	listening chan struct{} // closed once the first LISTEN succeeded
+	once      sync.Once
 }
 
 // NewWaker returns a Waker whose connections come from connect, which must
 // return a connection of the Waker's own (not one from a pool).
 func NewWaker(connect func(ctx context.Context) (*pgx.Conn, error), logger *slog.Logger) *Waker {
-	w := &Waker{logger: logger, subs: map[string][]chan struct{}{}}
+	w := &Waker{logger: logger, subs: map[string][]chan struct{}{}, listening: make(chan struct{})}
 	w.listener = &pgxlisten.Listener{
 		Connect:        connect,
 		ReconnectDelay: wakeReconnectDelay,
@@ -71,8 +73,13 @@ func (w *Waker) HandleNotification(_ context.Context, n *pgconn.Notification, _ 
 	return nil
 }
 
+// Listening is closed once the Waker listens: from then on a committed
+// insert wakes its Lanes.
+func (w *Waker) Listening() <-chan struct{} { return w.listening }
+
 // HandleBacklog wakes every Lane after a (re)connect.
 func (w *Waker) HandleBacklog(context.Context, string, *pgx.Conn) error {
+	defer w.once.Do(func() { close(w.listening) })
 	w.mu.Lock()
 	tables := make([]string, 0, len(w.subs))
 	for t := range w.subs {

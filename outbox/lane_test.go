@@ -1,0 +1,152 @@
+package outbox
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/internal/pgtest"
+	"github.com/postbox/postbox/smtp"
+)
+
+// Concurrency is the most batches — SMTP connections, sends — in flight in
+// one Dispatcher however many drains run at once: several River jobs on
+// one replica share one cap.
+func TestDrain_ConcurrencyCapsSendsAcrossConcurrentDrains(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	insertRows(t, pool, 60)
+	var inFlight, peak atomic.Int32
+	sender := newFakeSender(func(context.Context, smtp.Message) error {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(5 * time.Millisecond) // long enough for drains to overlap
+		return nil
+	})
+	const limit = 2
+	d := newDispatcher(t, pool, sender, func(c *Config) { c.Concurrency = limit })
+	var wg sync.WaitGroup
+	var sent atomic.Int32
+	for range 4 {
+		wg.Go(func() {
+			for sent.Load() < 60 {
+				res, err := d.Drain(ctx, time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				sent.Add(int32(res.Sent))
+			}
+		})
+	}
+	wg.Wait()
+	if sent.Load() != 60 {
+		t.Fatalf("%d sent, want 60", sent.Load())
+	}
+	if p := peak.Load(); p > limit || d.Slots().Peak() > limit {
+		t.Errorf("%d sends in flight at once (slots peaked at %d) under 4 drains, want at most Concurrency = %d", p, d.Slots().Peak(), limit)
+	}
+	if peak.Load() < limit {
+		t.Errorf("peak %d: the drains never overlapped; the test proves nothing", peak.Load())
+	}
+}
+
+// A row committed by a plain INSERT while a Run is up is claimed on the
+// insert trigger's wake-up, not on a poll: here the poll is an hour.
+func TestRun_PlainInsertWakesTheLane(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	sender := newFakeSender(nil)
+	waker := engine.NewWaker(connectFunc(pool), discardLogger())
+	d := newDispatcher(t, pool, sender)
+	d.lane = engine.NewLane(engine.LaneConfig{
+		Name: table.Name, Source: d, Slots: d.slots, Wake: waker.Subscribe(table.Name),
+		Poll: time.Hour, HotPoll: time.Hour,
+	})
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = waker.Listen(runCtx) }()
+	select {
+	case <-waker.Listening():
+	case <-ctx.Done():
+		t.Fatal("the waker never listened")
+	}
+	ran := make(chan Tally, 1)
+	go func() {
+		res, _ := d.Run(runCtx, time.Hour)
+		ran <- res
+	}()
+	// The Run's first claim finds nothing; only a wake-up makes a second.
+	waitFor(t, func() bool { return d.slots.InUse() == 0 })
+	time.Sleep(50 * time.Millisecond)
+	id := insertRow(t, pool, "raw", rawPayload("ada@example.com"))
+	waitFor(t, func() bool { return sender.callsFor(id) == 1 })
+	d.Stop()
+	if res := <-ran; res.Sent != 1 || res.Claims < 2 {
+		t.Errorf("Run = %+v, want the row sent by a second, woken claim", res)
+	}
+}
+
+// A mark that fails on the connection — a Postgres restart, a network
+// blip — is retried until the row's lease ends, so a delivered row is
+// recorded, not re-sent after its lease (ADR-072 decision 3, amended).
+func TestMark_RetriedAcrossAConnectionCut(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	proxy, url := pgtest.NewProxy(t, pgtest.URL(t))
+	pool := pgtest.Connect(t, url)
+	ids := insertRows(t, pool, 3)
+	var once sync.Once
+	sender := newFakeSender(func(_ context.Context, msg smtp.Message) error {
+		if msg.RowID == ids[1] {
+			// Sent; now the database goes away for a while, as in a
+			// restart, before the mark.
+			once.Do(func() {
+				proxy.Cut()
+				time.AfterFunc(700*time.Millisecond, proxy.Restore)
+			})
+		}
+		return nil
+	})
+	d := newDispatcher(t, pool, sender)
+	res, err := d.RunBatch(ctx)
+	if err != nil || res.Sent != 3 || res.MarkErrors != 0 {
+		t.Fatalf("RunBatch = %+v, %v; want all 3 recorded as sent despite the cut", res, err)
+	}
+	for _, id := range ids {
+		if st := getRow(t, pool, id); st.Status != "dispatched" || sender.callsFor(id) != 1 {
+			t.Errorf("row %s: %s, sent %d times; want dispatched, sent once", id, st.Status, sender.callsFor(id))
+		}
+	}
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 20 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// connectFunc opens connections of their own to pool's database, for a
+// Waker.
+func connectFunc(pool *pgxpool.Pool) func(context.Context) (*pgx.Conn, error) {
+	return func(ctx context.Context) (*pgx.Conn, error) {
+		return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	}
+}
