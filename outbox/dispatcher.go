@@ -55,8 +55,13 @@ type Config struct {
 	Concurrency int
 
 	// Wake receives a value when email_outbox rows were committed
-	// (engine.Waker); nil means Run polls only.
+	// (jobs.Waker); nil means Run polls only.
 	Wake <-chan struct{}
+
+	// Poll is how often an idle Run claims without a wake-up: the
+	// fallback for a lost notification, and the idle cost (one claim
+	// query per Poll). Zero means one second.
+	Poll time.Duration
 
 	// AfterSend, if set, is the post-send report: it is called once for
 	// every started row after its mark, with what was recorded, on a
@@ -159,6 +164,7 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 		Source: d,
 		Slots:  d.slots,
 		Wake:   cfg.Wake,
+		Poll:   cfg.Poll,
 		Logger: cfg.Logger,
 	})
 	return d, nil

@@ -37,7 +37,7 @@ type DeliveryMark struct {
 	StatusCode int // zero when there was no response
 	Duration   time.Duration
 	Error      string // empty on success; stored cleaned and capped (pgtext.LastError)
-	Excerpt    string // at most 4096 bytes of the response body
+	Excerpt    string // at most 4096 bytes of the response body, cleaned (readExcerpt)
 
 	// Until is the last moment the mark is retried after a connection
 	// error: the delivery's lease end. Zero means within MarkTimeout.
@@ -82,11 +82,10 @@ func UpdateDelivery(ctx context.Context, db DB, deliveryID string, m DeliveryMar
 	if until.IsZero() {
 		until = time.Now().Add(leases.MarkTimeout)
 	}
-	excerpt, _ := pgtext.Clean(m.Excerpt, maxExcerptBytes)
 	ambiguous, err := claim.RetryMark(ctx, until, func(ctx context.Context) error {
 		tag, err := db.Exec(ctx, updateDeliverySQL,
 			deliveryID, m.Attempt, m.StatusCode, max(m.Duration.Milliseconds(), 0), pgtext.LastError(m.Error),
-			nullIfEmpty(excerpt, m.StatusCode), string(m.Status), m.RetryIn)
+			nullIfEmpty(m.Excerpt, m.StatusCode), string(m.Status), m.RetryIn)
 		switch {
 		case err != nil:
 			return fmt.Errorf("webhook: update delivery %s: %w", deliveryID, err)

@@ -53,8 +53,12 @@ type Options struct {
 	DrainWindow time.Duration
 
 	// Wake receives a value when webhook_outbox rows were committed
-	// (engine.Waker); nil means the outbox lane polls only.
+	// (jobs.Waker); nil means the outbox lane polls only.
 	Wake <-chan struct{}
+
+	// Poll is how often an idle lane (the outbox's, the retry pass's)
+	// claims without a wake-up; zero means one second.
+	Poll time.Duration
 
 	Logger  *slog.Logger // nil discards
 	Metrics *Metrics     // nil counts nothing
@@ -135,10 +139,10 @@ func New(pool Pool, opts Options) (*Pipeline, error) {
 		fanOuts:  engine.NewSlots(cfg.Concurrency),
 	}
 	p.outboxLane = engine.NewLane(engine.LaneConfig{
-		Name: outboxTable.Name, Source: outboxSource{p}, Slots: p.fanOuts, Wake: opts.Wake, Logger: p.logger,
+		Name: outboxTable.Name, Source: outboxSource{p}, Slots: p.fanOuts, Wake: opts.Wake, Poll: opts.Poll, Logger: p.logger,
 	})
 	p.retryLane = engine.NewLane(engine.LaneConfig{
-		Name: deliveriesTable.Name, Source: retrySource{p}, Slots: p.slots, Logger: p.logger,
+		Name: deliveriesTable.Name, Source: retrySource{p}, Slots: p.slots, Poll: opts.Poll, Logger: p.logger,
 	})
 	return p, nil
 }

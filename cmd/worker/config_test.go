@@ -18,7 +18,7 @@ func TestLoadConfigNamesBadVariable(t *testing.T) {
 		{"bad HTTP_ADDR", map[string]string{"HTTP_ADDR": "8080"}, "HTTP_ADDR"},
 		{"bad LOG_LEVEL", map[string]string{"LOG_LEVEL": "loud"}, "LOG_LEVEL"},
 		{"bad SHUTDOWN_TIMEOUT", map[string]string{"SHUTDOWN_TIMEOUT": "-1s"}, "SHUTDOWN_TIMEOUT"},
-		{"bad TICK_INTERVAL", map[string]string{"TICK_INTERVAL": "often"}, "TICK_INTERVAL"},
+		{"bad POLL_INTERVAL", map[string]string{"POLL_INTERVAL": "often"}, "POLL_INTERVAL"},
 		{"zero EMAIL_CONCURRENCY", map[string]string{"EMAIL_CONCURRENCY": "0"}, "EMAIL_CONCURRENCY"},
 		{"non-numeric EMAIL_CONCURRENCY", map[string]string{"EMAIL_CONCURRENCY": "lots"}, "EMAIL_CONCURRENCY"},
 		{"half River UI auth", map[string]string{"RIVERUI_USERNAME": "admin"}, "RIVERUI_PASSWORD"},

@@ -142,7 +142,7 @@ func setUpDemo(ctx context.Context, env *Env) (*demoWorld, error) {
 	}
 
 	c := &env.Config
-	c.AppEnv, c.DatabaseURL, c.TickInterval = "development", w.dbURL, 250*time.Millisecond
+	c.AppEnv, c.DatabaseURL, c.PollInterval = "development", w.dbURL, 250*time.Millisecond
 	c.SMTP = smtp.Config{Host: w.sink.Host(), Port: w.sink.Port(), Mode: smtp.ModeNone,
 		From: "billing@postbox.example", AppEnv: "development"}
 	c.Webhook.Production = false

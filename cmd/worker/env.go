@@ -30,7 +30,7 @@ type Config struct {
 	RiverUIUser     string        // RIVERUI_USERNAME
 	RiverUIPassword string        // RIVERUI_PASSWORD
 	ShutdownTimeout time.Duration // SHUTDOWN_TIMEOUT: soft stop before hard stop
-	TickInterval    time.Duration // TICK_INTERVAL: periodic claim ticks
+	PollInterval    time.Duration // POLL_INTERVAL: how often an idle lane claims without a wake-up
 	// EmailConcurrency is the email batches in flight per replica, and so
 	// its SMTP connections (EMAIL_CONCURRENCY).
 	EmailConcurrency int
@@ -83,7 +83,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if c.ShutdownTimeout, err = duration(get, "SHUTDOWN_TIMEOUT", "30s"); err != nil {
 		return c, err
 	}
-	if c.TickInterval, err = duration(get, "TICK_INTERVAL", "1s"); err != nil {
+	if c.PollInterval, err = duration(get, "POLL_INTERVAL", "1s"); err != nil {
 		return c, err
 	}
 	conc := get("EMAIL_CONCURRENCY", strconv.Itoa(outbox.DefaultConcurrency))

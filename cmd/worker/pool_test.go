@@ -21,7 +21,7 @@ func poolEnv(t *testing.T, dbURL string, sink *smtpsink.Sink) []string {
 	return []string{
 		"DATABASE_URL=" + dbURL, "HTTP_ADDR=" + freeAddr(t),
 		"SMTP_HOST=127.0.0.1", "SMTP_PORT=" + strconv.Itoa(sink.Port()), "SMTP_TLS=none",
-		"WEBHOOK_ALLOWED_CIDRS=127.0.0.0/8", "TICK_INTERVAL=200ms", "SHUTDOWN_TIMEOUT=20s",
+		"WEBHOOK_ALLOWED_CIDRS=127.0.0.0/8", "POLL_INTERVAL=200ms", "SHUTDOWN_TIMEOUT=20s",
 	}
 }
 
@@ -249,5 +249,32 @@ func TestPool_SIGTERMMidDrainLosesAndResendsNothing(t *testing.T) {
 	}
 	if got := len(sink.CountByRowID()); got != n {
 		t.Errorf("relay saw %d distinct rows, want %d", got, n)
+	}
+}
+
+// A `worker run` replica is woken by the insert trigger: with its poll an
+// hour, a row inserted by plain SQL once the replica is idle is still sent.
+func TestRun_PlainInsertWakesTheReplica(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	pool := pgtest.Connect(t, url)
+	sink, err := smtpsink.Start(smtpsink.Options{DiscardData: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sink.Close()
+	env := append(poolEnv(t, url, sink), "POLL_INTERVAL=1h")
+	cmd, out := startWorker(t, env, "run")
+	waitShifts(t, pool, 1, func() string { return "(running)" })
+	// Past the lane's hot spell after its start: only a wake-up claims now.
+	time.Sleep(3 * time.Second)
+	insertEmails(t, pool, "woken", 1)
+	waitEmails(t, pool, 30*time.Second, func() string { return "(see the worker's log after it stops)" })
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("worker: %v\n%s", err, out)
+	}
+	if sink.Len() != 1 {
+		t.Fatalf("relay got %d messages, want 1", sink.Len())
 	}
 }

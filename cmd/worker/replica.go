@@ -63,6 +63,8 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 	dispatcher, err := outbox.NewDispatcher(pool, outbox.Config{
 		Sender:      mailer,
 		Concurrency: cfg.EmailConcurrency,
+		Wake:        waker.Email,
+		Poll:        cfg.PollInterval,
 		Backoff:     leases.EmailBackoff.Scaled(cfg.RetryBackoffScale),
 		Leases:      cfg.Leases,
 		Logger:      log.With("component", "email"),
@@ -77,6 +79,7 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		Leases:   cfg.Leases,
 		Schedule: opts.WebhookSchedule,
 		Wake:     waker.Webhook,
+		Poll:     cfg.PollInterval,
 		Logger:   log,
 		Metrics:  webhook.NewMetrics(reg),
 	})

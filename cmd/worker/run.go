@@ -43,7 +43,7 @@ func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaO
 		"app_env", cfg.AppEnv, "http_addr", cfg.HTTPAddr,
 		"email_batch_size", cfg.Leases.BatchSize, "email_batch_timeout", cfg.Leases.BatchTimeout.String(),
 		"email_claim_lease", cfg.Leases.ClaimLease(cfg.Leases.BatchSize).String(),
-		"tick_interval", cfg.TickInterval.String(), "shutdown_timeout", cfg.ShutdownTimeout.String())
+		"poll_interval", cfg.PollInterval.String(), "shutdown_timeout", cfg.ShutdownTimeout.String())
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -298,7 +298,7 @@ func (r *run) workerEnv() []string {
 		"SMTP_HOST=127.0.0.1", "SMTP_PORT=" + strconv.Itoa(r.sink.Port()), "SMTP_TLS=none",
 		"SMTP_FROM=soak@postbox.test",
 		"WEBHOOK_ALLOWED_CIDRS=127.0.0.0/8",
-		"TICK_INTERVAL=200ms",
+		"POLL_INTERVAL=200ms",
 		"SHUTDOWN_TIMEOUT=" + workerStopTTL,
 		"RETRY_BACKOFF_SCALE=" + backoffScale,
 		"EMAIL_BATCH_SIZE=1", "EMAIL_BATCH_TIMEOUT=" + batchTimeout, "LEASE_SLACK=" + leaseSlack,

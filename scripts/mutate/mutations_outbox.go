@@ -42,17 +42,17 @@ func init() {
 		},
 		Mutation{
 			Name:    "outbox mark: the dispatcher's marks run on the batch context",
-			File:    "outbox/markgroup.go",
-			Find:    "callCtx, cancel := claim.MarkContext(ctx)",
-			Replace: "callCtx, cancel := context.WithCancel(ctx); _ = claim.MarkContext",
+			File:    "internal/claim/claim.go",
+			Find:    "mctx, cancel := MarkContext(ctx)",
+			Replace: "mctx, cancel := context.WithCancel(ctx)",
 			Pkg:     "./outbox/",
 			Test:    "TestMark_SurvivesBatchContextDeath",
 		},
 		Mutation{
 			Name:    "outbox mark: the exported marks run on the caller's context",
-			File:    "outbox/mark.go",
-			Find:    "ctx, cancel := claim.MarkContext(ctx)",
-			Replace: "ctx, cancel := context.WithCancel(ctx); _ = claim.MarkContext",
+			File:    "internal/claim/claim.go",
+			Find:    "mctx, cancel := MarkContext(ctx)",
+			Replace: "mctx, cancel := context.WithCancel(ctx)",
 			Pkg:     "./outbox/",
 			Test:    "TestMarkFuncs_SurviveCallerContextDeath",
 		},
@@ -82,9 +82,9 @@ func init() {
 		},
 		Mutation{
 			Name:    "outbox drain: one claim per batch",
-			File:    "outbox/dispatcher.go",
-			Find:    "d.claimBatches(ctx, free)",
-			Replace: "d.claimBatches(ctx, 1)",
+			File:    "internal/engine/lane.go",
+			Find:    "n := l.cfg.Slots.Acquire(claimCtx, least, l.cfg.Slots.Cap())",
+			Replace: "n := l.cfg.Slots.Acquire(claimCtx, least, 1)",
 			Pkg:     "./outbox/",
 			Test:    "TestDrain_OneClaimForSeveralBatchesLeasesEachRowForOneBatch",
 		},
@@ -139,8 +139,8 @@ func init() {
 		Mutation{
 			Name:    "outbox dispatch: unstarted rows wait out their lease",
 			File:    "outbox/dispatcher.go",
-			Find:    "n, err := claim.Release(ctx, d.db, table, ids)",
-			Replace: "n, err := int64(0), error(nil)",
+			Find:    "n, err := claim.Release(ctx, b.d.db, table, ids, why, b.d.logger)",
+			Replace: "n, err := claim.Release(ctx, b.d.db, table, nil, why, b.d.logger)",
 			Pkg:     "./outbox/",
 			Test:    "TestDispatch_UnstartedRowsReleased",
 		},
@@ -150,7 +150,7 @@ func init() {
 			Find:    "if v := recover(); v != nil {\n\t\t\td.logger.Error(\"email row panicked",
 			Replace: "if v := any(nil); v != nil {\n\t\t\td.logger.Error(\"email row panicked",
 			Pkg:     "./outbox/",
-			Test:    "TestDispatch_PanicRowDoesNotStrandBatch",
+			Test:    "TestDrain_PanicAtEverySiteIsRecordedAndCounted",
 		},
 		Mutation{
 			Name:    "outbox dispatch: permanent errors ride the backoff",
@@ -163,8 +163,8 @@ func init() {
 		Mutation{
 			Name:    "outbox dispatch: decode errors ride the backoff",
 			File:    "outbox/row.go",
-			Find:    "if row.decodeErr != nil {\n\t\treturn OutcomeFailed, row.decodeErr",
-			Replace: "if row.decodeErr != nil {\n\t\treturn OutcomeRetry, row.decodeErr",
+			Find:    "\t\treturn OutcomeFailed, row.decodeErr",
+			Replace: "\t\treturn OutcomeRetry, row.decodeErr",
 			Pkg:     "./outbox/",
 			Test:    "TestDispatch_DecodeErrorFailsAtOnce",
 		},
@@ -200,14 +200,7 @@ func init() {
 			Pkg:     "./outbox/",
 			Test:    "TestReadAPIs_CustomerWindowAndUnboundedInvoice",
 		},
-		Mutation{
-			Name:    "outbox jobs: the kick is not unique",
-			File:    "jobs/unique.go",
-			Find:    "UniqueOpts:  river.UniqueOpts{ByState: uniqueStates, ByPeriod: UniquePeriod},",
-			Replace: "",
-			Pkg:     "./jobs/",
-			Test:    "TestEmailKick_BurstLeavesOnePendingKick",
-		},
+		
 	)
 }
 

@@ -121,9 +121,9 @@ func init() {
 		},
 		Mutation{
 			Name:    "webhook UpdateDelivery: mark on the caller's context, not detached",
-			File:    deliveryGo,
-			Find:    "ctx, cancel := claim.MarkContext(ctx)",
-			Replace: "ctx, cancel := context.WithCancel(ctx); _ = claim.MarkContext",
+			File:    claimGo,
+			Find:    "mctx, cancel := MarkContext(ctx)",
+			Replace: "mctx, cancel := context.WithCancel(ctx)",
 			Pkg:     pkg,
 			Test:    "TestUpdateDelivery_RecordsOnCancelledContext",
 		},
@@ -140,7 +140,7 @@ func init() {
 		Mutation{
 			Name:    "webhook attempt: start first attempts that would outlive the birth lease",
 			File:    attemptGo,
-			Find:    "return d.leaseEnd.Add(-(r.p.lc.DeliveryBudget + leases.MarkTimeout))",
+			Find:    "return d.leaseEnd.Add(-(p.lc.DeliveryBudget + leases.MarkTimeout))",
 			Replace: "return d.leaseEnd.Add(leases.MarkTimeout + time.Hour)",
 			Pkg:     pkg,
 			Test:    "TestProcessBatch_DefersAttemptsThatWouldOutliveTheBirthLease",
@@ -148,8 +148,8 @@ func init() {
 		Mutation{
 			Name:    "webhook attempt: deferred deliveries not released to the retry worker",
 			File:    attemptGo,
-			Find:    "claim.Release(ctx, r.p.pool, deliveriesTable, r.deferred)",
-			Replace: "claim.Release(ctx, r.p.pool, deliveriesTable, nil)",
+			Find:    "claim.Release(ctx, r.p.pool, deliveriesTable, r.deferred,",
+			Replace: "claim.Release(ctx, r.p.pool, deliveriesTable, nil,",
 			Pkg:     pkg,
 			Test:    "TestProcessBatch_DefersAttemptsThatWouldOutliveTheBirthLease",
 		},
@@ -157,8 +157,8 @@ func init() {
 		Mutation{
 			Name:    "webhook stop: claims go on after Stop",
 			File:    outboxGo,
-			Find:    "if p.stopped.Load() {\n\t\treturn 0, nil",
-			Replace: "if false {\n\t\treturn 0, nil",
+			Find:    "if p.stopped.Load() {\n\t\treturn engine.Claim{}, nil",
+			Replace: "if false {\n\t\treturn engine.Claim{}, nil",
 			Pkg:     pkg,
 			Test:    "TestPipeline_StopClaimsNothingMore",
 		},
@@ -342,21 +342,7 @@ func init() {
 		},
 
 		// River wiring.
-		Mutation{
-			Name:    "webhook jobs: River's default uniqueness (blocks ticks behind completed ones)",
-			File:    "jobs/unique.go",
-			Find:    "UniqueOpts:  river.UniqueOpts{ByState: uniqueStates, ByPeriod: UniquePeriod},",
-			Replace: "UniqueOpts:  river.UniqueOpts{ByQueue: true},",
-			Pkg:     "./jobs/",
-			Test:    "TestWebhookArgs_InsertOpts",
-		},
-		Mutation{
-			Name:    "webhook jobs: Enqueue's kick inserts nothing",
-			File:    "jobs/webhook.go",
-			Find:    "return kickFunc(client, WebhookKickArgs{})",
-			Replace: "return func(context.Context, pgx.Tx) error { return nil }",
-			Pkg:     "./jobs/",
-			Test:    "TestWebhookKick_BurstLeavesOnePendingKick|TestWebhookEndToEnd_KickDeliversWithoutTick",
-		},
+		
+		
 	)
 }
