@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -151,6 +152,58 @@ func TestHTTPClient_NeverSendsUserinfo(t *testing.T) {
 	}
 }
 
+// TestWebhookOutbox_SQLMeetsEnqueueLimits locks issue 13 point 7 for
+// webhooks: a plain-SQL INSERT is held to Enqueue's limits by CHECK
+// constraints — the payload's size (DefaultMaxPayloadBytes of JSON text)
+// and the event type's length and characters — and Enqueue names the same
+// limit.
+func TestWebhookOutbox_SQLMeetsEnqueueLimits(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+
+	big := `{"blob":"` + strings.Repeat("x", DefaultMaxPayloadBytes) + `"}`
+	_, err := pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('invoice.paid', $1)`, big)
+	wantCheckViolation(t, err, "webhook_outbox_payload_size")
+
+	for _, et := range []string{"invoice\tpaid", "invoice paid", strings.Repeat("e", maxEventTypeLen+1), "a\x7fb"} {
+		_, err := pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload) VALUES ($1, '{}')`, et)
+		wantCheckViolation(t, err, "webhook_outbox_event_type_format")
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload) VALUES ($1, '{}')`, strings.Repeat("e", maxEventTypeLen)); err != nil {
+		t.Fatalf("an event type of exactly %d bytes was refused: %v", maxEventTypeLen, err)
+	}
+
+	// The Go API refuses the same payload, naming the same limit.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // test cleanup
+	_, err = Enqueue(ctx, tx, "invoice.paid", []byte(big))
+	if !errors.Is(err, ErrPayloadTooLarge) || !strings.Contains(err.Error(), fmt.Sprint(DefaultMaxPayloadBytes)) {
+		t.Fatalf("Enqueue = %v; want ErrPayloadTooLarge naming %d", err, DefaultMaxPayloadBytes)
+	}
+	// A payload under Enqueue's byte count whose stored text is over it
+	// (jsonb prints ", " between elements) is refused by the constraint,
+	// reported as the same limit.
+	var b strings.Builder
+	b.WriteString("[")
+	for b.Len() < DefaultMaxPayloadBytes-4 {
+		b.WriteString("1,")
+	}
+	b.WriteString("1]")
+	tx2, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx2.Rollback(ctx) //nolint:errcheck // test cleanup
+	_, err = Enqueue(ctx, tx2, "invoice.paid", []byte(b.String()))
+	if !errors.Is(err, ErrPayloadTooLarge) || !strings.Contains(err.Error(), fmt.Sprint(DefaultMaxPayloadBytes)) {
+		t.Fatalf("Enqueue of %d bytes stored as more = %v; want ErrPayloadTooLarge naming %d", b.Len(), err, DefaultMaxPayloadBytes)
+	}
+}
+
 // http.Client quotes the whole URL in every transport error; the redacted
 // form keeps the cause and drops the query string.
 func TestRedactedURLError(t *testing.T) {
@@ -166,5 +219,24 @@ func TestRedactedURLError(t *testing.T) {
 	red := redactedURLError(err)
 	if strings.Contains(red.Error(), "s3cr3t") || !strings.Contains(red.Error(), "?REDACTED") || !strings.Contains(red.Error(), "connect") {
 		t.Fatalf("redactedURLError = %q; want the cause without the token", red)
+	}
+}
+
+// The migration's literals are the Go constants: one rule, two places.
+func TestWebhookConstraints_MatchGoLimits(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	for name, want := range map[string]string{
+		"webhook_outbox_payload_size":      fmt.Sprintf("<= %d", DefaultMaxPayloadBytes),
+		"webhook_outbox_event_type_format": fmt.Sprintf("<= %d", maxEventTypeLen),
+	} {
+		var def string
+		if err := pool.QueryRow(ctx, `SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conname = $1`, name).Scan(&def); err != nil {
+			t.Fatalf("constraint %s: %v", name, err)
+		}
+		if !strings.Contains(def, want) {
+			t.Errorf("constraint %s is %s; want it to contain %q", name, def, want)
+		}
 	}
 }
