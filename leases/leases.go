@@ -43,11 +43,11 @@ const (
 // ClaimLease is the lease stamped on n claimed email rows: n×PerRowBudget
 // plus LeaseSlack.
 func ClaimLease(n int) time.Duration {
-	return time.Duration(n)*PerRowBudget + LeaseSlack
+	return addDur(mulDur(n, PerRowBudget), LeaseSlack)
 }
 
 // RetryClaimLease is the lease stamped on a claimed batch of n webhook
 // deliveries: n×DeliveryBudget plus LeaseSlack.
 func RetryClaimLease(n int) time.Duration {
-	return time.Duration(n)*DeliveryBudget + LeaseSlack
+	return addDur(mulDur(n, DeliveryBudget), LeaseSlack)
 }

@@ -95,7 +95,7 @@ func TestLoad(t *testing.T) {
 		{"bad int names variable", env(EnvBatchSize, "five"), EnvBatchSize},
 		{"bad duration names variable", env(EnvBatchTimeout, "soon"), EnvBatchTimeout},
 		{"override breaks chain names link", env(EnvBatchTimeout, "360s"), "BatchTimeout < ClaimLease(BatchSize)"},
-		{"retry batch override", env(EnvRetryClaimBatch, "0"), "RetryClaimBatch ≥ 1"},
+		{"retry batch override names variable and range", env(EnvRetryClaimBatch, "0"), "WEBHOOK_RETRY_BATCH=0 is out of range: must be in 1..1000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

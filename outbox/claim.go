@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -59,9 +60,14 @@ type Row struct {
 // sets decodeErr. A field that does not open is as permanent as a payload
 // that does not decode: no key appears on a later attempt unless an
 // operator adds it, and then the row's requeue is the way back.
+//
+// A key spelled other than exactly (see checkPayloadKeys) fails the row
+// before anything reads it.
 func (r *Row) decode(keys *KeyRing) {
 	var err error
-	if bytes.Contains(r.RawPayload, envelopeMarker) {
+	if err = checkPayloadKeys(r.RawPayload); err != nil {
+		err = fmt.Errorf("decode payload: %w", err)
+	} else if bytes.Contains(r.RawPayload, envelopeMarker) {
 		r.Payload, err = keys.decodeSealed(r.ID, r.Kind, r.RawPayload)
 	} else {
 		r.Payload, err = decodePayload(r.Kind, r.RawPayload)

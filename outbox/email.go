@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -167,6 +168,12 @@ func (p *Payload) validate(kind Kind) error {
 func decodePayload(kind Kind, raw []byte) (Payload, error) {
 	var p Payload
 	if err := json.Unmarshal(raw, &p); err != nil {
+		var b64 base64.CorruptInputError
+		if errors.As(err, &b64) {
+			// encoding/json reports a bad []byte without its field; pdf
+			// is Payload's only one.
+			return p, fmt.Errorf("decode payload: %w", invalid("payload.pdf", "is not base64: "+err.Error()))
+		}
 		return p, fmt.Errorf("decode payload: %w", err)
 	}
 	if err := p.validate(kind); err != nil {

@@ -4,15 +4,28 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // DefaultMaxPayloadBytes is the payload size limit of Enqueue: 10 MiB of
 // encoded JSON. The PDF is stored base64-encoded (4/3 of its size), so an
 // invoice PDF of up to about 7.5 MB fits with room for the rest.
 const DefaultMaxPayloadBytes = 10 << 20
+
+// MaxStoredPayloadBytes is the largest payload email_outbox stores, as
+// jsonb (pg_column_size), whoever writes the row: migration 00006's CHECK
+// constraint email_outbox_payload_size holds plain SQL to it, and a test
+// compares the two. It is DefaultMaxPayloadBytes plus 64 KiB of room for
+// jsonb's framing and for the envelopes a seal mark writes over a waiting
+// row's secrets, so a row Enqueue accepted is never refused by its marks.
+const MaxStoredPayloadBytes = DefaultMaxPayloadBytes + 64<<10
+
+// payloadSizeConstraint is that CHECK constraint's name.
+const payloadSizeConstraint = "email_outbox_payload_size"
 
 // Enqueuer writes emails into email_outbox inside the caller's transaction.
 // The zero value is ready to use, with DefaultMaxPayloadBytes. The table's
@@ -59,6 +72,13 @@ func (e *Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, email Email) (string,
 		return "", err
 	}
 	if _, err := tx.Exec(ctx, enqueueSQL, id, string(email.Kind), email.CustomerID, email.InvoiceID, payload); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == payloadSizeConstraint {
+			// Only with a MaxPayloadBytes above the default: the stored
+			// document is over what email_outbox takes from anyone.
+			return "", invalid("payload", fmt.Sprintf("is over the stored limit of %d bytes (constraint %s)",
+				MaxStoredPayloadBytes, payloadSizeConstraint))
+		}
 		return "", fmt.Errorf("outbox: enqueue: %w", err)
 	}
 	return id, nil

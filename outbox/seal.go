@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/postbox/postbox/internal/sealer"
 )
@@ -387,16 +389,18 @@ func (k *KeyRing) decodeSealed(rowID string, kind Kind, raw []byte) (Payload, er
 }
 
 // plaintextSecrets returns the secret fields that raw, a stored payload,
-// holds in plaintext (nulls aside).
+// holds in plaintext (nulls aside), under the keys they are stored under:
+// a key that spells a secret one under case folding ("INVITE_URL") counts,
+// so the row that decode refused for it does not wait with it in
+// plaintext either.
 func plaintextSecrets(raw json.RawMessage) map[string]json.RawMessage {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(raw, &fields) != nil {
 		return nil
 	}
 	var plain map[string]json.RawMessage
-	for _, key := range scrubbedPayloadKeys {
-		v, ok := fields[key]
-		if !ok || isNull(v) {
+	for key, v := range fields {
+		if foldsToSecretKey(key) == "" || isNull(v) {
 			continue
 		}
 		if _, sealed, err := parseEnvelope(v); sealed || err != nil {
@@ -425,11 +429,8 @@ func (k *KeyRing) sealWaiting(row *Row) json.RawMessage {
 		return noSeal
 	}
 	out := []byte{'{'}
-	for _, key := range scrubbedPayloadKeys {
-		v, ok := plain[key]
-		if !ok {
-			continue
-		}
+	for _, key := range slices.Sorted(maps.Keys(plain)) {
+		v := plain[key]
 		if len(out) > 1 {
 			out = append(out, ',')
 		}

@@ -28,10 +28,11 @@ const (
 	stageMail
 	stageRcpt
 	stageData    // the DATA command: from here on the message may be handed over
-	stageContent // the message itself and the reply to its final dot
+	stageContent // the message itself, up to and including its final dot
+	stageReply   // the reply to the final dot: the relay holds the whole message
 )
 
-var stageNames = [...]string{"dial", "greeting", "EHLO", "STARTTLS", "AUTH", "MAIL FROM", "RCPT TO", "DATA", "message"}
+var stageNames = [...]string{"dial", "greeting", "EHLO", "STARTTLS", "AUTH", "MAIL FROM", "RCPT TO", "DATA", "message", "reply to the final dot"}
 
 func (s stage) String() string { return stageNames[s] }
 

@@ -55,6 +55,12 @@ func (m *Mailer) deliver(ctx context.Context, msg Message) error {
 			continue
 		}
 		err = m.fail(ctx, st, err)
+		var nr *noReplyError
+		if errors.As(err, &nr) {
+			m.log.Warn("smtp: the relay did not answer the final dot; the message is possibly delivered and is not retried",
+				"host", m.cfg.Host, "port", m.cfg.Port, "row_id", l.rowID, "waited", nr.waited, "err", nr.err)
+			return &PossiblyDeliveredError{Waited: nr.waited, Err: err}
+		}
 		if errors.Is(err, ErrSTARTTLSRefused) {
 			m.log.Error("smtp: STARTTLS required but refused; nothing was sent",
 				"host", m.cfg.Host, "port", m.cfg.Port, "mode", m.cfg.Mode, "row_id", l.rowID, "err", err)
@@ -90,8 +96,13 @@ func (m *Mailer) dial(ctx context.Context) (*conn, error) {
 // goes back to the pool or is closed.
 func (m *Mailer) exchange(ctx context.Context, c *conn, l letter) (st stage, err error) {
 	deadline := time.Now().Add(m.exchangeBudget)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
+	replyDeadline := deadline
+	if d, ok := ctx.Deadline(); ok {
+		if d.Before(deadline) {
+			deadline = d
+		}
+		// The reply to the final dot may use all the caller has left.
+		replyDeadline = d
 	}
 	if err := c.raw.SetDeadline(deadline); err != nil {
 		c.close()
@@ -108,7 +119,7 @@ func (m *Mailer) exchange(ctx context.Context, c *conn, l letter) (st stage, err
 			return st, err
 		}
 	}
-	return m.transact(c.client, l)
+	return m.transact(c, l, replyDeadline)
 }
 
 // open reads the greeting, says EHLO, secures the session as the mode
@@ -204,25 +215,72 @@ func hasMechanism(advertised, mech string) bool {
 }
 
 // transact sends one message. The stage it returns says how far it got.
-func (m *Mailer) transact(c *gomail.Client, l letter) (stage, error) {
-	if err := c.Mail("<" + l.from + ">"); err != nil {
+//
+// The final dot is written and flushed on its own, so that what follows is
+// known to be the wait for the relay's reply with the whole message handed
+// over. A reply (any code) is classified as usual. No reply — a timeout, a
+// reset, an EOF, a cancelled context — is a *noReplyError: the relay may
+// have accepted and queued the message and simply not said so, so sending
+// it again could deliver it twice (see PossiblyDeliveredError).
+//
+// The reply may take until replyDeadline: the caller's deadline when it has
+// one (the row's dial and exchange budgets: whatever the dial and the rest
+// of the exchange did not use), else the exchange deadline. RFC 5321
+// §4.5.3.2.6 advises ten minutes, which no per-row budget of ADR-072 can
+// hold: the claim lease of a batch of BatchSize rows would grow to about an
+// hour, and one silent relay would stall every row behind it. Not retrying
+// is what bounds the duplicates instead.
+func (m *Mailer) transact(c *conn, l letter, replyDeadline time.Time) (stage, error) {
+	client := c.client
+	if err := client.Mail("<" + l.from + ">"); err != nil {
 		return stageMail, err
 	}
-	if err := c.Rcpt("<" + l.to + ">"); err != nil {
+	if err := client.Rcpt("<" + l.to + ">"); err != nil {
 		return stageRcpt, err
 	}
-	w, err := c.Data()
+	w, err := client.Data()
 	if err != nil {
 		return stageData, err
 	}
 	if _, err := w.Write(l.data); err != nil {
 		return stageContent, err
 	}
-	if err := w.Close(); err != nil {
-		return stageContent, err
+	dc, ok := w.(*gomail.DataCloser)
+	if !ok {
+		return stageContent, fmt.Errorf("unexpected DATA writer %T", w)
 	}
-	return stageContent, nil
+	// DataCloser.Close writes the dot and reads the reply in one call,
+	// discarding the write's error; do the two halves apart.
+	if err := dc.WriteCloser.Close(); err != nil {
+		return stageContent, err // the dot did not reach the socket
+	}
+	dotAt := time.Now()
+	if err := c.raw.SetDeadline(replyDeadline); err != nil {
+		return stageReply, &noReplyError{err: err}
+	}
+	if _, _, err := client.Text.ReadResponse(250); err != nil {
+		var te *textproto.Error
+		if errors.As(err, &te) {
+			return stageReply, err
+		}
+		waited := time.Since(dotAt)
+		if waited >= time.Millisecond {
+			waited = waited.Round(time.Millisecond)
+		}
+		return stageReply, &noReplyError{waited: waited, err: err}
+	}
+	return stageReply, nil
 }
+
+// noReplyError is a failure to read the reply to the final dot: no reply
+// arrived. deliver turns it into a *PossiblyDeliveredError.
+type noReplyError struct {
+	waited time.Duration
+	err    error
+}
+
+func (e *noReplyError) Error() string { return e.err.Error() }
+func (e *noReplyError) Unwrap() error { return e.err }
 
 // release keeps c for the next message when its session is known to be
 // clean, and closes it otherwise.

@@ -42,6 +42,13 @@
 //     message that cannot be sent as built: CR or LF in a header value
 //     (header injection), an unparsable To, no body. Invalid messages fail
 //     before any connection is made.
+//   - ErrPossiblyDelivered (a *PossiblyDeliveredError): the whole message,
+//     final dot included, was handed over and no reply came — a timeout, a
+//     lost connection, a cancelled context. The relay may have queued it.
+//     It also matches ErrPermanent, so the outbox fails the row instead of
+//     sending it again; its text tells the operator to check the recipient
+//     before requeueing. The reply may take all the caller's deadline has
+//     left, beyond the exchange budget.
 //   - ErrSTARTTLSRefused, ErrPlaintextForbidden: configuration or network
 //     integrity problems. Transient for the outbox: fixing the relay or the
 //     configuration resumes delivery without an operator.

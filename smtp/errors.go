@@ -3,6 +3,7 @@ package smtp
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrPermanent marks a failure that retrying cannot fix: a 5xx reply or a
@@ -39,4 +40,31 @@ func (e *ReplyError) Error() string {
 // Is makes errors.Is(err, ErrPermanent) true for 5xx replies only.
 func (e *ReplyError) Is(target error) bool {
 	return target == ErrPermanent && e.Code >= 500 && e.Code <= 599
+}
+
+// ErrPossiblyDelivered is matched by a *PossiblyDeliveredError: the whole
+// message, final dot included, was handed to the relay, and no reply came
+// (a timeout, a lost connection, a cancelled context). The relay may have
+// accepted it. It also matches ErrPermanent, so a caller that retries only
+// transient failures does not send it again: a relay that never answers
+// the final dot costs at most one duplicate (this send), not one per retry.
+var ErrPossiblyDelivered = errors.New("possibly delivered")
+
+// PossiblyDeliveredError is the failure to get a reply to the final dot.
+// Its text says what an operator must do before requeueing.
+type PossiblyDeliveredError struct {
+	Waited time.Duration // from the final dot to the failure
+	Err    error         // what ended the wait, with the relay and stage
+}
+
+func (e *PossiblyDeliveredError) Error() string {
+	return fmt.Sprintf("possibly delivered: the relay did not answer the final dot within %s; "+
+		"check the recipient before requeueing: %v", e.Waited, e.Err)
+}
+
+func (e *PossiblyDeliveredError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is true for ErrPossiblyDelivered and ErrPermanent.
+func (e *PossiblyDeliveredError) Is(target error) bool {
+	return target == ErrPossiblyDelivered || target == ErrPermanent
 }

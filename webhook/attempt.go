@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -168,8 +167,9 @@ func (p *Pipeline) attempt(ctx context.Context, d delivery) Tally {
 		// created. Failing it (rather than leaving it pending forever) lets
 		// an operator replay it with ReplayFailedSince after re-enabling.
 		mark = DeliveryMark{Status: StatusFailed, Error: "endpoint disabled"}
-	case p.cfg.Production && !strings.HasPrefix(d.url, "https://"):
-		mark = DeliveryMark{Status: StatusFailed, Error: "endpoint url is not https and APP_ENV=production"}
+	case checkEndpointURL(d.url, p.cfg.Production) != nil:
+		// The rules hold for endpoint rows written by SQL too.
+		mark = DeliveryMark{Status: StatusFailed, Error: checkEndpointURL(d.url, p.cfg.Production).Error()}
 	default:
 		if h := p.hooks.beforeAttempt; h != nil {
 			h(d.id)
@@ -257,7 +257,7 @@ func (p *Pipeline) send(ctx context.Context, d delivery) (m DeliveryMark, gone b
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(d.event.body))
 	if err != nil {
-		m.Status, m.Error = StatusFailed, "endpoint url unusable: "+err.Error()
+		m.Status, m.Error = StatusFailed, "endpoint url unusable: "+redactedURLError(err).Error()
 		return m, false
 	}
 	now := time.Now()

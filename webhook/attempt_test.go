@@ -291,7 +291,7 @@ func TestDelivery_ProductionRefusesPlainHTTP(t *testing.T) {
 	if sum, err := p.RunBatch(ctx); err != nil || sum.Failed != 1 {
 		t.Fatalf("ProcessBatch = %+v, %v; want the delivery failed", sum, err)
 	}
-	if d := oneDelivery(t, pool, `endpoint_id = $1`, ep.ID); !strings.Contains(str(d.LastError), "not https") {
+	if d := oneDelivery(t, pool, `endpoint_id = $1`, ep.ID); !strings.Contains(str(d.LastError), "must be https") {
 		t.Fatalf("last_error = %q, want the https rule named", str(d.LastError))
 	}
 	if n := len(rc.requests()); n != 0 {

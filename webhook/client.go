@@ -23,6 +23,8 @@ const (
 // deliveries.
 //
 //   - Every connection goes through addressPolicy.control, the SSRF guard.
+//   - A URL with userinfo is refused (noUserinfo): net/http would send it
+//     as Authorization: Basic.
 //   - No proxy: through a proxy the guard would vet the proxy's address,
 //     not the receiver's.
 //   - Redirects are never followed (a 3xx is the attempt's answer): a
@@ -49,7 +51,7 @@ func newHTTPClient(cfg Config, budget time.Duration) *http.Client {
 		ExpectContinueTimeout: time.Second,
 	}
 	return &http.Client{
-		Transport: transport,
+		Transport: noUserinfo{transport},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},

@@ -19,6 +19,9 @@ const (
 
 	// DefaultMaxPayloadBytes bounds an event payload at enqueue. It is sent
 	// to every subscribed endpoint on every attempt, so it stays modest.
+	// It is also the ceiling: webhook_outbox's CHECK constraint (migration
+	// 00006) holds plain SQL to the same number of bytes of JSON text, and
+	// WEBHOOK_MAX_PAYLOAD_BYTES can only lower it.
 	DefaultMaxPayloadBytes = 256 << 10
 
 	// DefaultConcurrency bounds the HTTP attempts one process runs at once.
@@ -133,6 +136,12 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 			}
 			*v.dst = n
 		}
+	}
+	if c.MaxPayloadBytes > DefaultMaxPayloadBytes {
+		// webhook_outbox's CHECK (migration 00006) refuses more, for plain
+		// SQL and Enqueue alike: the setting can lower the limit only.
+		return c, fmt.Errorf("%s=%d: must be in 1..%d (the webhook_outbox_payload_size constraint's limit)",
+			EnvMaxPayloadBytes, c.MaxPayloadBytes, DefaultMaxPayloadBytes)
 	}
 	if s, ok := get(EnvUserAgent); ok {
 		c.UserAgent = s

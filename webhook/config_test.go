@@ -39,6 +39,7 @@ func TestConfigFromEnv(t *testing.T) {
 		{"bad retention", env(EnvOutboxRetention, "a week"), nil, EnvOutboxRetention},
 		{"zero retention", env(EnvOutboxRetention, "0s"), nil, EnvOutboxRetention},
 		{"bad payload limit", env(EnvMaxPayloadBytes, "-1"), nil, EnvMaxPayloadBytes},
+		{"payload limit above the constraint's", env(EnvMaxPayloadBytes, "262145"), nil, EnvMaxPayloadBytes + "=262145: must be in 1..262144"},
 		{"bad concurrency", env(EnvConcurrency, "many"), nil, EnvConcurrency},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -128,22 +128,34 @@ WHERE id = $1`, id, enabled, reason)
 // It does not check where the host resolves: that happens at connect time,
 // on every attempt, where DNS rebinding cannot slip past it (see client.go).
 func ValidateURL(raw string, production bool) error {
+	// Errors quote the URL redacted: its query string or userinfo may be a
+	// token, and the error may end up in last_error and the logs.
+	shown := redactURL(raw)
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: url %q does not parse: %v", ErrInvalidEndpoint, raw, errors.Unwrap(err))
+		return fmt.Errorf("%w: url %q does not parse: %v", ErrInvalidEndpoint, shown, redactedParseError(err))
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("%w: url %q must be absolute http(s)", ErrInvalidEndpoint, raw)
+		return fmt.Errorf("%w: url %q must be absolute http(s)", ErrInvalidEndpoint, shown)
 	case u.Host == "" || u.Hostname() == "":
-		return fmt.Errorf("%w: url %q has no host", ErrInvalidEndpoint, raw)
+		return fmt.Errorf("%w: url %q has no host", ErrInvalidEndpoint, shown)
 	case u.User != nil:
 		return fmt.Errorf("%w: url must not carry credentials; receivers authenticate the signature instead", ErrInvalidEndpoint)
 	case u.Fragment != "":
-		return fmt.Errorf("%w: url %q must not have a fragment", ErrInvalidEndpoint, raw)
+		return fmt.Errorf("%w: url %q must not have a fragment", ErrInvalidEndpoint, shown)
 	case production && u.Scheme != "https":
-		return fmt.Errorf("%w: url %q must be https when APP_ENV=production", ErrInvalidEndpoint, raw)
+		return fmt.Errorf("%w: url %q must be https when APP_ENV=production", ErrInvalidEndpoint, shown)
 	}
 	return nil
+}
+
+// redactedParseError is url.Parse's reason without the URL it quotes.
+func redactedParseError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
 }
 
 // maxEventTypeLen bounds an event type, which travels in the body's "type".

@@ -3,10 +3,23 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
+
+// payloadSizeConstraint is migration 00006's CHECK on webhook_outbox: at
+// most DefaultMaxPayloadBytes of JSON text, whoever inserts the row.
+const payloadSizeConstraint = "webhook_outbox_payload_size"
+
+// isCheckViolation reports whether err is Postgres's check_violation for
+// the named constraint.
+func isCheckViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == constraint
+}
 
 // Enqueuer writes events into webhook_outbox inside the application's own
 // transaction: the event exists if and only if the transaction commits,
@@ -38,6 +51,12 @@ func (e Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, eventType string, payl
 	var id string
 	if err := tx.QueryRow(ctx, `INSERT INTO webhook_outbox (event_type, payload) VALUES ($1, $2) RETURNING id`,
 		eventType, string(payload)).Scan(&id); err != nil {
+		if isCheckViolation(err, payloadSizeConstraint) {
+			// The stored JSON text (jsonb prints ", " and ": ") is over
+			// the limit though the bytes given were not.
+			return "", fmt.Errorf("%w: %d bytes, stored as JSON text over the limit of %d bytes (constraint %s)",
+				ErrPayloadTooLarge, len(payload), DefaultMaxPayloadBytes, payloadSizeConstraint)
+		}
 		return "", fmt.Errorf("webhook: enqueue %s: %w", eventType, err)
 	}
 	return id, nil

@@ -28,6 +28,7 @@ type mailFaults struct {
 	answered  map[string]int  // 550s given, per row
 	transient int             // 451s given
 	hung      int             // replies held
+	hungRows  map[string]bool // rows with a held reply: possibly delivered, so failed
 	unknown   int             // DATA without a row id in its Message-ID
 }
 
@@ -38,6 +39,7 @@ func newMailFaults(f Faults, seed uint64) *mailFaults {
 		permanent: map[string]bool{},
 		attempts:  map[string]int{},
 		answered:  map[string]int{},
+		hungRows:  map[string]bool{},
 	}
 }
 
@@ -71,6 +73,7 @@ func (m *mailFaults) hang(env smtpsink.Envelope) bool {
 		return false
 	}
 	m.hung++
+	m.hungRows[id] = true
 	return true
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -58,6 +59,7 @@ type Tally struct {
 	// Permanent errors: the rows planned to get 550, the rows the sink
 	// answered 550, and the differences with the failed set.
 	PermanentPlanned, PermanentAnswered, EmailsFailed int
+	EmailsPossiblyDelivered                           int // failed because a held reply to the final dot left them possibly delivered
 	FailedNotPermanent, PermanentNotFailed            []string
 	AcceptedNotDispatched                             []string // reached the sink but recorded otherwise
 	// Phantoms are acceptances of rows or events the soak never enqueued.
@@ -372,6 +374,7 @@ func (r *run) tallyEmails(ctx context.Context, t *Tally, rowEvents func(string) 
 		t.Sink.Attempts += n
 		dataSeen[id] = n
 	}
+	hung := maps.Clone(r.mail.hungRows)
 	answered := map[string]bool{}
 	for id, n := range r.mail.answered {
 		t.Sink.Permanent550 += n
@@ -412,6 +415,12 @@ func (r *run) tallyEmails(ctx context.Context, t *Tally, rowEvents func(string) 
 			}
 		case "failed":
 			t.EmailsFailed++
+			if hung[e.ID] && !answered[e.ID] {
+				// The relay never answered its final dot: possibly
+				// delivered, failed rather than sent again (smtp.ErrPossiblyDelivered).
+				t.EmailsPossiblyDelivered++
+				break
+			}
 			if !answered[e.ID] {
 				t.FailedNotPermanent = append(t.FailedNotPermanent, e.ID)
 			}

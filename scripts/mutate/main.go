@@ -1,10 +1,16 @@
 // Command mutate proves that each mechanism of ADR-072 has a test that fails
 // when the mechanism is removed.
 //
-// For every registered mutation it copies the tree to a scratch directory,
-// applies one exact text replacement, runs the named test, and expects it to
-// fail. It prints a table mutation → test and exits non-zero if any mutation
-// survives (its test stays green) or no longer applies (its text is gone from
+// It first runs every named test on an unmutated scratch copy (the
+// baseline): a test that does not pass there proves nothing, so the run
+// aborts. Then, for every registered mutation, it copies the tree to a
+// scratch directory, applies one exact text replacement, runs the named test
+// with go test -json, and expects that test to fail. A mutation counts as
+// killed only when the named test itself reports "fail"; a timeout, a
+// package that fails before the test runs (a database outage in TestMain),
+// a skip, or any other failure is INCONCLUSIVE. It prints a table
+// mutation → test and exits non-zero if any mutation survives (its test
+// stays green), is inconclusive, or no longer applies (its text is gone from
 // the source, so the table has gone stale).
 //
 //	go run ./scripts/mutate            # every mutation
@@ -12,8 +18,11 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -21,6 +30,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -62,9 +72,13 @@ func main() {
 			selected = append(selected, m)
 		}
 	}
+	slots := make(chan struct{}, max(*parallel, 1))
+	if err := baseline(root, selected, *timeout, slots); err != nil {
+		fail("baseline (unmutated tree): %v\nno mutation was tried: a test that does not pass unmutated cannot kill anything", err)
+	}
+
 	results := make([]string, len(selected))
 	var wg sync.WaitGroup
-	slots := make(chan struct{}, max(*parallel, 1))
 	for i, m := range selected {
 		wg.Add(1)
 		slots <- struct{}{}
@@ -81,20 +95,30 @@ func main() {
 	fmt.Fprintln(tw, "MUTATION\tTEST\tRESULT")
 	survivors := 0
 	for i, m := range selected {
-		if results[i] != "killed" {
+		if results[i] != killed {
 			survivors++
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Name, m.Test, results[i])
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", m.Name, m.Test, firstLine(results[i]))
 	}
 	tw.Flush()
+	for i, m := range selected {
+		if results[i] != killed && strings.Contains(results[i], "\n") {
+			fmt.Fprintf(os.Stderr, "\n--- %s\n%s\n", m.Name, results[i])
+		}
+	}
 	if survivors > 0 {
-		fail("%d mutation(s) survived or did not apply", survivors)
+		fail("%d mutation(s) survived, were inconclusive, or did not apply", survivors)
 	}
 	fmt.Println("no survivors")
 }
 
-// apply runs one mutation in a scratch copy and reports killed, SURVIVED, or
-// STALE (the text to replace is not in the file exactly once).
+const killed = "killed"
+
+// apply runs one mutation in a scratch copy and reports killed, SURVIVED,
+// INCONCLUSIVE (the named test did not fail by itself: a timeout, a package
+// that failed before it ran, a skip, another failure), or STALE (the text
+// to replace is not in the file exactly once, the tree no longer builds, or
+// the test is gone).
 func apply(root string, m Mutation, timeout time.Duration) string {
 	src, err := os.ReadFile(filepath.Join(root, m.File))
 	if err != nil {
@@ -115,23 +139,200 @@ func apply(root string, m Mutation, timeout time.Duration) string {
 	if err := os.WriteFile(filepath.Join(scratch, m.File), mutated, 0o644); err != nil {
 		fail("write mutation: %v", err)
 	}
+	testRE, err := regexp.Compile("^(" + m.Test + ")$")
+	if err != nil {
+		return "STALE: test pattern: " + err.Error()
+	}
+	r := goTest(scratch, m.Pkg, m.Test, timeout)
+	return r.verdict(testRE)
+}
 
+// run is one go test -json invocation, parsed.
+type run struct {
+	out         []byte            // everything go test printed
+	err         error             // its exit status
+	outerExpiry bool              // our own deadline killed it
+	timedOut    bool              // the test binary's -timeout panic
+	buildFailed bool              // the package (or a dependency) does not build
+	tests       map[string]string // top-level test → final action (pass, fail, skip)
+}
+
+// goTest runs go test -json -run ^(pattern)$ pkg in dir.
+func goTest(dir, pkg, pattern string, timeout time.Duration) run {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-trimpath", "-count=1", "-timeout", timeout.String(),
-		"-run", "^("+m.Test+")$", m.Pkg)
-	cmd.Dir = scratch
+	cmd := exec.CommandContext(ctx, "go", "test", "-json", "-trimpath", "-count=1", "-timeout", timeout.String(),
+		"-run", "^("+pattern+")$", pkg)
+	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
-	switch {
-	case err == nil && bytes.Contains(out, []byte("no tests to run")):
-		return "STALE: test " + m.Test + " not found"
-	case err == nil:
-		return "SURVIVED"
-	case bytes.Contains(out, []byte("[build failed]")) || bytes.Contains(out, []byte("[setup failed]")):
-		return "STALE: mutated tree does not build:\n" + string(out)
-	default:
-		return "killed"
+	r := run{out: out, err: err, outerExpiry: errors.Is(ctx.Err(), context.DeadlineExceeded), tests: map[string]string{}}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var ev struct {
+			Action, Test, Output, FailedBuild string
+		}
+		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &ev) != nil {
+			// Not an event: go's own text (older build-failure output).
+			if bytes.Contains(line, []byte("[build failed]")) || bytes.Contains(line, []byte("[setup failed]")) {
+				r.buildFailed = true
+			}
+			continue
+		}
+		switch {
+		case ev.Action == "build-fail" || ev.FailedBuild != "":
+			r.buildFailed = true
+		case ev.Action == "output" && strings.Contains(ev.Output, "panic: test timed out after"):
+			r.timedOut = true
+		case ev.Action == "output" && (strings.Contains(ev.Output, "[build failed]") || strings.Contains(ev.Output, "[setup failed]")):
+			r.buildFailed = true
+		}
+		if ev.Test != "" && !strings.Contains(ev.Test, "/") {
+			switch ev.Action {
+			case "pass", "fail", "skip":
+				r.tests[ev.Test] = ev.Action
+			}
+		}
 	}
+	return r
+}
+
+// named returns the final actions of the top-level tests testRE matches.
+func (r run) named(testRE *regexp.Regexp) map[string]string {
+	got := map[string]string{}
+	for name, action := range r.tests {
+		if testRE.MatchString(name) {
+			got[name] = action
+		}
+	}
+	return got
+}
+
+// verdict classifies a run of a mutated tree.
+func (r run) verdict(testRE *regexp.Regexp) string {
+	named := r.named(testRE)
+	var failed, skipped []string
+	for name, action := range named {
+		switch action {
+		case "fail":
+			failed = append(failed, name)
+		case "skip":
+			skipped = append(skipped, name)
+		}
+	}
+	switch {
+	case r.buildFailed:
+		return "STALE: mutated tree does not build:\n" + string(r.out)
+	case r.timedOut || r.outerExpiry:
+		return "INCONCLUSIVE: timed out (a hang is not a kill: make the test fail on the mechanism):\n" + tail(r.out)
+	case len(failed) > 0:
+		return killed
+	case len(named) == 0 && r.err == nil:
+		return "STALE: test " + testRE.String() + " not found"
+	case len(named) == 0:
+		return "INCONCLUSIVE: the package failed before the test ran (TestMain, an outage?):\n" + tail(r.out)
+	case len(skipped) > 0:
+		return fmt.Sprintf("INCONCLUSIVE: %s skipped:\n%s", strings.Join(skipped, ", "), tail(r.out))
+	case r.err != nil:
+		return "INCONCLUSIVE: the test passed but go test failed (" + r.err.Error() + "):\n" + tail(r.out)
+	default:
+		return "SURVIVED"
+	}
+}
+
+// baseline runs every selected mutation's test on one unmutated scratch
+// copy, one go test per package, and returns an error naming each test that
+// does not pass there (or cannot be found).
+func baseline(root string, selected []Mutation, timeout time.Duration, slots chan struct{}) error {
+	if len(selected) == 0 {
+		return nil
+	}
+	scratch, err := os.MkdirTemp("", "postbox-mutate-baseline-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(scratch)
+	if err := copyTree(root, scratch); err != nil {
+		return fmt.Errorf("copy tree: %w", err)
+	}
+	byPkg := map[string][]string{}
+	var pkgs []string
+	for _, m := range selected {
+		if _, ok := byPkg[m.Pkg]; !ok {
+			pkgs = append(pkgs, m.Pkg)
+		}
+		if !slices.Contains(byPkg[m.Pkg], m.Test) {
+			byPkg[m.Pkg] = append(byPkg[m.Pkg], m.Test)
+		}
+	}
+	runs := make([]run, len(pkgs))
+	var wg sync.WaitGroup
+	for i, pkg := range pkgs {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			runs[i] = goTest(scratch, pkg, strings.Join(byPkg[pkg], "|"), timeout)
+			fmt.Fprintf(os.Stderr, "baseline %s\n", pkg)
+		}()
+	}
+	wg.Wait()
+
+	var problems []string
+	for i, pkg := range pkgs {
+		r := runs[i]
+		if r.buildFailed || r.timedOut || r.outerExpiry {
+			problems = append(problems, fmt.Sprintf("%s: unmutated package does not build or timed out:\n%s", pkg, tail(r.out)))
+			continue
+		}
+		for _, pattern := range byPkg[pkg] {
+			testRE, err := regexp.Compile("^(" + pattern + ")$")
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s %s: %v", pkg, pattern, err))
+				continue
+			}
+			named := r.named(testRE)
+			if len(named) == 0 {
+				problems = append(problems, fmt.Sprintf("%s %s: no such test ran", pkg, pattern))
+			}
+			for name, action := range named {
+				if action != "pass" {
+					problems = append(problems, fmt.Sprintf("%s %s: %s unmutated", pkg, name, action))
+				}
+			}
+		}
+		if len(problems) > 0 && r.err != nil {
+			problems = append(problems, fmt.Sprintf("%s output:\n%s", pkg, tail(r.out)))
+		}
+	}
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "\n"))
+	}
+	return nil
+}
+
+// tail is the last lines of go test's output, decoded from its events, for
+// a report a human can read.
+func tail(out []byte) string {
+	var text []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
+	for sc.Scan() {
+		var ev struct{ Action, Output string }
+		if json.Unmarshal(sc.Bytes(), &ev) == nil && ev.Action != "" {
+			if ev.Output != "" {
+				text = append(text, strings.TrimRight(ev.Output, "\n"))
+			}
+			continue
+		}
+		text = append(text, sc.Text())
+	}
+	if len(text) > 40 {
+		text = text[len(text)-40:]
+	}
+	return strings.Join(text, "\n")
 }
 
 // copyTree copies the source tree, skipping .git and anything ignored by the

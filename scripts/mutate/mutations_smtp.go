@@ -114,9 +114,34 @@ func init() {
 			Name:    "smtp: retry after DATA started",
 			File:    "smtp/deliver.go",
 			Find:    retryFind,
-			Replace: `if reused && st <= stageContent && stale(err) && ctx.Err() == nil {`,
+			Replace: `if reused && st <= stageReply && stale(err) && ctx.Err() == nil {`,
 			Pkg:     "./smtp/",
 			Test:    "TestSend_NoRetryAfterData",
+		},
+		// Issue 13 point 2: an unanswered final dot costs at most one copy.
+		Mutation{
+			Name:    "smtp: an unanswered final dot is an ordinary transient failure (retried)",
+			File:    "smtp/errors.go",
+			Find:    `return target == ErrPossiblyDelivered || target == ErrPermanent`,
+			Replace: `return target == ErrPossiblyDelivered`,
+			Pkg:     "./outbox/",
+			Test:    "TestDispatch_FinalDotUnansweredCostsOneCopy",
+		},
+		Mutation{
+			Name:    "smtp: no reply to the final dot not told apart from other failures",
+			File:    "smtp/deliver.go",
+			Find:    `return stageReply, &noReplyError{waited: waited, err: err}`,
+			Replace: `return stageReply, err`,
+			Pkg:     "./smtp/",
+			Test:    "TestSend_FinalDotUnansweredIsPossiblyDelivered",
+		},
+		Mutation{
+			Name:    "smtp: the reply to the final dot bounded by the exchange budget only",
+			File:    "smtp/deliver.go",
+			Find:    "\t\t// The reply to the final dot may use all the caller has left.\n\t\treplyDeadline = d",
+			Replace: "\t\treplyDeadline = deadline",
+			Pkg:     "./smtp/",
+			Test:    "TestSend_FinalDotReplyMayUseTheCallersWholeDeadline",
 		},
 	)
 }

@@ -267,8 +267,8 @@ func init() {
 		Mutation{
 			Name:    "webhook attempt: plain http sent in production",
 			File:    attemptGo,
-			Find:    `case p.cfg.Production && !strings.HasPrefix(d.url, "https://"):`,
-			Replace: `case p.cfg.Production && strings.HasPrefix(d.url, "never://"):`,
+			Find:    "case checkEndpointURL(d.url, p.cfg.Production) != nil:",
+			Replace: "case checkEndpointURL(d.url, false) != nil:",
 			Pkg:     pkg,
 			Test:    "TestDelivery_ProductionRefusesPlainHTTP",
 		},

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBaseline_AbortsWhenANamedTestFailsUnmutated locks issue 13 point 10's
+// baseline: before any mutation is tried, every named test must pass on the
+// unmutated tree; one that fails (or is missing, or skips) is reported by
+// name.
+func TestBaseline_AbortsWhenANamedTestFailsUnmutated(t *testing.T) {
+	t.Parallel()
+	slots := make(chan struct{}, 2)
+
+	good := fakeModule(t)
+	if err := baseline(good, []Mutation{flip("broken", "TestNamed"), flip("other", "TestOther")}, 30*time.Second, slots); err != nil {
+		t.Fatalf("baseline of a passing tree: %v", err)
+	}
+	if err := baseline(good, []Mutation{flip("broken", "TestMissing")}, 30*time.Second, slots); err == nil || !strings.Contains(err.Error(), "TestMissing") {
+		t.Fatalf("baseline with a missing test = %v, want an error naming TestMissing", err)
+	}
+
+	for _, sw := range []string{"flakyOff", "skipped", "outage"} {
+		bad := fakeModule(t)
+		writeSwitch(t, bad, sw) // the "unmutated" tree itself is broken
+		err := baseline(bad, []Mutation{flip("broken", "TestNamed")}, 30*time.Second, slots)
+		if err == nil || !strings.Contains(err.Error(), "TestNamed") {
+			t.Fatalf("baseline with %s unmutated = %v, want an error naming TestNamed", sw, err)
+		}
+	}
+}
+
+func writeSwitch(t *testing.T, root, name string) {
+	t.Helper()
+	path := filepath.Join(root, "p/p.go")
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := flip(name, "")
+	if err := os.WriteFile(path, []byte(strings.Replace(string(src), m.Find, m.Replace, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
