@@ -200,7 +200,6 @@ func init() {
 			Pkg:     "./outbox/",
 			Test:    "TestReadAPIs_CustomerWindowAndUnboundedInvoice",
 		},
-		
 	)
 }
 

@@ -342,7 +342,6 @@ func init() {
 		},
 
 		// River wiring.
-		
-		
+
 	)
 }
