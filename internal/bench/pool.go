@@ -466,7 +466,7 @@ func (pr *poolRunner) start(ctx context.Context, p path, rs *relaySet, replicas 
 	var started time.Time
 	for i := range replicas {
 		sink := rs.sinks[i]
-		logPath := filepath.Join(pr.tmp, fmt.Sprintf("%03d-%s-%d.log", pr.seq, strings.ReplaceAll(label, " ", "_"), i))
+		logPath := filepath.Join(pr.tmp, fmt.Sprintf("%03d-%s-%d.log", pr.seq, fileSafe(label), i))
 		var (
 			pc  *proc
 			err error
@@ -556,3 +556,14 @@ func fmtShares(perSink []int) (string, float64) {
 }
 
 func rp(replicas int) string { return fmt.Sprintf("R=%d ", replicas) }
+
+// fileSafe makes a label usable as part of a file name.
+func fileSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '=', r == '.':
+			return r
+		}
+		return '_'
+	}, s)
+}
