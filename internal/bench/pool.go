@@ -515,7 +515,7 @@ func (pr *poolRunner) stop(procs []*proc) { stopAll(procs, 5*time.Second) }
 
 // trials runs fn for every trial and replica count, then collapses the rows
 // each produced into their median per path.
-func (pr *poolRunner) trials(fn func(ctx context.Context, trial, replicas int) error, ctx context.Context, replicas []int) error {
+func (pr *poolRunner) trials(ctx context.Context, replicas []int, fn func(ctx context.Context, trial, replicas int) error) error {
 	before := len(pr.rep.Rows)
 	for t := range pr.po.Trials {
 		for _, rc := range replicas {

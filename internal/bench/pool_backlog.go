@@ -26,7 +26,7 @@ func (pr *poolRunner) backlogSection(ctx context.Context) error {
 	fromStart := map[key][]float64{}
 	span := map[key][]float64{}
 	paths := []path{pathPostbox, pathPeerDefaults, pathPeerTuned}
-	err := pr.trials(func(ctx context.Context, t, rc int) error {
+	err := pr.trials(ctx, pr.po.Replicas, func(ctx context.Context, t, rc int) error {
 		for _, p := range rotate(paths, t) {
 			a, b, err := pr.backlogRun(ctx, p, rc)
 			if err != nil {
@@ -37,7 +37,7 @@ func (pr *poolRunner) backlogSection(ctx context.Context) error {
 			span[k] = append(span[k], b)
 		}
 		return nil
-	}, ctx, pr.po.Replicas)
+	})
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func (pr *poolRunner) enqueueSection(ctx context.Context) error {
 	if !has {
 		variants = []bool{false}
 	}
-	err = pr.trials(func(ctx context.Context, t, rc int) error {
+	err = pr.trials(ctx, pr.po.Replicas, func(ctx context.Context, t, rc int) error {
 		for _, on := range rotate(variants, t) {
 			rate, err := pr.enqueueRun(ctx, rc, on, has)
 			if err != nil {
@@ -62,7 +62,7 @@ func (pr *poolRunner) enqueueSection(ctx context.Context) error {
 			rates[key{rc, on}] = append(rates[key{rc, on}], rate)
 		}
 		return nil
-	}, ctx, pr.po.Replicas)
+	})
 	if has {
 		if terr := pr.setWakeTrigger(ctx, true); terr != nil && err == nil {
 			err = terr

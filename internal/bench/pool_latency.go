@@ -29,7 +29,7 @@ var latencyVariants = []latencyVariant{
 // latencySection runs every variant at every rate with the processes up
 // and idle first, and reports commit → DATA accepted.
 func (pr *poolRunner) latencySection(ctx context.Context) error {
-	return pr.trials(func(ctx context.Context, t, rc int) error {
+	return pr.trials(ctx, pr.po.Replicas, func(ctx context.Context, t, rc int) error {
 		for _, rate := range pr.po.Rates {
 			for _, v := range rotate(latencyVariants, t) {
 				if err := pr.latencyRun(ctx, v, rc, rate); err != nil {
@@ -38,7 +38,7 @@ func (pr *poolRunner) latencySection(ctx context.Context) error {
 			}
 		}
 		return nil
-	}, ctx, pr.po.Replicas)
+	})
 }
 
 // insertSQL is the plain-SQL enqueue of the latency and leader-kill loads.
@@ -167,8 +167,8 @@ func (pr *poolRunner) latencyRun(ctx context.Context, v latencyVariant, rc, rate
 	shares, _ := fmtShares(t.perSink)
 	pr.add(Row{Section: titlePoolLatency, Path: label,
 		Figure: fmtMs(ps[0]) + " / " + fmtMs(ps[1]) + " / " + fmtMs(ps[2]), Unit: "ms p50/p95/p99", Value: float64(ps[2]) / float64(time.Millisecond),
-		Notes: fmt.Sprintf("max %s ms; %d committed over %s (achieved %.0f/s), %d received, 0 duplicates, 0 lost; per replica %s; %s",
-			fmtMs(ps[3]), total, pr.po.Duration, achieved, t.received, shares, v.p.notes(pr.po))})
+		Notes: fmt.Sprintf("includes the relay's %s per message; max %s ms; %d committed over %s (achieved %.0f/s; the relay's limit is %.0f msg/s), %d received, 0 duplicates, 0 lost; per replica %s; %s",
+			pr.po.RelayDelay, fmtMs(ps[3]), total, pr.po.Duration, achieved, pr.po.relayLimit(rc), t.received, shares, v.p.notes(pr.po))})
 	return nil
 }
 
