@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,7 +18,9 @@ func init() {
 	register(command{
 		Name: "bench",
 		Usage: "[--quick] [--n 10000] [--only email,enqueue,latency,webhook,ceiling] [--explain] [--keep] [-h for more] " +
-			"— postbox against one River job per message, on a fresh database (docs/PERFORMANCE.md)",
+			"— postbox against one River job per message, on a fresh database (docs/PERFORMANCE.md); " +
+			"--pool [--replicas 1,3] [--relay-delay 50ms] [--rate 200,1000] [--only pool-backlog,pool-latency,pool-enqueue,pool-leaderkill] " +
+			"runs real `worker run` processes instead",
 		Run: runBench,
 	})
 }
@@ -31,18 +34,46 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	duration := fs.Duration("duration", 0, "length of each latency run (default 10s; 2s with --quick)")
 	events := fs.Int("events", 0, "webhook events (default 1000; 100 with --quick)")
 	endpoints := fs.Int("endpoints", 0, "webhook endpoints, one loopback receiver each (default 10)")
-	only := fs.String("only", "", "comma-separated sections to run: "+strings.Join(bench.AllSections, ","))
-	poolSize := fs.Int("pool", 0, "pgx MaxConns per path (default 32)")
-	concurrency := fs.Int("concurrency", 0, "postbox batches in flight in the email drain, as EMAIL_CONCURRENCY (default 200)")
+	only := fs.String("only", "", "comma-separated sections to run: "+strings.Join(bench.AllSections, ",")+"; the pool sections "+strings.Join(bench.PoolSections, ",")+" (these imply --pool)")
+	var poolSize int
+	var poolMode bool
+	fs.Var(&poolFlag{mode: &poolMode, size: &poolSize}, "pool",
+		"run the pool sections: real 'worker run' processes and River peer processes (built from this module) against one SMTP sink port per replica; "+
+			"--pool=N (with a number) is the older spelling of --pool-size")
+	fs.IntVar(&poolSize, "pool-size", 0, "pgx MaxConns per path of the in-process sections (default 32)")
+	replicas := fs.String("replicas", "", "pool: worker processes per run, comma-separated, each in turn (default 1; e.g. 1,3)")
+	relayDelay := fs.Duration("relay-delay", 0, "pool: the sink's time per message before it answers DATA (default 50ms)")
+	rate := fs.String("rate", "", "pool: same as --rates")
+	concurrency := fs.Int("concurrency", 0, "postbox batches in flight in the email drain, as EMAIL_CONCURRENCY (default 200; with --pool, EMAIL_CONCURRENCY of each process, default 16)")
 	clients := fs.Int("clients", 0, "application goroutines: enqueue transactions, the peer's inserts, the ceiling's commits (default: pool − 2)")
 	peerWorkers := fs.Int("peer-workers", 0, "River peer MaxWorkers (default 500)")
 	batchSize := fs.Int("batch-size", 0, "override EMAIL_BATCH_SIZE (with EMAIL_BATCH_TIMEOUT = size × PerRowBudget); default: the ADR-072 figures")
-	trials := fs.Int("trials", 0, "email-section trials; the table shows the median (default 3; 1 with --quick)")
+	trials := fs.Int("trials", 0, "email-section trials; the table shows the median (default 3; 1 with --quick; with --pool every pool section, default 1)")
 	explain := fs.Bool("explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of the claim and the dispatched mark on 10,000 rows")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to FILE")
 	keep := fs.Bool("keep", false, "keep the postbox_bench_* database")
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return errUsage
+	}
+	if *rate != "" {
+		if *rates != "" && *rates != *rate {
+			return fmt.Errorf("--rate %q and --rates %q: give one", *rate, *rates)
+		}
+		*rates = *rate
+	}
+	var inProcess, poolSections []string
+	if *only != "" {
+		for _, s := range strings.Split(*only, ",") {
+			if s = strings.TrimSpace(s); slices.Contains(bench.PoolSections, s) {
+				poolSections = append(poolSections, s)
+				poolMode = true
+			} else {
+				inProcess = append(inProcess, s)
+			}
+		}
+	}
+	if poolMode && *only == "" {
+		poolSections = bench.PoolSections
 	}
 
 	opts := bench.Default()
@@ -52,7 +83,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	for _, f := range []struct {
 		v   int
 		dst *int
-	}{{*n, &opts.N}, {*events, &opts.Events}, {*endpoints, &opts.Endpoints}, {*poolSize, &opts.PoolSize},
+	}{{*n, &opts.N}, {*events, &opts.Events}, {*endpoints, &opts.Endpoints}, {poolSize, &opts.PoolSize},
 		{*concurrency, &opts.Concurrency}, {*clients, &opts.Clients}, {*peerWorkers, &opts.PeerWorkers}, {*trials, &opts.Trials}, {*batchSize, &opts.BatchSize}} {
 		if f.v < 0 {
 			return errUsage
@@ -65,22 +96,51 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 		opts.Duration = *duration
 	}
 	if *rates != "" {
-		opts.Rates = nil
-		for _, s := range strings.Split(*rates, ",") {
-			r, err := strconv.Atoi(strings.TrimSpace(s))
-			if err != nil || r <= 0 {
-				return fmt.Errorf("--rates %q: want positive integers, e.g. 200,1000", *rates)
-			}
-			opts.Rates = append(opts.Rates, r)
+		var err error
+		if opts.Rates, err = intList(*rates); err != nil {
+			return fmt.Errorf("--rates %q: want positive integers, e.g. 200,1000", *rates)
 		}
 	}
-	if *only != "" {
-		opts.Sections = strings.Split(*only, ",")
-	}
+	opts.Sections = inProcess
 	opts.Explain = *explain
 	opts.Progress = env.Stderr
 	if err := opts.Validate(); err != nil {
 		return err
+	}
+
+	popts := bench.DefaultPool()
+	if *quick {
+		popts = bench.QuickPool()
+	}
+	if poolMode {
+		popts.Sections = poolSections
+		popts.Progress = env.Stderr
+		for _, f := range []struct {
+			v   int
+			dst *int
+		}{{*n, &popts.N}, {*concurrency, &popts.Concurrency}, {*trials, &popts.Trials}} {
+			if f.v > 0 {
+				*f.dst = f.v
+			}
+		}
+		if *duration > 0 {
+			popts.Duration = *duration
+		}
+		if *relayDelay > 0 {
+			popts.RelayDelay = *relayDelay
+		}
+		if *rates != "" {
+			popts.Rates = opts.Rates
+		}
+		if *replicas != "" {
+			var err error
+			if popts.Replicas, err = intList(*replicas); err != nil {
+				return fmt.Errorf("--replicas %q: want positive integers, e.g. 1,3", *replicas)
+			}
+		}
+		if err := popts.Validate(); err != nil {
+			return err
+		}
 	}
 
 	if *cpuprofile != "" {
@@ -95,7 +155,19 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 
-	rep, err := bench.Run(ctx, opts, *keep, "DATABASE_URL")
+	var err error
+	if !poolMode || len(inProcess) > 0 {
+		rep, rerr := bench.Run(ctx, opts, *keep, "DATABASE_URL")
+		err = printReport(env, rep, rerr)
+	}
+	if poolMode && err == nil {
+		rep, rerr := bench.RunPool(ctx, popts, *keep, "DATABASE_URL")
+		err = printReport(env, rep, rerr)
+	}
+	return err
+}
+
+func printReport(env *Env, rep *bench.Report, err error) error {
 	if rep != nil && len(rep.Rows) > 0 {
 		if perr := rep.Print(env.Stdout); perr != nil && err == nil {
 			err = perr
@@ -105,4 +177,47 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("%w; the figures above are incomplete", err)
 	}
 	return err
+}
+
+// intList parses "200,1000" into positive integers.
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%q: want a positive integer", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// poolFlag is --pool: alone it turns the pool sections on; with a number
+// (--pool=32) it is the pgx pool size, as the flag was before the pool
+// sections existed.
+type poolFlag struct {
+	mode *bool
+	size *int
+}
+
+func (f *poolFlag) IsBoolFlag() bool { return true }
+
+func (f *poolFlag) String() string {
+	if f.mode != nil && *f.mode {
+		return "true"
+	}
+	return "false"
+}
+
+func (f *poolFlag) Set(s string) error {
+	if v, err := strconv.ParseBool(s); err == nil {
+		*f.mode = v
+		return nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("--pool %q: want no value (the pool sections) or a pgx pool size", s)
+	}
+	*f.size = v
+	return nil
 }

@@ -198,31 +198,11 @@ func Run(ctx context.Context, opts Options, keep bool, envVars ...string) (*Repo
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	logger := slog.New(slog.DiscardHandler)
-	srv, err := pgserver.Find(ctx, logger, envVars...)
+	url, name, cleanup, err := scratchDatabase(ctx, opts.Progress, keep, envVars...)
 	if err != nil {
 		return nil, err
 	}
-	defer srv.Close()
-
-	name := "postbox_bench_" + randomHex(6)
-	url, err := pgserver.CreateDatabase(ctx, srv.URL, name, "")
-	if err != nil {
-		return nil, err
-	}
-	if !keep {
-		defer func() {
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			defer cancel()
-			if err := pgserver.DropDatabase(dctx, srv.URL, name); err != nil {
-				fmt.Fprintf(opts.Progress, "bench: drop database %s: %v\n", name, err)
-			}
-		}()
-	}
-	fmt.Fprintf(opts.Progress, "bench: database %s on %s (%s)\n", name, redactURL(srv.URL), srv.Source)
-	if err := migrate(ctx, url); err != nil {
-		return nil, err
-	}
+	defer cleanup()
 	rep, err := RunURL(ctx, url, opts)
 	if rep != nil {
 		rep.Database = name
@@ -231,6 +211,39 @@ func Run(ctx context.Context, opts Options, keep bool, envVars ...string) (*Repo
 		}
 	}
 	return rep, err
+}
+
+// scratchDatabase finds Postgres the way the tests do (pgserver.Find with
+// envVars), creates a fresh database postbox_bench_<random> and migrates
+// it. cleanup drops it unless keep, and closes what Find opened.
+func scratchDatabase(ctx context.Context, progress io.Writer, keep bool, envVars ...string) (url, name string, cleanup func(), err error) {
+	logger := slog.New(slog.DiscardHandler)
+	srv, err := pgserver.Find(ctx, logger, envVars...)
+	if err != nil {
+		return "", "", nil, err
+	}
+	name = "postbox_bench_" + randomHex(6)
+	url, err = pgserver.CreateDatabase(ctx, srv.URL, name, "")
+	if err != nil {
+		srv.Close()
+		return "", "", nil, err
+	}
+	cleanup = func() {
+		if !keep {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if err := pgserver.DropDatabase(dctx, srv.URL, name); err != nil {
+				fmt.Fprintf(progress, "bench: drop database %s: %v\n", name, err)
+			}
+		}
+		srv.Close()
+	}
+	fmt.Fprintf(progress, "bench: database %s on %s (%s)\n", name, redactURL(srv.URL), srv.Source)
+	if err := migrate(ctx, url); err != nil {
+		cleanup()
+		return "", "", nil, err
+	}
+	return url, name, cleanup, nil
 }
 
 func migrate(ctx context.Context, url string) error {

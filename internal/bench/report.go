@@ -25,6 +25,9 @@ type Report struct {
 	Elapsed  time.Duration
 	Rows     []Row
 	Explains []Explain
+	// Pool is set on a report of the pool sections (RunPool): its run
+	// line replaces the in-process one.
+	Pool *PoolOptions
 
 	noCheckpoint bool
 }
@@ -136,8 +139,12 @@ func (rep *Report) Print(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "postbox bench, %s (took %s)\n", rep.Started.UTC().Format("2006-01-02 15:04 MST"), rep.Elapsed.Round(time.Second))
 	fmt.Fprintf(bw, "machine: %s\n", rep.Machine)
-	fmt.Fprintf(bw, "run: N=%d, %d email trial(s), pool=%d conns per path, %d application goroutines, postbox drain concurrency=%d batches, River peer MaxWorkers=%d, body=%d B, database %s\n\n",
-		o.N, o.Trials, o.PoolSize, o.Clients, o.Concurrency, o.PeerWorkers, o.BodyBytes, rep.Database)
+	if rep.Pool != nil {
+		fmt.Fprintf(bw, "run: real processes (worker run, River peer), one SMTP sink port per replica; %s; database %s\n\n", rep.Pool, rep.Database)
+	} else {
+		fmt.Fprintf(bw, "run: N=%d, %d email trial(s), pool=%d conns per path, %d application goroutines, postbox drain concurrency=%d batches, River peer MaxWorkers=%d, body=%d B, database %s\n\n",
+			o.N, o.Trials, o.PoolSize, o.Clients, o.Concurrency, o.PeerWorkers, o.BodyBytes, rep.Database)
+	}
 	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SECTION\tPATH\tFIGURE\tUNIT\tNOTES")
 	for _, r := range rep.sorted() {
@@ -154,7 +161,8 @@ func (rep *Report) Print(w io.Writer) error {
 
 // sectionOrder is the order sections print in; rows keep their order
 // within a section.
-var sectionOrder = []string{"email drain", "enqueue", "latency commit→DATA", "webhook fan-out", "ceiling"}
+var sectionOrder = []string{"email drain", "enqueue", "latency commit→DATA", "webhook fan-out", "ceiling",
+	titlePoolBacklog, titlePoolLatency, titlePoolEnqueue, titlePoolKill}
 
 func (rep *Report) sorted() []Row {
 	rows := slices.Clone(rep.Rows)

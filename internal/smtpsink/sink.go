@@ -58,6 +58,18 @@ type Options struct {
 	// long benchmark runs.
 	DiscardData bool
 
+	// DataDelay holds every reply to DATA this long after the message
+	// arrived, as a relay that takes time per message would (the bench
+	// models "connections ÷ per-message time" with it). Received.At is
+	// taken after the delay, when the message is accepted. Closing the
+	// sink cuts the delay short, and the message is then not accepted.
+	DataDelay time.Duration
+
+	// Gauge, when set, also counts this sink's open connections, so
+	// several sinks (one per worker replica) can share one figure of
+	// connections open at once.
+	Gauge *Gauge
+
 	// Logger receives go-smtp's own error reports; nil discards them.
 	Logger *slog.Logger
 }
@@ -96,6 +108,7 @@ type Sink struct {
 
 	mailFrom atomic.Int64
 	conns    atomic.Int64
+	gauge    Gauge // this sink's own open connections and their peak
 
 	mu      sync.Mutex
 	msgs    []Received
@@ -201,6 +214,37 @@ func (s *Sink) SawMailFrom() int { return int(s.mailFrom.Load()) }
 
 // Connections is the number of TCP connections accepted so far.
 func (s *Sink) Connections() int { return int(s.conns.Load()) }
+
+// OpenConnections is the number of connections open now.
+func (s *Sink) OpenConnections() int { return s.gauge.Open() }
+
+// PeakConnections is the most connections that were open at once.
+func (s *Sink) PeakConnections() int { return s.gauge.Peak() }
+
+// Gauge counts connections open at once, and the most that ever were. The
+// zero value is ready; one Gauge may be shared by several sinks.
+type Gauge struct {
+	open atomic.Int64
+	peak atomic.Int64
+}
+
+// Open is the number of connections open now.
+func (g *Gauge) Open() int { return int(g.open.Load()) }
+
+// Peak is the most connections that were open at once.
+func (g *Gauge) Peak() int { return int(g.peak.Load()) }
+
+func (g *Gauge) inc() {
+	n := g.open.Add(1)
+	for {
+		p := g.peak.Load()
+		if n <= p || g.peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
+}
+
+func (g *Gauge) dec() { g.open.Add(-1) }
 
 // DropConnections closes every open connection without a goodbye, as a
 // relay restarting or timing out idle clients would, and returns how many
@@ -318,6 +362,15 @@ func (ss *session) Data(r io.Reader) error {
 			return err
 		}
 	}
+	if opts.DataDelay > 0 {
+		timer := time.NewTimer(opts.DataDelay)
+		select {
+		case <-timer.C:
+		case <-ss.sink.closed:
+			timer.Stop()
+			return &gosmtp.SMTPError{Code: 421, EnhancedCode: gosmtp.EnhancedCode{4, 3, 0}, Message: "sink closing"}
+		}
+	}
 	rec := Received{
 		From:     ss.from,
 		To:       append([]string(nil), ss.to...),
@@ -358,6 +411,10 @@ func (l *trackingListener) Accept() (net.Conn, error) {
 	}
 	tc := &trackedConn{Conn: c, sink: l.sink, closed: make(chan struct{})}
 	l.sink.conns.Add(1)
+	l.sink.gauge.inc()
+	if g := l.sink.opts.Gauge; g != nil {
+		g.inc()
+	}
 	l.sink.mu.Lock()
 	l.sink.open[tc] = struct{}{}
 	l.sink.mu.Unlock()
@@ -374,6 +431,10 @@ type trackedConn struct {
 func (c *trackedConn) Close() error {
 	c.once.Do(func() {
 		close(c.closed)
+		c.sink.gauge.dec()
+		if g := c.sink.opts.Gauge; g != nil {
+			g.dec()
+		}
 		c.sink.mu.Lock()
 		delete(c.sink.open, c)
 		c.sink.mu.Unlock()

@@ -173,3 +173,37 @@ func TestSink_HangReleasedByDropAndClose(t *testing.T) {
 		t.Fatal("held messages must not be recorded")
 	}
 }
+
+func TestSink_DataDelayAndPeakConnections(t *testing.T) {
+	t.Parallel()
+	var g Gauge
+	a := start(t, Options{DataDelay: 50 * time.Millisecond, Gauge: &g})
+	b := start(t, Options{Gauge: &g})
+	ca, cb := dial(t, a), dial(t, b)
+	before := time.Now()
+	if err := ca.SendMail("a@example.com", []string{"b@example.org"}, strings.NewReader(msg)); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(before); took < 50*time.Millisecond {
+		t.Errorf("DATA answered after %s, want at least the 50ms delay", took)
+	}
+	if at := a.Messages()[0].At; at.Sub(before) < 50*time.Millisecond {
+		t.Errorf("accepted %s after the send began, want after the delay", at.Sub(before))
+	}
+	if err := cb.SendMail("a@example.com", []string{"b@example.org"}, strings.NewReader(msg)); err != nil {
+		t.Fatal(err)
+	}
+	if a.OpenConnections() != 1 || a.PeakConnections() != 1 || g.Open() != 2 || g.Peak() != 2 {
+		t.Fatalf("open %d peak %d, shared open %d peak %d; want 1, 1, 2, 2", a.OpenConnections(), a.PeakConnections(), g.Open(), g.Peak())
+	}
+	if err := ca.Quit(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for g.Open() != 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if g.Open() != 1 || g.Peak() != 2 || a.OpenConnections() != 0 {
+		t.Fatalf("after QUIT: shared open %d peak %d, a open %d; want 1, 2, 0", g.Open(), g.Peak(), a.OpenConnections())
+	}
+}

@@ -1,0 +1,187 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox/postbox/outbox"
+)
+
+// wakeTrigger is the statement-level AFTER INSERT trigger that wakes the
+// workers when rows are enqueued (the engine rewrite's migration adds it).
+const wakeTrigger = "email_outbox_wake"
+
+// hasWakeTrigger reports whether email_outbox has the wake-up trigger.
+func (pr *poolRunner) hasWakeTrigger(ctx context.Context) (bool, error) {
+	var ok bool
+	err := pr.ctl.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'email_outbox'::regclass AND tgname = $1)`, wakeTrigger).Scan(&ok)
+	return ok, err
+}
+
+func (pr *poolRunner) setWakeTrigger(ctx context.Context, on bool) error {
+	verb := "DISABLE"
+	if on {
+		verb = "ENABLE"
+	}
+	_, err := pr.ctl.Exec(ctx, "ALTER TABLE email_outbox "+verb+" TRIGGER "+wakeTrigger)
+	return err
+}
+
+// enqueueSection measures outbox.Enqueue, each in its own transaction from
+// EnqueueGoroutines goroutines for EnqueueDuration, with the worker
+// processes running, once with the wake-up trigger enabled and once
+// disabled. Without the trigger it measures once and says so.
+func (pr *poolRunner) enqueueSection(ctx context.Context) error {
+	has, err := pr.hasWakeTrigger(ctx)
+	if err != nil {
+		return err
+	}
+	if !has {
+		pr.logf("pool enqueue: no %s trigger on email_outbox: measuring without it only", wakeTrigger)
+	}
+	type key struct {
+		replicas int
+		on       bool
+	}
+	rates := map[key][]float64{}
+	variants := []bool{true, false}
+	if !has {
+		variants = []bool{false}
+	}
+	err = pr.trials(ctx, pr.po.Replicas, func(ctx context.Context, t, rc int) error {
+		for _, on := range rotate(variants, t) {
+			rate, err := pr.enqueueRun(ctx, rc, on, has)
+			if err != nil {
+				return err
+			}
+			rates[key{rc, on}] = append(rates[key{rc, on}], rate)
+		}
+		return nil
+	})
+	if has {
+		if terr := pr.setWakeTrigger(ctx, true); terr != nil && err == nil {
+			err = terr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	for _, rc := range pr.po.Replicas {
+		if !has {
+			pr.add(Row{Section: titlePoolEnqueue, Path: rp(rc) + "wake-up cost", Figure: "no wake trigger", Unit: "",
+				Notes: fmt.Sprintf("email_outbox has no %s trigger in this build: nothing to toggle", wakeTrigger)})
+			continue
+		}
+		on, off := rates[key{rc, true}], rates[key{rc, false}]
+		if median(off) <= 0 {
+			continue
+		}
+		ratio := median(on) / median(off)
+		pr.add(Row{Section: titlePoolEnqueue, Path: rp(rc) + "wake-up cost: with / without", Figure: fmt.Sprintf("%.2f", ratio), Unit: "×", Value: ratio,
+			Notes: fmt.Sprintf("%+.1f%% enqueue throughput with the trigger, medians; the target is a cost ≤ 10%% (≥ 0.90×)", (ratio-1)*100)})
+	}
+	return nil
+}
+
+func (pr *poolRunner) enqueueRun(ctx context.Context, rc int, on, has bool) (float64, error) {
+	label := rp(rc) + "outbox.Enqueue"
+	switch {
+	case !has:
+		label += " (no wake trigger)"
+	case on:
+		label += ", wake trigger enabled"
+	default:
+		label += ", wake trigger disabled"
+	}
+	if err := pr.truncate(ctx); err != nil {
+		return 0, err
+	}
+	if has {
+		if err := pr.setWakeTrigger(ctx, on); err != nil {
+			return 0, err
+		}
+	}
+	g := pr.po.EnqueueGoroutines
+	app, err := pr.pool(ctx, g+poolReserve)
+	if err != nil {
+		return 0, err
+	}
+	defer app.Close()
+	rs, err := pr.relays(rc)
+	if err != nil {
+		return 0, err
+	}
+	defer rs.close()
+	procs, _, err := pr.start(ctx, pathPostbox, rs, rc, "enqueue "+label)
+	if err != nil {
+		return 0, fmt.Errorf("pool enqueue %s: %w", label, err)
+	}
+	defer pr.stop(procs)
+	if err := pr.settle(ctx, pr.ctl, "email_outbox"); err != nil {
+		return 0, err
+	}
+
+	pr.logf("pool enqueue: %s: %d goroutines for %s", label, g, pr.po.EnqueueDuration)
+	var (
+		enq   outbox.Enqueuer
+		next  atomic.Int64
+		count atomic.Int64
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		lat   []time.Duration
+		first error
+	)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	start := time.Now()
+	deadline := start.Add(pr.po.EnqueueDuration)
+	for range g {
+		wg.Go(func() {
+			var mine []time.Duration
+			defer func() { mu.Lock(); lat = append(lat, mine...); mu.Unlock() }()
+			for time.Now().Before(deadline) && runCtx.Err() == nil {
+				i := int(next.Add(1))
+				t0 := time.Now()
+				err := pgx.BeginFunc(runCtx, app, func(tx pgx.Tx) error {
+					_, err := enq.Enqueue(runCtx, tx, pr.message(i))
+					return err
+				})
+				if err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					cancel()
+					return
+				}
+				mine = append(mine, time.Since(t0))
+				count.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if first != nil {
+		return 0, fmt.Errorf("pool enqueue %s: %w", label, first)
+	}
+	n := int(count.Load())
+	var rows int
+	if err := pr.ctl.QueryRow(ctx, `SELECT count(*) FROM email_outbox`).Scan(&rows); err != nil {
+		return 0, err
+	}
+	if rows != n {
+		return 0, checkf("pool enqueue %s: %d rows in email_outbox, %d enqueues committed", label, rows, n)
+	}
+	rate := perSecond(n, elapsed)
+	ps := percentiles(lat, 50, 99)
+	pr.add(Row{Section: titlePoolEnqueue, Path: label, Figure: fmtRate(rate), Unit: "tx/s", Value: rate,
+		Notes: fmt.Sprintf("%d txs by %d goroutines in %.1f s, %d worker process(es) running; per tx p50 %s ms, p99 %s ms; %d delivered meanwhile",
+			n, g, elapsed.Seconds(), rc, fmtMs(ps[0]), fmtMs(ps[1]), rs.total())})
+	return rate, nil
+}
