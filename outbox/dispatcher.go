@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -260,9 +259,11 @@ type batch struct {
 
 // Claim claims up to n batches' rows in one statement (ADR-072 decision
 // 1: one short claim transaction), each row under the lease of a single
-// batch, and splits them into batches of Leases.BatchSize. It also reads
-// the suppression entries of every claimed recipient in one query. It is
-// the email lane's engine.Source.
+// batch, and deals them out over the n slots: a full claim makes n batches
+// of Leases.BatchSize, and a short one — a few rows just committed — one
+// batch per row up to n, so they are sent side by side rather than one
+// after another. It also reads the suppression entries of every claimed
+// recipient in one query. It is the email lane's engine.Source.
 func (d *Dispatcher) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	if d.stopping() {
 		return engine.Claim{}, nil
@@ -285,8 +286,9 @@ func (d *Dispatcher) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	}
 	// Decoding (JSON, and opening sealed fields) is most of a claim's CPU;
 	// done per batch in parallel it does not hold back the first sends.
+	chunks := deal(rows, n)
 	var wg sync.WaitGroup
-	for chunk := range slices.Chunk(rows, size) {
+	for _, chunk := range chunks {
 		wg.Go(func() {
 			for i := range chunk {
 				chunk[i].leaseEnd = leaseEnd
@@ -296,11 +298,24 @@ func (d *Dispatcher) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	}
 	wg.Wait()
 	supp := d.loadSuppressions(ctx, rows)
-	units := make([]engine.Unit, 0, n)
-	for chunk := range slices.Chunk(rows, size) {
+	units := make([]engine.Unit, 0, len(chunks))
+	for _, chunk := range chunks {
 		units = append(units, &batch{d: d, rows: chunk, deadline: deadline, supp: supp})
 	}
 	return engine.Claim{Units: units, Rows: len(rows), Full: len(rows) == n*size}, nil
+}
+
+// deal splits rows, oldest first, into at most n batches as even as can
+// be, keeping each batch in claim order; no batch is larger than the
+// claim's BatchSize, since rows ≤ n × BatchSize.
+func deal(rows []Row, n int) [][]Row {
+	k := min(n, len(rows))
+	out := make([][]Row, 0, k)
+	for i := range k {
+		lo, hi := i*len(rows)/k, (i+1)*len(rows)/k
+		out = append(out, rows[lo:hi])
+	}
+	return out
 }
 
 // decode decodes one claimed row. A panic in it (a bug, or a payload that

@@ -338,7 +338,8 @@ func TestDrain_PanicAtEverySiteIsRecordedAndCounted(t *testing.T) {
 				}
 				return DefaultRenderer().Render(ctx, row)
 			})
-			d := newDispatcher(t, pool, sender, func(c *Config) { c.Renderer = renderer })
+			// One slot: the three rows are one batch, as under a backlog.
+			d := newDispatcher(t, pool, sender, func(c *Config) { c.Renderer = renderer; c.Concurrency = 1 })
 			var once sync.Once
 			switch tc.site {
 			case "decode":

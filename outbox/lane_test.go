@@ -150,3 +150,35 @@ func connectFunc(pool *pgxpool.Pool) func(context.Context) (*pgx.Conn, error) {
 		return pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
 	}
 }
+
+// A short claim — a few rows just committed — is dealt out one batch per
+// row across the free slots, so the rows are sent side by side; a full
+// claim makes batches of BatchSize.
+func TestClaim_DealsRowsAcrossTheFreeSlots(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	d := newDispatcher(t, pool, newFakeSender(nil))
+	size := d.leases.BatchSize
+	insertRows(t, pool, 3)
+	c, err := d.Claim(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Units) != 3 || c.Rows != 3 || c.Full {
+		t.Fatalf("claim for 4 slots over 3 rows: %d units, %d rows, full %v; want 3 batches of one row", len(c.Units), c.Rows, c.Full)
+	}
+	insertRows(t, pool, 2*size+1)
+	c, err = d.Claim(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Units) != 2 || c.Rows != 2*size || !c.Full {
+		t.Fatalf("claim for 2 slots over a backlog: %d units, %d rows; want 2 full batches", len(c.Units), c.Rows)
+	}
+	for _, u := range c.Units {
+		if n := len(u.(*batch).rows); n != size {
+			t.Errorf("a batch of a full claim holds %d rows, want %d", n, size)
+		}
+	}
+}

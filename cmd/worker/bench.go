@@ -42,7 +42,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 			"--pool=N (with a number) is the older spelling of --pool-size")
 	fs.IntVar(&poolSize, "pool-size", 0, "pgx MaxConns per path of the in-process sections (default 32)")
 	replicas := fs.String("replicas", "", "pool: worker processes per run, comma-separated, each in turn (default 1; e.g. 1,3)")
-	relayDelay := fs.Duration("relay-delay", 0, "pool: the sink's time per message before it answers DATA (default 50ms)")
+	relayDelay := fs.Duration("relay-delay", -1, "pool: the sink's time per message before it answers DATA; 0 answers at once (default 50ms)")
 	rate := fs.String("rate", "", "pool: same as --rates")
 	concurrency := fs.Int("concurrency", 0, "postbox batches in flight in the email drain, as EMAIL_CONCURRENCY (default 200; with --pool, EMAIL_CONCURRENCY of each process, default 16)")
 	clients := fs.Int("clients", 0, "application goroutines: enqueue transactions, the peer's inserts, the ceiling's commits (default: pool − 2)")
@@ -126,7 +126,7 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 		if *duration > 0 {
 			popts.Duration = *duration
 		}
-		if *relayDelay > 0 {
+		if *relayDelay >= 0 {
 			popts.RelayDelay = *relayDelay
 		}
 		if *rates != "" {

@@ -116,7 +116,7 @@ func (o PoolOptions) withDefaults() PoolOptions {
 	if o.Concurrency <= 0 {
 		o.Concurrency = d.Concurrency
 	}
-	if o.RelayDelay <= 0 {
+	if o.RelayDelay < 0 {
 		o.RelayDelay = d.RelayDelay
 	}
 	if o.N <= 0 {
@@ -184,6 +184,17 @@ func (o PoolOptions) want(section string) bool { return slices.Contains(o.Sectio
 // message RelayDelay.
 func (o PoolOptions) relayLimit(replicas int) float64 {
 	return float64(o.Concurrency*replicas) / o.RelayDelay.Seconds()
+}
+
+// relayNote says how close rates came to the relay's limit, or that a
+// relay answering at once sets none.
+func (o PoolOptions) relayNote(replicas int, fromStart, span float64) string {
+	if o.RelayDelay <= 0 {
+		return "no relay delay: the relay is not the bound (CPU and Postgres are)"
+	}
+	limit := o.relayLimit(replicas)
+	return fmt.Sprintf("%.0f%% of the relay's limit %.0f msg/s (%d conns ÷ %s) from start, %.0f%% first→last",
+		100*fromStart/limit, limit, o.Concurrency*replicas, o.RelayDelay, 100*span/limit)
 }
 
 func (o PoolOptions) String() string {

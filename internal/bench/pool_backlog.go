@@ -104,10 +104,9 @@ func (pr *poolRunner) backlogRun(ctx context.Context, p path, rc int) (float64, 
 	ready := t.doneAt.Sub(started)
 	fromStart := perSecond(n, ready)
 	span := perSecond(n, t.doneAt.Sub(t.firstAt))
-	limit := pr.po.relayLimit(rc)
 	pr.add(Row{Section: titlePoolBacklog, Path: label, Figure: fmtRate(fromStart) + " / " + fmtRate(span), Unit: "msg/s from start / first→last", Value: fromStart,
-		Notes: fmt.Sprintf("%s; %d received, 0 duplicates, 0 lost; %.2f s from the first exec, first DATA at +%.2f s; %.0f%% of the relay's limit %.0f msg/s (%d conns ÷ %s) from start, %.0f%% first→last",
-			p.notes(pr.po), t.received, ready.Seconds(), t.firstAt.Sub(started).Seconds(), 100*fromStart/limit, limit, pr.po.Concurrency*rc, pr.po.RelayDelay, 100*span/limit)})
+		Notes: fmt.Sprintf("%s; %d received, 0 duplicates, 0 lost; %.2f s from the first exec, first DATA at +%.2f s; %s",
+			p.notes(pr.po), t.received, ready.Seconds(), t.firstAt.Sub(started).Seconds(), pr.po.relayNote(rc, fromStart, span))})
 	shares, top := fmtShares(t.perSink)
 	if rc > 1 {
 		pr.add(Row{Section: titlePoolBacklog, Path: label + ": share per replica", Figure: shares, Unit: "msgs (%)", Value: top,

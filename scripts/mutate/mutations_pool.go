@@ -32,6 +32,14 @@ func init() {
 			Pkg:     "./webhook/",
 			Test:    "TestPipeline_ConcurrencyCapsAttemptsAcrossConcurrentRuns",
 		},
+		Mutation{
+			Name:    "caps: a short claim goes out as one batch, one row after another",
+			File:    "outbox/dispatcher.go",
+			Find:    "k := min(n, len(rows))",
+			Replace: "k := min(n, (len(rows)+4)/5)",
+			Pkg:     "./outbox/",
+			Test:    "TestClaim_DealsRowsAcrossTheFreeSlots",
+		},
 		// Wake-ups.
 		Mutation{
 			Name:    "wake-up: the insert trigger notifies nobody",
