@@ -252,7 +252,9 @@ type batch struct {
 	deadline time.Time
 	supp     suppressions
 
-	next     int // rows[:next] are recorded or released
+	next int // rows[:next] are attempted (their marks may be in flight) or released
+
+	mu       sync.Mutex // guards tally and markErrs: marks finish on their own goroutines
 	tally    Tally
 	markErrs []error
 }
@@ -336,22 +338,69 @@ func (d *Dispatcher) decode(row *Row) {
 	row.decode(d.keys)
 }
 
-// Run sends the batch's rows one after another, each followed by its mark,
-// and releases the rows it may not start.
+// Run sends the batch's rows one after another on its connection and
+// releases the rows it may not start. Each row's mark is asked for as soon
+// as its send returns and runs while the next row is sent: the relay's
+// time per message, not the commit's, paces the batch. Run returns once
+// every mark is recorded.
 func (b *batch) Run(ctx context.Context) Tally {
 	d := b.d
 	batchCtx, cancel := context.WithDeadline(ctx, b.deadline)
 	defer cancel()
+	var marks sync.WaitGroup
+	defer marks.Wait()
 	for b.next < len(b.rows) {
 		if why := d.cannotStart(batchCtx); why != "" {
 			b.release(batchCtx, why)
 			break
 		}
 		row := &b.rows[b.next]
-		r := d.runRow(batchCtx, row, b.supp)
+		if h := d.hooks.beforeRow; h != nil {
+			h(row)
+		}
+		res := d.attemptRow(batchCtx, row, b.supp)
 		b.next++
-		b.count(r, true)
+		marks.Go(func() { b.finish(ctx, row, res) })
 	}
+	marks.Wait()
+	return b.snapshot()
+}
+
+// finish records one attempted row and counts it, on the mark's own
+// goroutine, which no River job guards: a panic in the bookkeeping is that
+// row's transient failure, recorded with the panic value.
+func (b *batch) finish(ctx context.Context, row *Row, res Result) {
+	defer func() {
+		if v := recover(); v != nil {
+			b.d.logger.Error("email mark bookkeeping panicked; recording the row as a transient failure",
+				"row_id", row.ID, "panic", fmt.Sprint(v))
+			b.recordPanic(ctx, row, v)
+		}
+	}()
+	b.count(b.d.finishRow(ctx, row, res), true)
+}
+
+// recordPanic records row as a transient failure carrying the panic
+// value v. If that panics too, the row keeps its lease and is claimed
+// again when it expires.
+func (b *batch) recordPanic(ctx context.Context, row *Row, v any) {
+	defer func() {
+		if v2 := recover(); v2 != nil {
+			b.d.logger.Error("recording a panicked row panicked; it waits out its lease", "row_id", row.ID, "panic", fmt.Sprint(v2))
+			b.mu.Lock()
+			b.tally.Panics++
+			b.tally.NoteError((&engine.PanicError{Value: v}).Error())
+			b.mu.Unlock()
+		}
+	}()
+	res := Result{RowID: row.ID, Kind: row.Kind, Attempt: row.Attempts, Outcome: OutcomeRetry, Err: &engine.PanicError{Value: v}}
+	b.d.record(ctx, row, &res)
+	b.count(res, true)
+}
+
+func (b *batch) snapshot() Tally {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return b.tally
 }
 
@@ -370,12 +419,14 @@ func (b *batch) Panicked(ctx context.Context, v any) Tally {
 	if b.next < len(b.rows) {
 		b.release(ctx, "an earlier row of the batch panicked")
 	}
-	return b.tally
+	return b.snapshot()
 }
 
 // count adds one started row's recorded result; countPanic counts a panic
 // its attempt recovered, so the shift reports it.
 func (b *batch) count(row Result, countPanic bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	t := &b.tally
 	t.Started++
 	if _, ok := errors.AsType[*engine.PanicError](row.Err); ok && countPanic {
@@ -442,8 +493,10 @@ func (b *batch) release(ctx context.Context, why string) {
 		ids[i] = rows[i].ID
 	}
 	n, err := claim.Release(ctx, b.d.db, table, ids, why, b.d.logger)
-	b.tally.Released += int(n)
 	b.d.metrics.addReleased(int(n))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tally.Released += int(n)
 	if err != nil {
 		b.markErrs = append(b.markErrs, fmt.Errorf("outbox: %w", err))
 	}
@@ -470,6 +523,7 @@ func (d *Dispatcher) loadSuppressions(ctx context.Context, rows []Row) suppressi
 // dispatcherHooks let white-box tests inject failures at the points the
 // panic isolation is about. All nil outside tests.
 type dispatcherHooks struct {
-	decode func(*Row)          // before each claimed row's decode
-	record func(*Row, *Result) // before each row's mark
+	decode    func(*Row)          // before each claimed row's decode
+	beforeRow func(*Row)          // in the batch's loop, before each row's attempt
+	record    func(*Row, *Result) // before each row's mark
 }

@@ -303,8 +303,9 @@ func TestDispatch_TLSConfigErrorsAreTransientAndLoggedAsErrors(t *testing.T) {
 // (so the shift's River job reports it), and the process survives. Each
 // site is on a goroutine River does not guard. A panic in the batch's own
 // loop ends the batch: the rows after the victim are released, due at
-// once. A panicked group commit is a failed mark, and marks are retried:
-// the row is recorded by the retry.
+// once. A panic in a mark's bookkeeping (on the mark's goroutine) records
+// that row as a transient failure. A panicked group commit is a failed
+// mark, and marks are retried: the row is recorded by the retry.
 func TestDrain_PanicAtEverySiteIsRecordedAndCounted(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -316,8 +317,8 @@ func TestDrain_PanicAtEverySiteIsRecordedAndCounted(t *testing.T) {
 		// panicked releases the rows after the victim.
 		sent int
 	}{
-		{"sender", "pending", 2}, {"renderer", "pending", 2}, {"decode", "pending", 2}, {"record", "pending", 1},
-		{"markgroup", "dispatched", 3},
+		{"sender", "pending", 2}, {"renderer", "pending", 2}, {"decode", "pending", 2}, {"record", "pending", 2},
+		{"batch", "pending", 1}, {"markgroup", "dispatched", 3},
 	} {
 		t.Run(tc.site, func(t *testing.T) {
 			t.Parallel()
@@ -346,6 +347,12 @@ func TestDrain_PanicAtEverySiteIsRecordedAndCounted(t *testing.T) {
 				d.hooks.decode = func(r *Row) {
 					if r.ID == victim {
 						panic(boom)
+					}
+				}
+			case "batch":
+				d.hooks.beforeRow = func(r *Row) {
+					if r.ID == victim {
+						once.Do(func() { panic(boom) })
 					}
 				}
 			case "record":

@@ -30,15 +30,22 @@ type Result struct {
 	Mark error
 }
 
-// runRow gives one row its per-row budget, attempts it, marks the outcome
-// and runs the post-send report.
-func (d *Dispatcher) runRow(batchCtx context.Context, row *Row, supp suppressions) Result {
+// attemptRow gives one row its per-row budget and attempts it. Its mark
+// and report follow in finishRow.
+func (d *Dispatcher) attemptRow(batchCtx context.Context, row *Row, supp suppressions) Result {
 	rowCtx, cancel := context.WithTimeout(batchCtx, d.leases.PerRowBudget)
 	defer cancel()
 	res := Result{RowID: row.ID, Kind: row.Kind, Attempt: row.Attempts}
 	res.Outcome, res.Err = d.attempt(rowCtx, row, supp)
-	d.record(rowCtx, row, &res)
-	d.report(rowCtx, res)
+	return res
+}
+
+// finishRow marks an attempted row's outcome and runs the post-send
+// report. Both run on detached contexts (MarkContext, BounceReportBudget),
+// so ctx only carries values.
+func (d *Dispatcher) finishRow(ctx context.Context, row *Row, res Result) Result {
+	d.record(ctx, row, &res)
+	d.report(ctx, res)
 	return res
 }
 

@@ -117,6 +117,14 @@ func init() {
 		},
 
 		Mutation{
+			Name:    "panic: a mark's bookkeeping panic is not recovered",
+			File:    "outbox/dispatcher.go",
+			Find:    "if v := recover(); v != nil {\n\t\t\tb.d.logger.Error(\"email mark bookkeeping panicked",
+			Replace: "if v := any(nil); v != nil {\n\t\t\tb.d.logger.Error(\"email mark bookkeeping panicked",
+			Pkg:     "./outbox/",
+			Test:    panicTest,
+		},
+		Mutation{
 			Name:    "panic: a mark group's panic is not recovered",
 			File:    "outbox/markgroup.go",
 			Find:    "if v := recover(); v != nil {\n\t\t\tg.logger.Error(",
