@@ -19,7 +19,7 @@ const (
 
 	// DefaultHotPoll is how often a Lane claims while it is hot: for
 	// DefaultHotFor after a claim found rows or a wake-up arrived. The
-	// wake-up trigger lets at most one transaction per 5 ms slot notify,
+	// wake-up trigger lets at most one transaction per 10 ms slot notify,
 	// so a row whose transaction skipped the notify is found by the next
 	// notifier or by this poll, whichever comes first.
 	DefaultHotPoll = 20 * time.Millisecond

@@ -12,7 +12,7 @@ import (
 	"github.com/postbox/postbox/internal/pgtest"
 )
 
-// The insert trigger notifies at most one transaction per table and 5 ms
+// The insert trigger notifies at most one transaction per table and 10 ms
 // slot, and never makes an inserting transaction wait for another: two
 // transactions that insert back to back, the first still open, both
 // insert at once, and mostly only the first notifies. Notifying from every

@@ -7,7 +7,7 @@
 -- A notifying commit takes a cluster-wide lock and holds it through its WAL
 -- flush, so notifying transactions commit one at a time. Notifying from
 -- every enqueueing transaction would serialise the application's commits.
--- So at most one transaction per table and 5 ms time slot notifies: the
+-- So at most one transaction per table and 10 ms time slot notifies: the
 -- first to take that slot's advisory lock. pg_try_advisory_xact_lock never
 -- waits; a transaction that finds the slot taken skips the notify and its
 -- row is found by the next slot's notifier or by the workers' short poll
@@ -19,7 +19,7 @@ CREATE FUNCTION postbox_wake() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF pg_try_advisory_xact_lock(
         hashtext('postbox_wake:' || TG_TABLE_NAME),
-        (floor(extract(epoch FROM clock_timestamp()) * 200)::bigint % 2147483647)::int
+        (floor(extract(epoch FROM clock_timestamp()) * 100)::bigint % 2147483647)::int
     ) THEN
         PERFORM pg_notify('postbox_wake', TG_TABLE_NAME);
     END IF;
