@@ -126,6 +126,9 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 		if *duration > 0 {
 			popts.Duration = *duration
 		}
+		if *peerWorkers > 0 {
+			popts.PeerWorkers = *peerWorkers
+		}
 		if *relayDelay >= 0 {
 			popts.RelayDelay = *relayDelay
 		}

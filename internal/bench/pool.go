@@ -47,6 +47,10 @@ type PoolOptions struct {
 	// River peer gets MaxWorkers = Concurrency per process, so both sides
 	// have Concurrency × R workers (and SMTP connections) in all.
 	Concurrency int
+	// PeerWorkers, when set, overrides the River peer's MaxWorkers per
+	// process: River tuned the way its own benchmark runs it (1000) rather
+	// than at the same number of connections.
+	PeerWorkers int
 	// RelayDelay is the sink's time per message, before it answers DATA.
 	// The relay's limit is then Concurrency × R ÷ RelayDelay.
 	RelayDelay time.Duration
@@ -186,6 +190,14 @@ func (o PoolOptions) relayLimit(replicas int) float64 {
 	return float64(o.Concurrency*replicas) / o.RelayDelay.Seconds()
 }
 
+// peerWorkers is the River peer's MaxWorkers per process.
+func (o PoolOptions) peerWorkers() int {
+	if o.PeerWorkers > 0 {
+		return o.PeerWorkers
+	}
+	return o.Concurrency
+}
+
 // relayNote says how close rates came to the relay's limit, or that a
 // relay answering at once sets none.
 func (o PoolOptions) relayNote(replicas int, fromStart, span float64) string {
@@ -207,7 +219,7 @@ func (o PoolOptions) String() string {
 		reps[i] = strconv.Itoa(r)
 	}
 	return fmt.Sprintf("replicas %s, EMAIL_CONCURRENCY=%d (River peer MaxWorkers %d per process), relay delay %s per message, backlog N=%d, latency %s msg/s for %s, %d trial(s), body=%d B",
-		strings.Join(reps, ","), o.Concurrency, o.Concurrency, o.RelayDelay, o.N, strings.Join(rates, ","), o.Duration, o.Trials, o.BodyBytes)
+		strings.Join(reps, ","), o.Concurrency, o.peerWorkers(), o.RelayDelay, o.N, strings.Join(rates, ","), o.Duration, o.Trials, o.BodyBytes)
 }
 
 // RunPool is Run for the pool sections: a fresh postbox_bench_* database,
@@ -466,7 +478,7 @@ func (p path) notes(po PoolOptions) string {
 	if p.peer == nil {
 		return fmt.Sprintf("EMAIL_CONCURRENCY=%d per process", po.Concurrency)
 	}
-	return fmt.Sprintf("MaxWorkers %d per process, FetchCooldown %s, FetchPollInterval %s", po.Concurrency, p.peer.effCooldown, p.peer.effPoll)
+	return fmt.Sprintf("MaxWorkers %d per process, FetchCooldown %s, FetchPollInterval %s", po.peerWorkers(), p.peer.effCooldown, p.peer.effPoll)
 }
 
 // start starts replicas processes of path p, process i sending to sink i,
@@ -501,7 +513,7 @@ func (pr *poolRunner) start(ctx context.Context, p path, rs *relaySet, replicas 
 			}
 		} else {
 			ready := logPath + ".ready"
-			pp := PeerProcess{DatabaseURL: pr.url, SMTPHost: "127.0.0.1", SMTPPort: sink.Port(), MaxWorkers: pr.po.Concurrency,
+			pp := PeerProcess{DatabaseURL: pr.url, SMTPHost: "127.0.0.1", SMTPPort: sink.Port(), MaxWorkers: pr.po.peerWorkers(),
 				FetchCooldown: p.peer.cooldown, FetchPollInterval: p.peer.pollInterval, ReadyFile: ready}
 			pc, err = startProc(fmt.Sprintf("peer %d", i), pr.bins.peer, logPath, pp.env())
 			if pc != nil {

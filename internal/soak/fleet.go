@@ -253,6 +253,18 @@ func (f *fleet) stop(grace time.Duration) (unclean []string) {
 }
 
 // snapshot returns the crashes so far and every process started.
+// slotOf returns the slot whose current process has pid, or -1.
+func (f *fleet) slotOf(pid int) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, p := range f.current {
+		if p != nil && p.pid == pid {
+			return p.slot
+		}
+	}
+	return -1
+}
+
 func (f *fleet) snapshot() ([]Crash, []*proc) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

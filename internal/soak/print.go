@@ -18,8 +18,8 @@ func (t *Tally) Print(w io.Writer) {
 	line("postbox soak — seed %d", t.Seed)
 	line("load\t%d emails, %d webhook events × %d endpoints, %d worker processes at a time", t.Emails, t.Events, t.Endpoints, t.Workers)
 	line("time\tsetup %s, chaos %s, quiet %s, total %s", rnd(t.Setup), rnd(t.Chaos), rnd(t.Quiet), rnd(t.Total))
-	line("crashes\t%d kill -9 (%d of running workers, %d of workers still booting), %d running workers exited on their own",
-		t.Kills, t.KillsRunning, t.Kills-t.KillsRunning, t.SelfExits)
+	line("crashes\t%d kill -9 (%d of running workers, %d of workers still booting; %d of the River leader), %d running workers exited on their own",
+		t.Kills, t.KillsRunning, t.Kills-t.KillsRunning, t.LeaderKills, t.SelfExits)
 	line("worker processes\t%d started in all; %d failed to boot (Postgres down) and were retried", t.WorkerProcesses, t.BootFailures)
 	if t.Restart != nil {
 		status := "ok"
@@ -30,7 +30,7 @@ func (t *Tally) Print(w io.Writer) {
 	} else {
 		line("Postgres restart\tnone")
 	}
-	line("River leader\tnone alive for %s in all (longest stretch %s): no ticks are inserted meanwhile",
+	line("River leader\tnone alive for %s in all (longest stretch %s): no periodic passes (retries, prune) are inserted meanwhile; the lanes deliver on",
 		rnd(t.Leaderless), rnd(t.LeaderlessLongest))
 	if len(t.StuckJobs) > 0 {
 		var kinds []string

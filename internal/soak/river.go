@@ -12,13 +12,14 @@ import (
 
 // stuckWatch measures what a kill -9 does to River, which explains the
 // pauses in delivery the progress lines show:
-//   - a job that was running on the killed worker stays "running" until
-//     River's rescuer discards it (RescueStuckJobsAfter: the longest job
-//     timeout plus LeaseSlack, 106 s with the soak's leases); the soak
-//     shows it did not hold back the ticks that followed;
-//   - when the leader is killed, no periodic tick is inserted until its
+//   - a job that was running on the killed worker (a shift, a pass) stays
+//     "running" until River's rescuer discards it (RescueStuckJobsAfter:
+//     the longest job timeout plus LeaseSlack); the soak shows it held
+//     back nothing: the killed replica's shifts are its own, and the
+//     passes are gated by a lease, not by the job;
+//   - when the leader is killed, no periodic pass is inserted until its
 //     leadership expires and another replica is elected (River's leader
-//     TTL is 15 s), so delivery waits for ticks already running.
+//     TTL is 15 s); every other replica's lanes deliver meanwhile.
 //
 // It polls river_job and river_leader once a second.
 type stuckWatch struct {

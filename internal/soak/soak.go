@@ -107,17 +107,18 @@ type run struct {
 	progress io.Writer
 	logMu    sync.Mutex
 
-	logDir     string
-	ownsLogDir bool
-	dbURL      string
-	cluster    *pgserver.Cluster
-	pool       *pgxpool.Pool
-	mail       *mailFaults
-	sink       *smtpsink.Sink
-	receivers  []*receiver
-	endpoints  []string // endpoint id per receiver
-	fleet      *fleet
-	load       *load
+	logDir      string
+	ownsLogDir  bool
+	dbURL       string
+	cluster     *pgserver.Cluster
+	pool        *pgxpool.Pool
+	leaderKills int
+	mail        *mailFaults
+	sink        *smtpsink.Sink
+	receivers   []*receiver
+	endpoints   []string // endpoint id per receiver
+	fleet       *fleet
+	load        *load
 
 	start, chaosStart, chaosEnd, quietEnd time.Time
 	restart                               *Restart
@@ -338,7 +339,14 @@ func (r *run) chaos(ctx context.Context) error {
 			r.restartPostgres(ctx)
 		}
 		if !now.Before(nextKill) {
-			slot := r.rng.IntN(r.opts.Workers)
+			// Every other kill is the River leader's: delivery must not
+			// depend on it.
+			slot, leader := r.rng.IntN(r.opts.Workers), false
+			if r.kills()%2 == 1 {
+				if s := r.leaderSlot(ctx); s >= 0 {
+					slot, leader = s, true
+				}
+			}
 			c, err := r.fleet.kill(slot)
 			if err != nil {
 				return fmt.Errorf("soak: %w", err)
@@ -346,6 +354,10 @@ func (r *run) chaos(ctx context.Context) error {
 			state := "running"
 			if !c.Running {
 				state = "still booting"
+			}
+			if leader {
+				state += ", the River leader"
+				r.leaderKills++
 			}
 			r.logf("kill -9 worker slot %d pid %d, %s (kill #%d)", slot, c.PID, state, r.kills())
 			// From the planned time, not from now: a restart or a slow
@@ -357,6 +369,23 @@ func (r *run) chaos(ctx context.Context) error {
 			nextStatus = now.Add(5 * time.Second)
 		}
 	}
+}
+
+// leaderSlot is the fleet slot of the River leader (client ID host-pid),
+// or -1 when there is none or it is not one of ours.
+func (r *run) leaderSlot(ctx context.Context) int {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	var id string
+	if err := r.pool.QueryRow(ctx, `SELECT leader_id FROM river_leader`).Scan(&id); err != nil {
+		return -1
+	}
+	i := strings.LastIndexByte(id, '-')
+	pid, err := strconv.Atoi(id[i+1:])
+	if i < 0 || err != nil {
+		return -1
+	}
+	return r.fleet.slotOf(pid)
 }
 
 func (r *run) killGap() time.Duration {
@@ -444,7 +473,7 @@ func (r *run) status(ctx context.Context) {
 		r.sink.Len(), len(r.crashes()))
 	var river []string
 	if gap, _, _ := r.stuck.leaderGap(); gap > 0 {
-		river = append(river, fmt.Sprintf("no live leader for %s (no new ticks)", gap.Round(time.Second)))
+		river = append(river, fmt.Sprintf("no live leader for %s (no new retry passes)", gap.Round(time.Second)))
 	}
 	if stuck := r.stuck.current(); len(stuck) > 0 {
 		river = append(river, fmt.Sprintf("%d jobs still running on dead workers", len(stuck)))

@@ -23,6 +23,7 @@ type Tally struct {
 	// What was done to the workers and the database.
 	Crashes                 []Crash
 	Kills, KillsRunning     int // kill -9s; of them, of workers already serving
+	LeaderKills             int // kill -9s of the River leader
 	SelfExits, BootFailures int // running workers that exited on their own; workers that never came up
 	WorkerProcesses         int // started, replacements included
 	Restart                 *Restart
@@ -295,6 +296,7 @@ func (r *run) tally(ctx context.Context) (*Tally, error) {
 		EmailStatus: map[string]int{}, OutboxStatus: map[string]int{}, DeliveryStatus: map[string]int{},
 	}
 	_, t.Leaderless, t.LeaderlessLongest = r.stuck.leaderGap()
+	t.LeaderKills = r.leaderKills
 
 	// Events every row shares: crashes and the restart.
 	var shared []event
