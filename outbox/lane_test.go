@@ -113,7 +113,7 @@ func TestMark_RetriedAcrossAConnectionCut(t *testing.T) {
 			// restart, before the mark.
 			once.Do(func() {
 				proxy.Cut()
-				time.AfterFunc(700*time.Millisecond, proxy.Restore)
+				time.AfterFunc(5*time.Second, proxy.Restore) // a 5 s restart re-sends nothing
 			})
 		}
 		return nil
