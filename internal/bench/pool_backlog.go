@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/postbox/postbox/internal/smtpsink"
+	"github.com/postbox/postbox/smtp"
 	"github.com/riverqueue/river"
 )
 
@@ -41,6 +43,9 @@ func (pr *poolRunner) backlogSection(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := pr.relayCeiling(ctx); err != nil {
+		return err
+	}
 	for _, rc := range pr.po.Replicas {
 		pb := key{rc, pathPostbox.name}
 		for _, peer := range []path{pathPeerDefaults, pathPeerTuned} {
@@ -58,6 +63,44 @@ func (pr *poolRunner) backlogSection(ctx context.Context) error {
 					strings.Join(each, ", "), median(span[pb])/median(span[pk]))})
 		}
 	}
+	return nil
+}
+
+// relayCeiling is what the SMTP path alone reaches at the same connections
+// and relay delay: N sends through smtp.Mailer to one sink with the same
+// DataDelay from Concurrency goroutines (one replica's worth), no database
+// and no worker process. It is the bound of every path above, against which
+// "% of the relay's limit" is to be read: the protocol's own round trips
+// (MAIL, RCPT, DATA, the message) and the sink's work cost time on top of
+// the relay's delay.
+func (pr *poolRunner) relayCeiling(ctx context.Context) error {
+	n, g := pr.po.N, pr.po.Concurrency
+	sink, err := smtpsink.Start(smtpsink.Options{DiscardData: true, DataDelay: pr.po.RelayDelay})
+	if err != nil {
+		return err
+	}
+	defer sink.Close()
+	mailer, err := smtp.New(smtp.Config{Host: sink.Host(), Port: sink.Port(), Mode: smtp.ModeNone,
+		From: "billing@example.com", AppEnv: "development", MaxIdle: g}, nil)
+	if err != nil {
+		return err
+	}
+	defer mailer.Close()
+	elapsed, _, err := parallel(ctx, n, g, func(ctx context.Context, i int) error {
+		return mailer.Send(ctx, smtp.Message{RowID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i),
+			To: "ada@example.com", Subject: "ceiling", Text: "hello"})
+	})
+	if err != nil {
+		return fmt.Errorf("relay ceiling: %w", err)
+	}
+	rate := perSecond(n, elapsed)
+	note := "no relay delay"
+	if pr.po.RelayDelay > 0 {
+		note = fmt.Sprintf("%.0f%% of the relay's limit %.0f msg/s", 100*rate/pr.po.relayLimit(1), pr.po.relayLimit(1))
+	}
+	pr.add(Row{Section: titlePoolBacklog, Path: "R=1 relay ceiling: smtp.Mailer alone, no database", Figure: fmtRate(rate), Unit: "msg/s",
+		Value: rate, Notes: fmt.Sprintf("%d sends from %d goroutines to one sink (relay delay %s), in the bench process; %s: the bound of every path above on this machine",
+			n, g, pr.po.RelayDelay, note)})
 	return nil
 }
 
