@@ -341,6 +341,25 @@ func init() {
 			Test:    "TestPrune_OnlyDispatchedOutboxRowsPastRetention",
 		},
 
+		// Issue 13 point 9: the webhook_outbox failure mark is a CAS too,
+		// and a mark that matched nothing is stale, not "will retry".
+		Mutation{
+			Name:    "webhook outbox: failure mark without its status = 'pending' guard",
+			File:    "webhook/outbox.go",
+			Find:    "ELSE next_attempt_at END\nWHERE id = $1 AND status = 'pending'`, row.ID, msg, retry, wait)",
+			Replace: "ELSE next_attempt_at END\nWHERE id = $1`, row.ID, msg, retry, wait)",
+			Pkg:     pkg,
+			Test:    "TestOutboxFailureMark_StaleIsDroppedNotRetried",
+		},
+		Mutation{
+			Name:    "webhook outbox: failure mark ignores rows affected",
+			File:    "webhook/outbox.go",
+			Find:    "\tcase tag.RowsAffected() == 0:\n\t\tt = Tally{Stale: 1}",
+			Replace: "\tcase false && tag.RowsAffected() == 0:\n\t\tt = Tally{Stale: 1}",
+			Pkg:     pkg,
+			Test:    "TestOutboxFailureMark_StaleIsDroppedNotRetried",
+		},
+
 		// River wiring.
 
 	)
