@@ -115,6 +115,12 @@ type Dispatcher struct {
 	stopOnce sync.Once
 	stop     chan struct{}
 
+	// leases.SuppressionBudget and leases.BrandingBudget (ADR-072
+	// decision 2); fields only so tests can shrink them instead of
+	// waiting 5 s.
+	suppressionBudget time.Duration
+	brandingBudget    time.Duration
+
 	hooks dispatcherHooks
 }
 
@@ -157,6 +163,9 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 		backoff:   cfg.Backoff,
 		slots:     engine.NewSlots(cfg.Concurrency),
 		stop:      make(chan struct{}),
+
+		suppressionBudget: leases.SuppressionBudget,
+		brandingBudget:    leases.BrandingBudget,
 	}
 	d.lane = engine.NewLane(engine.LaneConfig{
 		Name:   table.Name,
@@ -511,7 +520,7 @@ func (d *Dispatcher) loadSuppressions(ctx context.Context, rows []Row) suppressi
 			addrs = append(addrs, rows[i].recipient)
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, leases.SuppressionBudget)
+	ctx, cancel := context.WithTimeout(ctx, d.suppressionBudget)
 	defer cancel()
 	s, err := loadSuppressions(ctx, d.db, addrs)
 	if err != nil {

@@ -68,11 +68,11 @@ func (d *Dispatcher) attempt(ctx context.Context, row *Row, supp suppressions) (
 		return OutcomeFailed, row.decodeErr
 	}
 
-	if err = supp.check(ctx, d.db, row.recipient); err != nil {
+	if err = supp.check(ctx, d.db, row.recipient, d.suppressionBudget); err != nil {
 		return classify(err), err
 	}
 
-	rctx, cancel := context.WithTimeout(ctx, leases.BrandingBudget)
+	rctx, cancel := context.WithTimeout(ctx, d.brandingBudget)
 	msg, err := d.renderer.Render(rctx, row)
 	cancel()
 	if err != nil {

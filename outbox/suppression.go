@@ -4,8 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
-	"github.com/postbox/postbox/leases"
+	"time"
 )
 
 // ErrSuppressed is matched (errors.Is) by the failure of a row whose
@@ -66,10 +65,11 @@ func loadSuppressions(ctx context.Context, db DB, addrs []string) (suppressions,
 }
 
 // check returns a permanent error when addr is suppressed, nil when it is
-// not, and a transient error when it cannot tell.
-func (s suppressions) check(ctx context.Context, db DB, addr string) error {
+// not, and a transient error when it cannot tell. When the batch's lookup
+// failed, the row asks for itself, within budget (leases.SuppressionBudget).
+func (s suppressions) check(ctx context.Context, db DB, addr string, budget time.Duration) error {
 	if !s.loaded {
-		ctx, cancel := context.WithTimeout(ctx, leases.SuppressionBudget)
+		ctx, cancel := context.WithTimeout(ctx, budget)
 		defer cancel()
 		var err error
 		if s, err = loadSuppressions(ctx, db, []string{addr}); err != nil {

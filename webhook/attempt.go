@@ -15,6 +15,7 @@ import (
 
 	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/internal/pgtext"
 	"github.com/postbox/postbox/leases"
 )
 
@@ -113,7 +114,7 @@ func (p *Pipeline) attemptSafely(ctx context.Context, d delivery) (t Tally) {
 	defer func() {
 		if v := recover(); v != nil {
 			perr := &engine.PanicError{Value: v}
-			p.logger.Error("panic in webhook attempt; recorded as a failed attempt", "delivery_id", d.id, "panic", perr.Error())
+			p.logger.Error("panic in webhook attempt; recorded as a failed attempt", "delivery_id", d.id, "panic", pgtext.LastError(perr.Error()))
 			m := DeliveryMark{Attempt: d.attempt, Error: perr.Error()}
 			p.retryOrFail(&m, 0, false)
 			t = p.record(ctx, d, m, false)
@@ -184,6 +185,10 @@ func (p *Pipeline) attempt(ctx context.Context, d delivery) Tally {
 // endpoint after a 410.
 func (p *Pipeline) record(ctx context.Context, d delivery, mark DeliveryMark, gone bool) Tally {
 	log := p.logger.With("delivery_id", d.id, "event_id", d.eventID, "endpoint_id", d.endpointID, "attempt", d.attempt)
+	// The receiver's text (a Location header, a wrapped error) can be
+	// megabytes: capped once here, it is the same in the row, the attempt
+	// log, the log lines and the Tally.
+	mark.Error = pgtext.LastError(mark.Error)
 	mark.Until = d.leaseEnd
 	out := Tally{Started: 1}
 	err := UpdateDelivery(ctx, p.pool, d.id, mark)

@@ -1,6 +1,10 @@
 package engine
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/postbox/postbox/internal/pgtext"
+)
 
 // maxTallyIDs caps the row ids a Tally keeps per list, so a shift's River
 // job output stays small however much it did.
@@ -52,11 +56,13 @@ func (t *Tally) Add(o Tally) {
 	}
 }
 
-// NoteError keeps msg among the first distinct errors.
+// NoteError keeps msg among the first distinct errors, capped like a
+// last_error (pgtext.LastError): it is recorded in the River job's output.
 func (t *Tally) NoteError(msg string) {
 	if len(t.Errors) >= maxTallyErrors {
 		return
 	}
+	msg = pgtext.LastError(msg)
 	for _, e := range t.Errors {
 		if e == msg {
 			return

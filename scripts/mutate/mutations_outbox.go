@@ -171,8 +171,8 @@ func init() {
 		Mutation{
 			Name:    "outbox dispatch: suppression list not consulted",
 			File:    "outbox/row.go",
-			Find:    "err = supp.check(ctx, d.db, row.recipient)",
-			Replace: `err = supp.check(ctx, d.db, "nobody@invalid.example")`,
+			Find:    "err = supp.check(ctx, d.db, row.recipient, d.suppressionBudget)",
+			Replace: `err = supp.check(ctx, d.db, "nobody@invalid.example", d.suppressionBudget)`,
 			Pkg:     "./outbox/",
 			Test:    "TestDispatch_SuppressedRecipientFails",
 		},

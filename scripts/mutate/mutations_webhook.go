@@ -341,6 +341,45 @@ func init() {
 			Test:    "TestPrune_OnlyDispatchedOutboxRowsPastRetention",
 		},
 
+		// Issue 13 point 4: a receiver's error text is capped for the log
+		// lines and the Tally too, not only for the stored columns. The
+		// attempt path caps before the Tally sees the text, so the Tally's
+		// own cap has its own test.
+		Mutation{
+			Name:    "webhook attempt: the error text logged uncapped",
+			File:    "webhook/attempt.go",
+			Find:    "\tmark.Error = pgtext.LastError(mark.Error)\n",
+			Replace: "",
+			Pkg:     pkg,
+			Test:    "TestDelivery_HugeRedirectErrorTextCapped",
+		},
+		Mutation{
+			Name:    "engine tally: error texts kept uncapped",
+			File:    "internal/engine/tally.go",
+			Find:    "\tmsg = pgtext.LastError(msg)\n",
+			Replace: "\t_ = pgtext.LastError\n",
+			Pkg:     "./internal/engine/",
+			Test:    "TestTally_ErrorsCapped",
+		},
+		// Issue 13 point 9: the webhook_outbox failure mark is a CAS too,
+		// and a mark that matched nothing is stale, not "will retry".
+		Mutation{
+			Name:    "webhook outbox: failure mark without its status = 'pending' guard",
+			File:    "webhook/outbox.go",
+			Find:    "ELSE next_attempt_at END\nWHERE id = $1 AND status = 'pending'`, row.ID, msg, retry, wait)",
+			Replace: "ELSE next_attempt_at END\nWHERE id = $1`, row.ID, msg, retry, wait)",
+			Pkg:     pkg,
+			Test:    "TestOutboxFailureMark_StaleIsDroppedNotRetried",
+		},
+		Mutation{
+			Name:    "webhook outbox: failure mark ignores rows affected",
+			File:    "webhook/outbox.go",
+			Find:    "\tcase tag.RowsAffected() == 0:\n\t\tt = Tally{Stale: 1}",
+			Replace: "\tcase false && tag.RowsAffected() == 0:\n\t\tt = Tally{Stale: 1}",
+			Pkg:     pkg,
+			Test:    "TestOutboxFailureMark_StaleIsDroppedNotRetried",
+		},
+
 		// River wiring.
 
 	)

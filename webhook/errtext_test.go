@@ -1,0 +1,145 @@
+package webhook
+
+import (
+	"bufio"
+	"bytes"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/postbox/postbox/internal/pgtest"
+	"github.com/postbox/postbox/internal/pgtext"
+)
+
+// syncBuffer is a bytes.Buffer a logger shared by attempt goroutines may
+// write to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDelivery_HugeRedirectErrorTextCapped locks issue 13 point 4: a
+// receiver answering 302 with a 5 MB Location header must not write 5 MB
+// into last_error, into every attempt row, into the log lines or into the
+// Tally (a River job's recorded output). Every place the receiver's text
+// reaches holds at most pgtext.MaxLastError bytes plus the "…" mark.
+func TestDelivery_HugeRedirectErrorTextCapped(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p := newPipeline(t, pool, func(o *Options) {
+		o.Logger = logger
+		o.Schedule = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond}
+	})
+
+	location := "https://elsewhere.example/" + strings.Repeat("x", 5<<20)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", location)
+		w.WriteHeader(http.StatusFound)
+	}))
+	srv.Config.MaxHeaderBytes = 16 << 20
+	srv.Start()
+	t.Cleanup(srv.Close)
+	ep := createEndpoint(t, pool, srv.URL)
+	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
+
+	const limit = pgtext.MaxLastError + len("…")
+	var tallies []Tally
+	sum, err := p.RunBatch(ctx)
+	if err != nil || sum.Retried != 1 {
+		t.Fatalf("RunBatch = %+v, %v; want the 302 retried", sum, err)
+	}
+	tallies = append(tallies, sum)
+	deadline := time.Now().Add(20 * time.Second)
+	for oneDelivery(t, pool, `endpoint_id = $1`, ep.ID).Status == "pending" {
+		if time.Now().After(deadline) {
+			t.Fatal("delivery still pending after 20 s with a 10 ms schedule")
+		}
+		time.Sleep(20 * time.Millisecond)
+		sum, err := p.Retry(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tallies = append(tallies, sum)
+	}
+
+	d := oneDelivery(t, pool, `endpoint_id = $1`, ep.ID)
+	if d.Status != "failed" || d.Attempts != 3 {
+		t.Fatalf("delivery %s after %d attempts, want failed after 3", d.Status, d.Attempts)
+	}
+	if n := len(str(d.LastError)); n > limit || !strings.Contains(str(d.LastError), "302 redirect not followed") {
+		t.Errorf("last_error is %d bytes (%.60q…), want at most %d naming the redirect", n, str(d.LastError), limit)
+	}
+	rows, err := pool.Query(ctx, `SELECT attempt, octet_length(error) FROM webhook_delivery_attempts WHERE delivery_id = $1 ORDER BY attempt`, d.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attempts := 0
+	for rows.Next() {
+		var attempt, n int
+		if err := rows.Scan(&attempt, &n); err != nil {
+			t.Fatal(err)
+		}
+		attempts++
+		if n > limit {
+			t.Errorf("attempt %d's error is %d bytes, want at most %d", attempt, n, limit)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 3 {
+		t.Errorf("%d attempt rows, want 3", attempts)
+	}
+
+	errorsSeen := 0
+	for i, tally := range tallies {
+		for _, e := range tally.Errors {
+			errorsSeen++
+			if len(e) > limit {
+				t.Errorf("tally %d keeps an error of %d bytes, want at most %d", i, len(e), limit)
+			}
+		}
+	}
+	if errorsSeen == 0 {
+		t.Error("no tally kept the redirect error: nothing was checked")
+	}
+
+	lines, attemptLines := 0, 0
+	sc := bufio.NewScanner(strings.NewReader(logs.String()))
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		lines++
+		line := sc.Text()
+		if strings.Contains(line, "redirect not followed") {
+			attemptLines++
+		}
+		if len(line) > 10<<10 {
+			t.Errorf("log line of %d bytes (%.120s…), want at most 10 KB", len(line), line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if attemptLines != 3 {
+		t.Errorf("%d of %d log lines name the redirect, want one per attempt (3)", attemptLines, lines)
+	}
+}
