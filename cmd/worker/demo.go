@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -107,7 +106,7 @@ func setUpDemo(ctx context.Context, env *Env) (*demoWorld, error) {
 		return nil, err
 	}
 	w.logPath = logFile.Name()
-	env.Logger = slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: env.Config.LogLevel}))
+	env.Logger = newLogger(logFile, env.Config.LogLevel)
 
 	if w.server, err = pgserver.Find(ctx, env.Logger, "DATABASE_URL"); err != nil {
 		return w, err

@@ -108,7 +108,7 @@ var errDone = errors.New("done")
 // even a cancelled row records its outcome.
 func shutdown(env *Env, rep *replica, srv *http.Server) error {
 	log := env.Logger
-	log.Info("shutting down: no new claims; waiting for in-flight work", "timeout", env.Config.ShutdownTimeout)
+	log.Info("shutting down: no new claims; waiting for in-flight work", "timeout", env.Config.ShutdownTimeout.String())
 	soft, cancel := context.WithTimeout(context.Background(), env.Config.ShutdownTimeout)
 	defer cancel()
 	err := rep.stop(soft)
