@@ -79,6 +79,9 @@ type Migrator struct {
 // New builds a Migrator over pool. Close releases its database/sql handle
 // (the pool itself stays the caller's).
 func New(pool *pgxpool.Pool, logger *slog.Logger) (*Migrator, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	db := stdlib.OpenDBFromPool(pool)
 	provider, err := goose.NewProvider(goose.DialectPostgres, db, SQL,
 		goose.WithTableName(VersionTable), goose.WithDisableGlobalRegistry(true))
@@ -86,7 +89,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) (*Migrator, error) {
 		db.Close()
 		return nil, fmt.Errorf("load postbox migrations: %w", err)
 	}
-	river, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: logger})
+	river, err := rivermigrate.New(riverpgxv5.New(pool), &rivermigrate.Config{Logger: riverMigrateLogger(logger)})
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("load River migrations: %w", err)

@@ -231,7 +231,7 @@ func (p *Pipeline) record(ctx context.Context, d delivery, mark DeliveryMark, go
 }
 
 func logAttempt(log *slog.Logger, m DeliveryMark) {
-	attrs := []any{"outcome", string(m.Status), "status_code", m.StatusCode, "duration_ms", m.Duration.Milliseconds()}
+	attrs := []any{"outcome", string(m.Status), "status_code", m.StatusCode, "duration", m.Duration}
 	switch m.Status {
 	case StatusSucceeded:
 		log.Debug("webhook delivered", attrs...)

@@ -16,18 +16,19 @@ import (
 
 func init() {
 	register(command{
-		Name: "bench",
-		Usage: "[--quick] [--n 10000] [--only email,enqueue,latency,webhook,ceiling] [--explain] [--keep] [-h for more] " +
-			"— postbox against one River job per message, on a fresh database (docs/PERFORMANCE.md); " +
-			"--pool [--replicas 1,3] [--relay-delay 50ms] [--rate 200,1000] [--only pool-backlog,pool-latency,pool-enqueue,pool-leaderkill] " +
-			"runs real `worker run` processes instead",
-		Run: runBench,
+		Name:    "bench",
+		Summary: "throughput and latency against one River job per message (docs/PERFORMANCE.md)",
+		Help: "Measures postbox against the baseline of one River job per message, on a fresh postbox_bench_* " +
+			"database (dropped unless --keep): email drain throughput, enqueue cost, end-to-end latency at " +
+			"offered loads, webhook fan-out and the database's commit ceiling, each section in-process against " +
+			"a loopback SMTP sink and receivers. With --pool it runs real 'worker run' processes instead " +
+			"(pool-backlog, pool-latency, pool-enqueue, pool-leaderkill), built from this module. " +
+			"docs/PERFORMANCE.md reads the figures.",
+		Flags: benchFlags,
 	})
 }
 
-func runBench(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+func benchFlags(fs *flag.FlagSet) runFunc {
 	quick := fs.Bool("quick", false, "the CI preset: N=1500, 2 s latency runs, 100 webhook events, one trial (under a minute on a quiet 2-core machine)")
 	n := fs.Int("n", 0, "email rows per path (default 10000; 1500 with --quick)")
 	rates := fs.String("rates", "", "offered loads of the latency section, msg/s, comma-separated (default 200,1000)")
@@ -52,122 +53,121 @@ func runBench(ctx context.Context, env *Env, args []string) error {
 	explain := fs.Bool("explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of the claim and the dispatched mark on 10,000 rows")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to FILE")
 	keep := fs.Bool("keep", false, "keep the postbox_bench_* database")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return errUsage
-	}
-	if *rate != "" {
-		if *rates != "" && *rates != *rate {
-			return fmt.Errorf("--rate %q and --rates %q: give one", *rate, *rates)
+	return func(ctx context.Context, env *Env, _ []string) error {
+		if *rate != "" {
+			if *rates != "" && *rates != *rate {
+				return fmt.Errorf("--rate %q and --rates %q: give one", *rate, *rates)
+			}
+			*rates = *rate
 		}
-		*rates = *rate
-	}
-	var inProcess, poolSections []string
-	if *only != "" {
-		for _, s := range strings.Split(*only, ",") {
-			if s = strings.TrimSpace(s); slices.Contains(bench.PoolSections, s) {
-				poolSections = append(poolSections, s)
-				poolMode = true
-			} else {
-				inProcess = append(inProcess, s)
+		var inProcess, poolSections []string
+		if *only != "" {
+			for _, s := range strings.Split(*only, ",") {
+				if s = strings.TrimSpace(s); slices.Contains(bench.PoolSections, s) {
+					poolSections = append(poolSections, s)
+					poolMode = true
+				} else {
+					inProcess = append(inProcess, s)
+				}
 			}
 		}
-	}
-	if poolMode && *only == "" {
-		poolSections = bench.PoolSections
-	}
+		if poolMode && *only == "" {
+			poolSections = bench.PoolSections
+		}
 
-	opts := bench.Default()
-	if *quick {
-		opts = bench.Quick()
-	}
-	for _, f := range []struct {
-		v   int
-		dst *int
-	}{{*n, &opts.N}, {*events, &opts.Events}, {*endpoints, &opts.Endpoints}, {poolSize, &opts.PoolSize},
-		{*concurrency, &opts.Concurrency}, {*clients, &opts.Clients}, {*peerWorkers, &opts.PeerWorkers}, {*trials, &opts.Trials}, {*batchSize, &opts.BatchSize}} {
-		if f.v < 0 {
-			return errUsage
+		opts := bench.Default()
+		if *quick {
+			opts = bench.Quick()
 		}
-		if f.v > 0 {
-			*f.dst = f.v
-		}
-	}
-	if *duration > 0 {
-		opts.Duration = *duration
-	}
-	if *rates != "" {
-		var err error
-		if opts.Rates, err = intList(*rates); err != nil {
-			return fmt.Errorf("--rates %q: want positive integers, e.g. 200,1000", *rates)
-		}
-	}
-	opts.Sections = inProcess
-	opts.Explain = *explain
-	opts.Progress = env.Stderr
-	if err := opts.Validate(); err != nil {
-		return err
-	}
-
-	popts := bench.DefaultPool()
-	if *quick {
-		popts = bench.QuickPool()
-	}
-	if poolMode {
-		popts.Sections = poolSections
-		popts.Progress = env.Stderr
 		for _, f := range []struct {
 			v   int
 			dst *int
-		}{{*n, &popts.N}, {*concurrency, &popts.Concurrency}, {*trials, &popts.Trials}} {
+		}{{*n, &opts.N}, {*events, &opts.Events}, {*endpoints, &opts.Endpoints}, {poolSize, &opts.PoolSize},
+			{*concurrency, &opts.Concurrency}, {*clients, &opts.Clients}, {*peerWorkers, &opts.PeerWorkers}, {*trials, &opts.Trials}, {*batchSize, &opts.BatchSize}} {
+			if f.v < 0 {
+				return usagef("a count flag is %d: want 0 (the default) or more", f.v)
+			}
 			if f.v > 0 {
 				*f.dst = f.v
 			}
 		}
 		if *duration > 0 {
-			popts.Duration = *duration
-		}
-		if *peerWorkers > 0 {
-			popts.PeerWorkers = *peerWorkers
-		}
-		if *relayDelay >= 0 {
-			popts.RelayDelay = *relayDelay
+			opts.Duration = *duration
 		}
 		if *rates != "" {
-			popts.Rates = opts.Rates
-		}
-		if *replicas != "" {
 			var err error
-			if popts.Replicas, err = intList(*replicas); err != nil {
-				return fmt.Errorf("--replicas %q: want positive integers, e.g. 1,3", *replicas)
+			if opts.Rates, err = intList(*rates); err != nil {
+				return fmt.Errorf("--rates %q: want positive integers, e.g. 200,1000", *rates)
 			}
 		}
-		if err := popts.Validate(); err != nil {
+		opts.Sections = inProcess
+		opts.Explain = *explain
+		opts.Progress = env.Stderr
+		if err := opts.Validate(); err != nil {
 			return err
 		}
-	}
 
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			return err
+		popts := bench.DefaultPool()
+		if *quick {
+			popts = bench.QuickPool()
 		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+		if poolMode {
+			popts.Sections = poolSections
+			popts.Progress = env.Stderr
+			for _, f := range []struct {
+				v   int
+				dst *int
+			}{{*n, &popts.N}, {*concurrency, &popts.Concurrency}, {*trials, &popts.Trials}} {
+				if f.v > 0 {
+					*f.dst = f.v
+				}
+			}
+			if *duration > 0 {
+				popts.Duration = *duration
+			}
+			if *peerWorkers > 0 {
+				popts.PeerWorkers = *peerWorkers
+			}
+			if *relayDelay >= 0 {
+				popts.RelayDelay = *relayDelay
+			}
+			if *rates != "" {
+				popts.Rates = opts.Rates
+			}
+			if *replicas != "" {
+				var err error
+				if popts.Replicas, err = intList(*replicas); err != nil {
+					return fmt.Errorf("--replicas %q: want positive integers, e.g. 1,3", *replicas)
+				}
+			}
+			if err := popts.Validate(); err != nil {
+				return err
+			}
 		}
-		defer pprof.StopCPUProfile()
-	}
 
-	var err error
-	if !poolMode || len(inProcess) > 0 {
-		rep, rerr := bench.Run(ctx, opts, *keep, "DATABASE_URL")
-		err = printReport(env, rep, rerr)
+		if *cpuprofile != "" {
+			f, err := os.Create(*cpuprofile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
+
+		var err error
+		if !poolMode || len(inProcess) > 0 {
+			rep, rerr := bench.Run(ctx, opts, *keep, "DATABASE_URL")
+			err = printReport(env, rep, rerr)
+		}
+		if poolMode && err == nil {
+			rep, rerr := bench.RunPool(ctx, popts, *keep, "DATABASE_URL")
+			err = printReport(env, rep, rerr)
+		}
+		return err
 	}
-	if poolMode && err == nil {
-		rep, rerr := bench.RunPool(ctx, popts, *keep, "DATABASE_URL")
-		err = printReport(env, rep, rerr)
-	}
-	return err
 }
 
 func printReport(env *Env, rep *bench.Report, err error) error {

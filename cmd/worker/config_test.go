@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -39,5 +41,57 @@ func TestLoadConfigNamesBadVariable(t *testing.T) {
 				t.Fatalf("LoadConfig error = %v, want it to name %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestFileVariables: DATABASE_URL, SMTP_PASSWORD and RIVERUI_PASSWORD can
+// come from the file NAME_FILE names (compose and Kubernetes secrets),
+// without its trailing newline; every mistake names the variable.
+func TestFileVariables(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	url := write("url", "postgres://postbox@db:5432/postbox?sslmode=disable\n")
+	smtpPass := write("smtp", "s3cret with spaces \r\n")
+	uiPass := write("ui", "change-me")
+	empty := write("empty", "\n")
+
+	load := func(env map[string]string) (Config, error) {
+		return LoadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	}
+	c, err := load(map[string]string{"DATABASE_URL_FILE": url, "SMTP_PASSWORD_FILE": smtpPass,
+		"SMTP_USERNAME": "u", "RIVERUI_USERNAME": "admin", "RIVERUI_PASSWORD_FILE": uiPass})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DatabaseURL != "postgres://postbox@db:5432/postbox?sslmode=disable" {
+		t.Errorf("DatabaseURL = %q", c.DatabaseURL)
+	}
+	if c.SMTP.Password != "s3cret with spaces " {
+		t.Errorf("SMTP password = %q: want the file's content without its line ending only", c.SMTP.Password)
+	}
+	if c.RiverUIPassword != "change-me" {
+		t.Errorf("RiverUIPassword = %q", c.RiverUIPassword)
+	}
+
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"missing file", map[string]string{"SMTP_PASSWORD_FILE": filepath.Join(dir, "nope")}, "SMTP_PASSWORD_FILE: open"},
+		{"empty file", map[string]string{"DATABASE_URL_FILE": empty}, "DATABASE_URL_FILE=" + empty + ": the file is empty"},
+		{"both set", map[string]string{"RIVERUI_PASSWORD": "x", "RIVERUI_PASSWORD_FILE": uiPass}, "RIVERUI_PASSWORD and RIVERUI_PASSWORD_FILE are both set"},
+		{"bad URL in file", map[string]string{"DATABASE_URL_FILE": write("bad", "postgres://%zz\n")}, "DATABASE_URL"},
+	} {
+		if _, err := load(tc.env); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tc.name, err, tc.want)
+		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -26,9 +25,19 @@ import (
 
 func init() {
 	register(command{
-		Name:  "demo",
-		Usage: "[--exit] — run postbox end to end on a scratch database with a local SMTP sink and webhook receivers",
-		Run:   runDemo,
+		Name:    "demo",
+		Summary: "the whole pipeline on a scratch database, with a local SMTP sink and receivers",
+		Help: "Runs postbox end to end in about ten seconds: creates and migrates a scratch database (on " +
+			"DATABASE_URL's server, Postgres on 127.0.0.1:5432, or a throwaway cluster it starts), an in-process " +
+			"SMTP sink and three webhook receivers (healthy; failing twice, then recovering; answering 410 Gone); " +
+			"enqueues invoice emails with PDFs, password resets, invites, a plain-SQL row, a suppressed address " +
+			"and webhook events; runs a replica to completion and prints what was delivered, retried and failed, " +
+			"and why. River UI and /metrics stay up until Ctrl-C; the database is dropped on exit. Logs go to a " +
+			"temp file it names.",
+		Flags: func(fs *flag.FlagSet) runFunc {
+			exit := fs.Bool("exit", false, "stop as soon as the summary is printed")
+			return func(ctx context.Context, env *Env, _ []string) error { return runDemo(ctx, env, *exit) }
+		},
 	})
 }
 
@@ -49,12 +58,8 @@ type demoWorld struct {
 	logPath   string
 }
 
-func runDemo(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	exit := fs.Bool("exit", false, "stop as soon as the summary is printed")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return errUsage
-	}
+func runDemo(ctx context.Context, env *Env, exitAfterSummary bool) error {
+	exit := &exitAfterSummary
 	out := env.Stdout
 	w, err := setUpDemo(ctx, env)
 	if w != nil {
@@ -101,7 +106,7 @@ func setUpDemo(ctx context.Context, env *Env) (*demoWorld, error) {
 		return nil, err
 	}
 	w.logPath = logFile.Name()
-	env.Logger = slog.New(slog.NewJSONHandler(logFile, &slog.HandlerOptions{Level: env.Config.LogLevel}))
+	env.Logger = newLogger(logFile, env.Config.LogLevel)
 
 	if w.server, err = pgserver.Find(ctx, env.Logger, "DATABASE_URL"); err != nil {
 		return w, err

@@ -16,69 +16,81 @@ import (
 )
 
 func init() {
-	register(command{
-		Name: "endpoints",
-		Usage: "create --url URL [--event-types a,b] [--secret whsec_…|-] [--json] | list [--json] | " +
-			"disable <id> [--reason TEXT] | enable <id> — manage webhook endpoints",
-		Run: runEndpoints,
+	registerGroup(group{
+		Name:    "endpoints",
+		Summary: "webhook endpoints: create, list, disable, enable",
+		Help: "Manages the webhook endpoints events fan out to. An endpoint receives the event types it " +
+			"subscribes to (all, when it names none), signed with its own whsec_ secret (Standard Webhooks).",
 	})
-}
-
-func runEndpoints(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 {
-		return errUsage
-	}
-	sub, rest := args[0], args[1:]
-	fs := flag.NewFlagSet("endpoints "+sub, flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errUsage prints the usage line
-	switch sub {
-	case "create":
-		url := fs.String("url", "", "absolute http(s) URL (https only when APP_ENV=production)")
-		types := fs.String("event-types", "", "comma-separated event types; empty: every type")
-		secret := fs.String("secret", "", "whsec_ secret, or - to read it from stdin; empty: generate one")
-		asJSON := fs.Bool("json", false, "print JSON")
-		if pos, err := parseFlagsAnywhere(fs, rest); err != nil || len(pos) != 0 || *url == "" {
-			return errUsage
-		}
-		return endpointsCreate(ctx, env, *url, *types, *secret, *asJSON)
-	case "list":
-		asJSON := fs.Bool("json", false, "print JSON")
-		if pos, err := parseFlagsAnywhere(fs, rest); err != nil || len(pos) != 0 {
-			return errUsage
-		}
-		return endpointsList(ctx, env, *asJSON)
-	case "disable":
-		reason := fs.String("reason", "", "why, shown by list")
-		pos, err := parseFlagsAnywhere(fs, rest)
-		if err != nil || len(pos) != 1 {
-			return errUsage
-		}
-		pool, err := env.MigratedPool(ctx)
-		if err != nil {
-			return err
-		}
-		if err := webhook.DisableEndpoint(ctx, pool, pos[0], *reason); err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "endpoint %s disabled: it receives no new events; its pending deliveries fail when retried\n", pos[0])
-		return nil
-	case "enable":
-		pos, err := parseFlagsAnywhere(fs, rest)
-		if err != nil || len(pos) != 1 {
-			return errUsage
-		}
-		pool, err := env.MigratedPool(ctx)
-		if err != nil {
-			return err
-		}
-		if err := webhook.EnableEndpoint(ctx, pool, pos[0]); err != nil {
-			return err
-		}
-		fmt.Fprintf(env.Stdout, "endpoint %s enabled; to resend what failed meanwhile: worker replay endpoint %s --since 24h\n", pos[0], pos[0])
-		return nil
-	default:
-		return errUsage
-	}
+	register(command{
+		Name:     "endpoints create",
+		Args:     "--url URL [--event-types a,b] [--secret whsec_…|-] [--json]",
+		Summary:  "add an endpoint; prints its secret once",
+		Required: []string{"url"},
+		Help: "Creates an endpoint for --url, subscribed to --event-types (every type when empty), and prints " +
+			"its id and signing secret — shown once: give it to the receiver, which verifies webhook-signature " +
+			"with it. The URL must pass the SSRF guard (WEBHOOK_ALLOWED_CIDRS) and, with APP_ENV=production, " +
+			"be https.",
+		Flags: func(fs *flag.FlagSet) runFunc {
+			url := fs.String("url", "", "required: absolute http(s) URL (https only when APP_ENV=production)")
+			types := fs.String("event-types", "", "comma-separated event types; empty: every type")
+			secret := fs.String("secret", "", "whsec_ secret, or - to read it from stdin; empty: generate one")
+			asJSON := fs.Bool("json", false, "print JSON")
+			return func(ctx context.Context, env *Env, _ []string) error {
+				return endpointsCreate(ctx, env, *url, *types, *secret, *asJSON)
+			}
+		},
+	})
+	register(command{
+		Name:    "endpoints list",
+		Summary: "every endpoint: id, state, event types, URL",
+		Help:    "Lists every endpoint with its id, whether it is enabled (and why not), its event types and URL.",
+		Flags: func(fs *flag.FlagSet) runFunc {
+			asJSON := fs.Bool("json", false, "print JSON")
+			return func(ctx context.Context, env *Env, _ []string) error { return endpointsList(ctx, env, *asJSON) }
+		},
+	})
+	register(command{
+		Name:       "endpoints disable",
+		Args:       "<id> [--reason TEXT]",
+		Positional: []string{"id"},
+		Summary:    "stop sending to an endpoint",
+		Help: "Disables endpoint <id>: it receives no new events, and its pending deliveries fail when " +
+			"retried. 'worker endpoints enable' undoes it.",
+		Flags: func(fs *flag.FlagSet) runFunc {
+			reason := fs.String("reason", "", "why, shown by list")
+			return func(ctx context.Context, env *Env, args []string) error {
+				pool, err := env.MigratedPool(ctx)
+				if err != nil {
+					return err
+				}
+				if err := webhook.DisableEndpoint(ctx, pool, args[0], *reason); err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Stdout, "endpoint %s disabled: it receives no new events; its pending deliveries fail when retried\n", args[0])
+				return nil
+			}
+		},
+	})
+	register(command{
+		Name:       "endpoints enable",
+		Args:       "<id>",
+		Positional: []string{"id"},
+		Summary:    "send to a disabled endpoint again",
+		Help: "Enables endpoint <id> again: new events reach it. What failed while it was disabled is not " +
+			"resent by itself: 'worker replay endpoint <id> --since …' does that.",
+		Run: func(ctx context.Context, env *Env, args []string) error {
+			pool, err := env.MigratedPool(ctx)
+			if err != nil {
+				return err
+			}
+			if err := webhook.EnableEndpoint(ctx, pool, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "endpoint %s enabled; to resend what failed meanwhile: worker replay endpoint %s --since 24h\n", args[0], args[0])
+			return nil
+		},
+	})
 }
 
 func endpointsCreate(ctx context.Context, env *Env, url, types, secret string, asJSON bool) error {
@@ -154,22 +166,4 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
-}
-
-// parseFlagsAnywhere parses flags before, between and after positional
-// arguments (the flag package stops at the first positional), so both
-// `disable <id> --reason x` and `disable --reason x <id>` work.
-func parseFlagsAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
 }

@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -49,6 +51,10 @@ func (c Config) Production() bool { return c.AppEnv == "production" }
 
 // LoadConfig reads the environment through lookup.
 func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
+	lookup, err := withFileVars(lookup)
+	if err != nil {
+		return Config{}, err
+	}
 	get := func(name, def string) string {
 		if v, ok := lookup(name); ok && v != "" {
 			return v
@@ -79,7 +85,6 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if (c.RiverUIUser == "") != (c.RiverUIPassword == "") {
 		return c, fmt.Errorf("RIVERUI_USERNAME and RIVERUI_PASSWORD must be set together")
 	}
-	var err error
 	if c.ShutdownTimeout, err = duration(get, "SHUTDOWN_TIMEOUT", "30s"); err != nil {
 		return c, err
 	}
@@ -112,6 +117,43 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	return c, nil
 }
 
+// fileVars are the secrets that can come from a file instead: NAME_FILE
+// names a file holding NAME's value (Docker and Kubernetes secrets), read
+// once at start with its trailing newline removed.
+var fileVars = []string{"DATABASE_URL", "SMTP_PASSWORD", "RIVERUI_PASSWORD"}
+
+// withFileVars reads the fileVars given as NAME_FILE and returns a lookup
+// that answers NAME with the file's content. Setting both NAME and
+// NAME_FILE, an unreadable file and an empty one are errors naming the
+// variable.
+func withFileVars(lookup func(string) (string, bool)) (func(string) (string, bool), error) {
+	values := map[string]string{}
+	for _, name := range fileVars {
+		path, ok := lookup(name + "_FILE")
+		if !ok || path == "" {
+			continue
+		}
+		if v, ok := lookup(name); ok && v != "" {
+			return nil, fmt.Errorf("%s and %s_FILE are both set: set one", name, name)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("%s_FILE: %w", name, err)
+		}
+		v := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+		if v == "" {
+			return nil, fmt.Errorf("%s_FILE=%s: the file is empty", name, path)
+		}
+		values[name] = v
+	}
+	return func(k string) (string, bool) {
+		if v, ok := values[k]; ok {
+			return v, true
+		}
+		return lookup(k)
+	}, nil
+}
+
 // maxEmailConcurrency caps EMAIL_CONCURRENCY: each batch in flight is an
 // SMTP connection, and a relay refuses far fewer than this.
 const maxEmailConcurrency = 1000
@@ -140,7 +182,7 @@ func LoadEnv(lookup func(string) (string, bool), stdout, stderr io.Writer) (*Env
 	if err != nil {
 		return nil, err
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	logger := newLogger(stderr, cfg.LogLevel)
 	return &Env{Config: cfg, Logger: logger, Stdout: stdout, Stderr: stderr}, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -12,11 +13,38 @@ import (
 )
 
 func init() {
-	register(command{
-		Name:  "failed",
-		Usage: "email | webhook [--limit N] [--json] — what failed for good, and why",
-		Run:   runFailed,
+	registerGroup(group{
+		Name:    "failed",
+		Summary: "what failed for good, and why",
+		Help: "Lists the newest rows of an outbox that failed for good and wait for an operator, with their " +
+			"attempts and last error, and names the command that sends each again.",
 	})
+	register(command{
+		Name:    "failed email",
+		Summary: "failed email_outbox rows; send one again with 'worker requeue email <id>'",
+		Help: "Lists the newest failed email_outbox rows: id, kind and recipient, attempts and last error. " +
+			"'worker requeue email <id>' puts one back to pending.",
+		Flags: failedFlags("email"),
+	})
+	register(command{
+		Name:    "failed webhook",
+		Summary: "failed deliveries (with event and endpoint ids) and failed webhook_outbox rows",
+		Help: "Lists the newest failed webhook deliveries — with the event id and endpoint id that " +
+			"'worker replay event <event-id>' and 'worker replay endpoint <endpoint-id> --since …' take — and " +
+			"the failed webhook_outbox rows (events whose fan-out kept failing), which " +
+			"'worker requeue webhook <outbox-id>' puts back to pending.",
+		Flags: failedFlags("webhook"),
+	})
+}
+
+func failedFlags(outbox string) func(fs *flag.FlagSet) runFunc {
+	return func(fs *flag.FlagSet) runFunc {
+		limit := intAtLeast(fs, "limit", 50, 1, "at most `N` rows per table, newest first")
+		asJSON := fs.Bool("json", false, "print JSON")
+		return func(ctx context.Context, env *Env, _ []string) error {
+			return runFailed(ctx, env, outbox, *limit, *asJSON)
+		}
+	}
 }
 
 // FailedRow is one row that failed for good and waits for an operator.
@@ -27,52 +55,43 @@ type FailedRow struct {
 	Attempts  int       `json:"attempts"`
 	What      string    `json:"what"` // recipient, or event type → endpoint
 	Error     string    `json:"error"`
+	// EventID and EndpointID are a failed delivery's, for replay.
+	EventID    string `json:"event_id,omitempty"`
+	EndpointID string `json:"endpoint_id,omitempty"`
 }
 
 // failedQueries read the newest failed rows of each outbox through the
 // failed partial indexes; $1 is the limit.
 var failedQueries = map[string][]string{
 	"email": {`SELECT 'email_outbox', id::text, created_at, attempts,
-		kind || ' to ' || COALESCE(payload->>'to', '?'), COALESCE(last_error, '')
+		kind || ' to ' || COALESCE(payload->>'to', '?'), COALESCE(last_error, ''), '', ''
 		FROM email_outbox WHERE status = 'failed' ORDER BY created_at DESC LIMIT $1`},
 	"webhook": {
 		`SELECT 'webhook_deliveries', d.id::text, d.created_at, d.attempts,
-			e.event_type || ' → ' || p.url, COALESCE(d.last_error, '')
+			e.event_type || ' → ' || p.url, COALESCE(d.last_error, ''), d.event_id::text, d.endpoint_id::text
 			FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
 			JOIN webhook_endpoints p ON p.id = d.endpoint_id
 			WHERE d.status = 'failed' ORDER BY d.created_at DESC LIMIT $1`,
-		`SELECT 'webhook_outbox', id::text, created_at, attempts, event_type, COALESCE(last_error, '')
+		`SELECT 'webhook_outbox', id::text, created_at, attempts, event_type, COALESCE(last_error, ''), '', ''
 			FROM webhook_outbox WHERE status = 'failed' ORDER BY created_at DESC LIMIT $1`,
 	},
 }
 
-func runFailed(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 {
-		return errUsage
-	}
-	queries, ok := failedQueries[args[0]]
-	if !ok {
-		return errUsage
-	}
-	fs := flag.NewFlagSet("failed", flag.ContinueOnError)
-	limit := fs.Int("limit", 50, "rows per table")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 || *limit < 1 {
-		return errUsage
-	}
+func runFailed(ctx context.Context, env *Env, outbox string, limit int, asJSON bool) error {
+	queries := failedQueries[outbox]
 	pool, err := env.MigratedPool(ctx)
 	if err != nil {
 		return err
 	}
 	out := []FailedRow{}
 	for _, q := range queries {
-		rows, err := pool.Query(ctx, q, *limit)
+		rows, err := pool.Query(ctx, q, limit)
 		if err != nil {
 			return err
 		}
 		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FailedRow, error) {
 			var f FailedRow
-			err := r.Scan(&f.Table, &f.ID, &f.CreatedAt, &f.Attempts, &f.What, &f.Error)
+			err := r.Scan(&f.Table, &f.ID, &f.CreatedAt, &f.Attempts, &f.What, &f.Error, &f.EventID, &f.EndpointID)
 			return f, err
 		})
 		if err != nil {
@@ -80,22 +99,49 @@ func runFailed(ctx context.Context, env *Env, args []string) error {
 		}
 		out = append(out, got...)
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
 	if len(out) == 0 {
-		fmt.Fprintf(env.Stdout, "no failed %s rows\n", args[0])
+		fmt.Fprintf(env.Stdout, "no failed %s rows\n", outbox)
 		return nil
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tID\tCREATED\tATTEMPTS\tWHAT\tERROR")
+	printFailed(env.Stdout, out)
+	return nil
+}
+
+// printFailed is the table, then per kind of row the command that sends
+// it again: requeue for outbox rows, replay for deliveries (a delivery is
+// never requeued: a replay sends a fresh event with the same payload).
+func printFailed(w io.Writer, out []FailedRow) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TABLE\tID\tCREATED\tATTEMPTS\tEVENT\tENDPOINT\tWHAT\tERROR")
+	tables := map[string]FailedRow{} // per table, its oldest row listed
 	for _, f := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", f.Table, f.ID, f.CreatedAt.UTC().Format(time.RFC3339),
-			f.Attempts, truncate(f.What, 60), truncate(f.Error, 100))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", f.Table, f.ID, f.CreatedAt.UTC().Format(time.RFC3339),
+			f.Attempts, dash(f.EventID), dash(f.EndpointID), truncate(f.What, 60), truncate(f.Error, 100))
+		tables[f.Table] = f
 	}
 	tw.Flush()
-	fmt.Fprintf(env.Stdout, "\nrequeue one with: worker requeue %s <id>\n", args[0])
-	return nil
+	fmt.Fprintln(w)
+	if _, ok := tables["email_outbox"]; ok {
+		fmt.Fprintln(w, "send one again with: worker requeue email <id>")
+	}
+	if f, ok := tables["webhook_deliveries"]; ok {
+		fmt.Fprintln(w, "resend one delivery's event to its endpoints with: worker replay event <event-id>")
+		fmt.Fprintf(w, "or every event that failed at one endpoint with:   worker replay endpoint <endpoint-id> --since %s\n",
+			f.CreatedAt.UTC().Truncate(time.Minute).Format(time.RFC3339))
+	}
+	if _, ok := tables["webhook_outbox"]; ok {
+		fmt.Fprintln(w, "fan out a failed webhook_outbox row again with: worker requeue webhook <id>")
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

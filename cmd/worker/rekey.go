@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -15,24 +14,27 @@ import (
 
 func init() {
 	register(command{
-		Name: "rekey",
-		Usage: "[--batch N] [--dry-run] — re-encrypt the secret fields of pending and failed emails " +
-			"under the first key of OUTBOX_ENCRYPTION_KEYS; safe to interrupt and run again",
-		Run: runRekey,
+		Name:    "rekey",
+		Summary: "re-encrypt secret email fields under the active key (docs/ENCRYPTION.md)",
+		Help: "Re-encrypts the secret fields (reset and invite links, tokens, PDFs) of pending and failed emails " +
+			"under the first key of OUTBOX_ENCRYPTION_KEYS, sealing plaintext rows too, in batches that each " +
+			"commit; then counts the rows left under each key, so you know when an old key can leave the ring. " +
+			"Safe to interrupt and run again (docs/ENCRYPTION.md).",
+		Flags: func(fs *flag.FlagSet) runFunc {
+			batch := intAtLeast(fs, "batch", outbox.DefaultRekeyBatch, 1, "`N` rows per batch (one transaction each)")
+			dryRun := fs.Bool("dry-run", false, "count what would be re-encrypted, write nothing")
+			return func(ctx context.Context, env *Env, _ []string) error {
+				return runRekey(ctx, env, *batch, *dryRun)
+			}
+		},
 	})
 }
 
 // runRekey runs outbox.Rekey with a progress line per batch, then counts
 // what is left under each key, so the operator knows when an old key can
 // leave OUTBOX_ENCRYPTION_KEYS (docs/ENCRYPTION.md).
-func runRekey(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("rekey", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	batch := fs.Int("batch", outbox.DefaultRekeyBatch, "rows per batch")
-	dryRun := fs.Bool("dry-run", false, "count, write nothing")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 || *batch <= 0 {
-		return errUsage
-	}
+func runRekey(ctx context.Context, env *Env, batchSize int, dry bool) error {
+	batch, dryRun := &batchSize, &dry
 	keys := env.Config.Keys
 	if keys == nil {
 		return fmt.Errorf("%s is not set: there is no key to encrypt under (see docs/ENCRYPTION.md)", outbox.KeysEnv)

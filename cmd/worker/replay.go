@@ -2,95 +2,114 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/webhook"
 )
 
 func init() {
-	register(command{
-		Name: "replay",
-		Usage: "event <event-id> | endpoint <endpoint-id> --since <RFC3339|24h|7d> — " +
-			"send webhooks again as new events; an interrupted replay is completed by running it again",
-		Run: runReplay,
+	registerGroup(group{
+		Name:    "replay",
+		Summary: "send webhooks again, as new events",
+		Help: "Sends webhooks again as new events (a clone with a new id that receivers will not dedupe " +
+			"away, pointing at the original through replay_of) and makes the first attempts before returning; " +
+			"deliveries that fail again follow the retry schedule, scaled by RETRY_BACKOFF_SCALE like the " +
+			"workers'. An interrupted replay is completed, not duplicated, by running it again. " +
+			"'worker failed webhook' lists the event and endpoint ids.",
 	})
-	// `worker requeue webhook <outbox-id>`: a failed webhook_outbox row
-	// (its fan-out kept failing) back to pending.
-	requeuers["webhook"] = requeueWebhook
+	register(command{
+		Name:       "replay event",
+		Args:       "<event-id>",
+		Positional: []string{"event-id"},
+		Summary:    "an event again, to every enabled endpoint subscribed to its type",
+		Help: "Replays event <event-id> (or, given a replay, its original) to every enabled endpoint now " +
+			"subscribed to its type, and prints how the first attempts went.",
+		Run: func(ctx context.Context, env *Env, args []string) error {
+			p, err := replayPipeline(ctx, env)
+			if err != nil {
+				return err
+			}
+			defer p.Close()
+			rep, err := p.ReplayEvent(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			verb := "replayed"
+			if rep.Resumed {
+				verb = "completed the interrupted replay of"
+			}
+			fmt.Fprintf(env.Stdout, "%s event %s as %s: %d deliveries; %s\n",
+				verb, rep.ReplayOf, rep.EventID, rep.Deliveries, attemptsText(rep.Attempts, replaySchedule(env.Config)))
+			return nil
+		},
+	})
+	register(command{
+		Name:       "replay endpoint",
+		Args:       "<endpoint-id> --since <RFC3339|24h|7d>",
+		Positional: []string{"endpoint-id"},
+		Required:   []string{"since"},
+		Summary:    "every event whose delivery to one endpoint failed since a time",
+		Help: "Replays, to endpoint <endpoint-id> only, every event whose delivery to it failed since --since " +
+			"and has not reached it since; each event once, however often it failed. The endpoint must be " +
+			"enabled. Running it again after it completed sends nothing new.",
+		Flags: func(fs *flag.FlagSet) runFunc {
+			since := sinceFlag(fs, "since", "required: an RFC3339 `time` (2026-09-01T00:00:00Z) or an age counted back from now (24h, 7d)")
+			return func(ctx context.Context, env *Env, args []string) error {
+				from := *since
+				p, err := replayPipeline(ctx, env)
+				if err != nil {
+					return err
+				}
+				defer p.Close()
+				rb, err := p.ReplayFailedSince(ctx, args[0], from)
+				if err != nil {
+					return err
+				}
+				if rb.Events == 0 {
+					fmt.Fprintf(env.Stdout, "endpoint %s: no failed delivery since %s left to replay\n", args[0], from.UTC().Format(time.RFC3339))
+					return nil
+				}
+				fmt.Fprintf(env.Stdout, "endpoint %s: replayed %d events failed since %s (%d completing an interrupted run): %d deliveries; %s\n",
+					args[0], rb.Events, from.UTC().Format(time.RFC3339), rb.Resumed, rb.Deliveries, attemptsText(rb.Attempts, replaySchedule(env.Config)))
+				return nil
+			}
+		},
+	})
 }
 
-func runReplay(ctx context.Context, env *Env, args []string) error {
-	if len(args) == 0 {
-		return errUsage
-	}
-	fs := flag.NewFlagSet("replay "+args[0], flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	since := fs.String("since", "", "RFC3339 time, or an age such as 24h or 7d")
-	pos, err := parseFlagsAnywhere(fs, args[1:])
-	if err != nil || len(pos) != 1 {
-		return errUsage
-	}
-	var from time.Time
-	switch args[0] {
-	case "event":
-		if *since != "" {
-			return errUsage
-		}
-	case "endpoint":
-		if from, err = parseSince(*since, time.Now()); err != nil {
-			return err
-		}
-	default:
-		return errUsage
-	}
+// replaySchedule is the delivery retry schedule the workers use: the
+// default, scaled by RETRY_BACKOFF_SCALE.
+func replaySchedule(cfg Config) leases.Backoff {
+	return webhook.DefaultSchedule.Scaled(cfg.RetryBackoffScale)
+}
 
+// replayPipeline is a webhook pipeline like the worker's: the replay makes
+// the first attempts itself, with the same SSRF allowlist, lease figures
+// and retry schedule.
+func replayPipeline(ctx context.Context, env *Env) (*webhook.Pipeline, error) {
 	pool, err := env.MigratedPool(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	// The replay makes the first attempts itself, like the worker would,
-	// with the same SSRF allowlist and lease figures.
-	p, err := webhook.New(pool, webhook.Options{Config: env.Config.Webhook, Leases: env.Config.Leases, Logger: env.Logger})
-	if err != nil {
-		return err
-	}
-	defer p.Close()
-
-	if args[0] == "event" {
-		rep, err := p.ReplayEvent(ctx, pos[0])
-		if err != nil {
-			return err
-		}
-		verb := "replayed"
-		if rep.Resumed {
-			verb = "completed the interrupted replay of"
-		}
-		fmt.Fprintf(env.Stdout, "%s event %s as %s: %d deliveries; %s\n",
-			verb, rep.ReplayOf, rep.EventID, rep.Deliveries, attemptsText(rep.Attempts))
-		return nil
-	}
-	rb, err := p.ReplayFailedSince(ctx, pos[0], from)
-	if err != nil {
-		return err
-	}
-	if rb.Events == 0 {
-		fmt.Fprintf(env.Stdout, "endpoint %s: no failed delivery since %s left to replay\n", pos[0], from.UTC().Format(time.RFC3339))
-		return nil
-	}
-	fmt.Fprintf(env.Stdout, "endpoint %s: replayed %d events failed since %s (%d completing an interrupted run): %d deliveries; %s\n",
-		pos[0], rb.Events, from.UTC().Format(time.RFC3339), rb.Resumed, rb.Deliveries, attemptsText(rb.Attempts))
-	return nil
+	return webhook.New(pool, webhook.Options{Config: env.Config.Webhook, Leases: env.Config.Leases,
+		Schedule: replaySchedule(env.Config), Logger: env.Logger})
 }
 
-func attemptsText(s webhook.Tally) string {
+// attemptsText is how the first attempts went; those that will retry do
+// so after the schedule's first wait.
+func attemptsText(s webhook.Tally, schedule leases.Backoff) string {
 	text := fmt.Sprintf("%d succeeded, %d will retry, %d failed", s.Sent, s.Retried, s.Failed)
+	if s.Retried > 0 && len(schedule) > 0 {
+		text += fmt.Sprintf(" (first retry in about %s)", schedule[0].Round(time.Millisecond))
+	}
 	if s.Released > 0 {
 		text += fmt.Sprintf(", %d left to the retry worker", s.Released)
 	}
@@ -120,6 +139,10 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 // requeueWebhook runs webhook.RequeueOutbox; its refusals say why.
 func requeueWebhook(ctx context.Context, pool *pgxpool.Pool, id string) (string, error) {
 	if err := webhook.RequeueOutbox(ctx, pool, id); err != nil {
+		if errors.Is(err, webhook.ErrNotFound) {
+			err = fmt.Errorf("%w; if %s is a delivery id, send its event again with: worker replay event <event-id> "+
+				"('worker failed webhook' lists it)", err, id)
+		}
 		return "", err
 	}
 	return fmt.Sprintf("webhook outbox row %s requeued: pending, attempts 0, due now; the next tick fans it out", id), nil

@@ -108,7 +108,7 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		// A readable, unique ID shows which replica leads in river_leader
 		// and River UI.
 		ID:     id,
-		Logger: log.With("component", "river"),
+		Logger: riverLogger(log.With("component", "river")),
 		Queues: map[string]river.QueueConfig{
 			queue:                 queueConfig,
 			jobs.QueueMaintenance: {MaxWorkers: 2},

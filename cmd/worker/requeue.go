@@ -10,10 +10,33 @@ import (
 )
 
 func init() {
+	registerGroup(group{
+		Name:    "requeue",
+		Summary: "a failed outbox row back to pending",
+		Help: "Puts one failed outbox row back to pending — attempts 0, due now — so the workers send it " +
+			"again (ADR-072 decision 5). Other states are refused with the reason. A failed webhook delivery " +
+			"is not requeued: 'worker replay' sends its event again.",
+	})
 	register(command{
-		Name:  "requeue",
-		Usage: "email|webhook <id> — send a failed email or webhook outbox row again (failed → pending, attempts 0, due now)",
-		Run:   runRequeue,
+		Name:       "requeue email",
+		Args:       "<id>",
+		Positional: []string{"id"},
+		Summary:    "a failed email_outbox row back to pending",
+		Help: "Puts the failed email_outbox row <id> (from 'worker failed email') back to pending, attempts 0, " +
+			"due now. A sent or skipped row is refused: it lost its links and PDF when it was scrubbed, so send " +
+			"a new email instead; a pending row needs no requeue.",
+		Run: runRequeue(requeueEmail),
+	})
+	register(command{
+		Name:       "requeue webhook",
+		Args:       "<outbox-id>",
+		Positional: []string{"outbox-id"},
+		Summary:    "a failed webhook_outbox row (its fan-out kept failing) back to pending",
+		Help: "Puts the failed webhook_outbox row <outbox-id> — an event whose fan-out kept failing, listed " +
+			"under webhook_outbox by 'worker failed webhook' — back to pending, so the workers fan it out. " +
+			"It takes an outbox row id, not a delivery id: a failed delivery is sent again with " +
+			"'worker replay event <event-id>' or 'worker replay endpoint <endpoint-id> --since …'.",
+		Run: runRequeue(requeueWebhook),
 	})
 }
 
@@ -21,31 +44,19 @@ func init() {
 // one line, what it did. A refusal is an error whose message says why.
 type requeuer func(ctx context.Context, pool *pgxpool.Pool, id string) (string, error)
 
-// requeuers maps `worker requeue <outbox> <id>` to its outbox. Other
-// outboxes add themselves from their own file's init, e.g.
-// requeuers["webhook"] = requeueWebhook.
-var requeuers = map[string]requeuer{
-	"email": requeueEmail,
-}
-
-func runRequeue(ctx context.Context, env *Env, args []string) error {
-	if len(args) != 2 {
-		return errUsage
+func runRequeue(requeue requeuer) runFunc {
+	return func(ctx context.Context, env *Env, args []string) error {
+		pool, err := env.MigratedPool(ctx)
+		if err != nil {
+			return err
+		}
+		done, err := requeue(ctx, pool, args[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(env.Stdout, done)
+		return nil
 	}
-	requeue, ok := requeuers[args[0]]
-	if !ok {
-		return errUsage
-	}
-	pool, err := env.MigratedPool(ctx)
-	if err != nil {
-		return err
-	}
-	done, err := requeue(ctx, pool, args[1])
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(env.Stdout, done)
-	return nil
 }
 
 // requeueEmail runs outbox.Requeue. Its refusals already say why: a sent

@@ -17,9 +17,15 @@ import (
 
 func init() {
 	register(command{
-		Name:  "run",
-		Usage: "— run one worker replica until SIGINT/SIGTERM",
-		Run:   runRun,
+		Name:    "run",
+		Summary: "run one worker replica until SIGINT/SIGTERM",
+		Help: "Runs one replica of the pool: its email and webhook lanes (River shift jobs on the replica's own " +
+			"queue), the wake-up listener, the leader's periodic passes when it leads, and the HTTP server on " +
+			"HTTP_ADDR (/healthz, /readyz, /metrics, /riverui/). It refuses to start while migrations are behind " +
+			"(run 'worker migrate up' first). On SIGTERM it claims nothing more and gives in-flight rows " +
+			"SHUTDOWN_TIMEOUT to finish before cancelling them. Everything else is configured by the environment " +
+			"(README.md, \"Configuration\"); it takes no arguments.",
+		Run: runRun,
 	})
 }
 
@@ -102,7 +108,7 @@ var errDone = errors.New("done")
 // even a cancelled row records its outcome.
 func shutdown(env *Env, rep *replica, srv *http.Server) error {
 	log := env.Logger
-	log.Info("shutting down: no new claims; waiting for in-flight work", "timeout", env.Config.ShutdownTimeout)
+	log.Info("shutting down: no new claims; waiting for in-flight work", "timeout", env.Config.ShutdownTimeout.String())
 	soft, cancel := context.WithTimeout(context.Background(), env.Config.ShutdownTimeout)
 	defer cancel()
 	err := rep.stop(soft)

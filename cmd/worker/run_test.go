@@ -175,11 +175,15 @@ func TestRunRefusesWhileMigrationsBehind(t *testing.T) {
 		t.Fatalf("refusal does not name the command to run: %s", out)
 	}
 	status, out := startWorker(t, env, "migrate", "status")
-	if err := status.Wait(); err != nil || !strings.Contains(out.String(), "postbox schema  0 of") {
-		t.Fatalf("migrate status: %v\n%s", err, out)
+	if err := status.Wait(); status.ProcessState.ExitCode() != 1 || !strings.Contains(out.String(), "postbox schema  0 of") {
+		t.Fatalf("migrate status while behind: %v, want exit 1\n%s", err, out)
 	}
 	up, out := startWorker(t, env, "migrate", "up")
 	if err := up.Wait(); err != nil || !strings.Contains(out.String(), fmt.Sprintf("River schema    %d of %d", migrations.RiverTarget(), migrations.RiverTarget())) {
 		t.Fatalf("migrate up: %v\n%s", err, out)
+	}
+	status, out = startWorker(t, env, "migrate", "status")
+	if err := status.Wait(); err != nil || !strings.Contains(out.String(), "current") {
+		t.Fatalf("migrate status when current: %v, want exit 0\n%s", err, out)
 	}
 }

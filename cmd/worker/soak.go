@@ -14,17 +14,19 @@ import (
 
 func init() {
 	register(command{
-		Name: "soak",
-		Usage: "[--emails N] [--events N] [--chaos 90s] [--kill-every 3s-6s] [--seed N] … — crash soak on a throwaway " +
-			"cluster: kill -9 workers, restart Postgres, faulty SMTP and receivers; prints the tally (docs/SOAK.md)",
-		Run: runSoak,
+		Name:    "soak",
+		Summary: "kill -9s, a Postgres restart, SMTP and HTTP faults; prints the tally (docs/SOAK.md)",
+		Help: "Crash soak on a throwaway Postgres cluster: enqueues --emails and --events, keeps --workers " +
+			"'worker run' processes (this binary) running while it kill -9s one every --kill-every for --chaos, " +
+			"restarts Postgres once, and injects SMTP and receiver faults; then waits for every row to reach a " +
+			"final state and prints the tally — lost, duplicated, stuck — exiting 1 if any invariant broke. " +
+			"--seed replays a run (docs/SOAK.md).",
+		Flags: soakFlags,
 	})
 }
 
-func runSoak(ctx context.Context, env *Env, args []string) error {
+func soakFlags(fs *flag.FlagSet) runFunc {
 	opts := soak.Defaults()
-	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
 	fs.IntVar(&opts.Emails, "emails", opts.Emails, "email_outbox rows to enqueue")
 	fs.IntVar(&opts.Events, "events", opts.Events, "webhook_outbox rows to enqueue")
 	fs.IntVar(&opts.Endpoints, "endpoints", opts.Endpoints, "webhook endpoints, each with its own receiver")
@@ -35,27 +37,26 @@ func runSoak(ctx context.Context, env *Env, args []string) error {
 	fs.DurationVar(&opts.Timeout, "timeout", opts.Timeout, "bound on the whole run; rows not terminal by then count as lost")
 	fs.Uint64Var(&opts.Seed, "seed", 0, "seed for kills and faults; 0 picks one (printed)")
 	fs.StringVar(&opts.LogDir, "logs", "", "keep worker logs in this directory (default: a temp dir, kept only on failure)")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return errUsage
-	}
-	var err error
-	if opts.KillEveryMin, opts.KillEveryMax, err = parseDurationRange(*killEvery); err != nil {
-		return fmt.Errorf("--kill-every=%q: %w", *killEvery, err)
-	}
-	if opts.PGRestartAt, err = parseShare(*restartAt); err != nil {
-		return fmt.Errorf("--pg-restart-at=%q: %w", *restartAt, err)
-	}
-	if opts.WorkerBinary, err = os.Executable(); err != nil {
-		return fmt.Errorf("find the worker binary: %w", err)
-	}
-	opts.Progress = env.Stderr
+	return func(ctx context.Context, env *Env, _ []string) error {
+		var err error
+		if opts.KillEveryMin, opts.KillEveryMax, err = parseDurationRange(*killEvery); err != nil {
+			return usagef("--kill-every=%q: %v", *killEvery, err)
+		}
+		if opts.PGRestartAt, err = parseShare(*restartAt); err != nil {
+			return usagef("--pg-restart-at=%q: %v", *restartAt, err)
+		}
+		if opts.WorkerBinary, err = os.Executable(); err != nil {
+			return fmt.Errorf("find the worker binary: %w", err)
+		}
+		opts.Progress = env.Stderr
 
-	tally, err := soak.Run(ctx, opts)
-	if err != nil {
-		return err
+		tally, err := soak.Run(ctx, opts)
+		if err != nil {
+			return err
+		}
+		tally.Print(env.Stdout)
+		return tally.Err()
 	}
-	tally.Print(env.Stdout)
-	return tally.Err()
 }
 
 // parseDurationRange reads "3s-6s" or "4s".

@@ -17,9 +17,19 @@ import (
 
 func init() {
 	register(command{
-		Name:  "stats",
-		Usage: "[--json] — rows per status, due now and oldest due age, per outbox; recent errors",
-		Run:   runStats,
+		Name:    "stats",
+		Summary: "rows per status, due now, oldest due age, recent errors — per outbox",
+		Help: "Prints, for email_outbox, webhook_outbox and webhook_deliveries: the rows in each status " +
+			"(exact counts: a scan of each table, fine for a command, not for a scrape), how many are due now " +
+			"and how long the oldest due row has waited, then each table's most recent errors. /metrics " +
+			"exports the cheap part of this as gauges.",
+		Flags: func(fs *flag.FlagSet) runFunc {
+			asJSON := fs.Bool("json", false, "print JSON")
+			recent := intAtLeast(fs, "errors", 5, 0, "show the `N` most recent errors per outbox")
+			return func(ctx context.Context, env *Env, _ []string) error {
+				return runStats(ctx, env, *asJSON, *recent)
+			}
+		},
 	})
 }
 
@@ -113,22 +123,16 @@ func readStats(ctx context.Context, db claim.DB, recent int) ([]OutboxStats, err
 	return out, nil
 }
 
-func runStats(ctx context.Context, env *Env, args []string) error {
-	fs := flag.NewFlagSet("stats", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print JSON")
-	recent := fs.Int("errors", 5, "recent errors to show per outbox")
-	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
-		return errUsage
-	}
+func runStats(ctx context.Context, env *Env, asJSON bool, recent int) error {
 	pool, err := env.MigratedPool(ctx)
 	if err != nil {
 		return err
 	}
-	stats, err := readStats(ctx, pool, *recent)
+	stats, err := readStats(ctx, pool, recent)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(stats)

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+func logLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("not JSON: %q", line)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestLoggerRendersDurationsAsStrings(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log := newLogger(&buf, slog.LevelInfo).With("lease", 6*time.Minute)
+	log.Info("x", "timeout", 30*time.Second, slog.Duration("d", 1500*time.Millisecond),
+		slog.Group("g", "wait", 5*time.Millisecond), "n", 7)
+	got := logLines(t, &buf)[0]
+	for k, want := range map[string]any{"lease": "6m0s", "timeout": "30s", "d": "1.5s", "n": float64(7)} {
+		if got[k] != want {
+			t.Errorf("%s = %#v, want %#v", k, got[k], want)
+		}
+	}
+	if g, _ := got["g"].(map[string]any); g["wait"] != "5ms" {
+		t.Errorf("grouped duration = %#v, want \"5ms\"", got["g"])
+	}
+}
+
+func TestRiverLoggerDemotesChatter(t *testing.T) {
+	t.Parallel()
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		var buf bytes.Buffer
+		log := riverLogger(newLogger(&buf, level).With("component", "river"))
+		log.Info("producer: Producer job counts", "queue", "q", "num_jobs_running", 1)
+		log.Info("JobCleaner: Ran successfully", "num_jobs_deleted", 3)
+		log.Info("River client started", "client_id", "c1")
+		log.Warn("producer: Producer job counts") // only INFO is demoted
+		lines := logLines(t, &buf)
+		var got []string
+		for _, l := range lines {
+			got = append(got, l["level"].(string)+" "+l["msg"].(string))
+			if l["component"] != "river" {
+				t.Errorf("lost the logger's attributes: %v", l)
+			}
+		}
+		want := []string{"INFO River client started", "WARN producer: Producer job counts"}
+		if level == slog.LevelDebug {
+			want = []string{"DEBUG producer: Producer job counts", "DEBUG JobCleaner: Ran successfully",
+				"INFO River client started", "WARN producer: Producer job counts"}
+		}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("LOG_LEVEL=%s: lines %q, want %q", level, got, want)
+		}
+		if level == slog.LevelDebug && lines[0]["queue"] != "q" {
+			t.Errorf("demoted line lost its attributes: %v", lines[0])
+		}
+	}
+}
