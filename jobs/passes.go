@@ -24,7 +24,7 @@ const (
 	DefaultRetryInterval = 15 * time.Second
 
 	// DefaultPruneInterval is how often the leader inserts a prune of
-	// dispatched webhook_outbox rows (webhook.Config.OutboxRetention).
+	// dispatched webhook_outbox rows (webhook.Settings.OutboxRetention).
 	DefaultPruneInterval = time.Hour
 
 	// gateLease is how long a pass's gate outlives its holder: a replica
@@ -55,7 +55,7 @@ func (RetryPassArgs) Kind() string { return "postbox_webhook_retry" }
 func (RetryPassArgs) InsertOpts() river.InsertOpts { return passInsertOpts(DefaultRetryInterval) }
 
 // PruneArgs is the periodic prune of dispatched webhook_outbox rows older
-// than webhook.Config.OutboxRetention (ADR-072 amendment 2026-08-30),
+// than webhook.Settings.OutboxRetention (ADR-072 amendment 2026-08-30),
 // behind the webhook_prune gate. Events, deliveries and attempts are never
 // pruned.
 type PruneArgs struct{}
@@ -94,7 +94,7 @@ func passInsertOpts(period time.Duration) river.InsertOpts {
 
 // Passes are the leader's periodic webhook passes over one pipeline.
 type Passes struct {
-	pipeline      *webhook.Pipeline
+	pipeline      *webhook.Dispatcher
 	db            engine.DB
 	owner         string
 	retryInterval time.Duration
@@ -109,7 +109,7 @@ type PassesConfig struct {
 }
 
 // NewPasses returns the passes over p, gated in db (a pool).
-func NewPasses(p *webhook.Pipeline, db engine.DB, cfg PassesConfig) *Passes {
+func NewPasses(p *webhook.Dispatcher, db engine.DB, cfg PassesConfig) *Passes {
 	if cfg.RetryInterval <= 0 {
 		cfg.RetryInterval = DefaultRetryInterval
 	}

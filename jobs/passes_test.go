@@ -22,7 +22,7 @@ func TestPasses_OnePassPoolWideAtATime(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	newPasses := func(owner string) *Passes {
-		p, err := webhook.New(pool, webhook.Options{Logger: discard})
+		p, err := webhook.NewDispatcher(pool, webhook.Config{Logger: discard})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,8 +76,8 @@ func TestPasses_RetryDeliversDueDeliveries(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer srv.Close()
-	cfg := webhook.Config{AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
-	p, err := webhook.New(pool, webhook.Options{Config: cfg, Logger: discard})
+	cfg := webhook.Settings{AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	p, err := webhook.NewDispatcher(pool, webhook.Config{Settings: cfg, Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func startReplica(t *testing.T, pool *pgxpool.Pool, name string, sender outbox.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := webhook.New(pool, webhook.Options{Logger: discard})
+	p, err := webhook.NewDispatcher(pool, webhook.Config{Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 
 // Waker is one process's LISTEN connection for the outbox tables'
 // wake-ups (migration 00005): pass Email to outbox.Config.Wake and Webhook
-// to webhook.Options.Wake, then run Listen for the process's life.
+// to webhook.Config.Wake, then run Listen for the process's life.
 type Waker struct {
 	w       *engine.Waker
 	logger  *slog.Logger

@@ -50,18 +50,18 @@ func newEvent(eventType string, createdAt time.Time, payload []byte) (event, err
 	return event{body: body, createdAt: createdAt}, err
 }
 
-// runner starts attempts on their own goroutines within the Pipeline's
+// runner starts attempts on their own goroutines within the Dispatcher's
 // attempt slots and collects their outcomes. One runner serves one fan-out,
 // replay or retry unit; finish waits for its attempts.
 type runner struct {
-	p        *Pipeline
+	p        *Dispatcher
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	sum      Tally
 	deferred []string
 }
 
-func (p *Pipeline) newRunner() *runner { return &runner{p: p} }
+func (p *Dispatcher) newRunner() *runner { return &runner{p: p} }
 
 // start runs d's attempt once a slot is free. An attempt must finish, its
 // mark included, before d's lease expires — otherwise the retry worker may
@@ -82,7 +82,7 @@ func (r *runner) start(ctx, wait context.Context, d delivery) {
 }
 
 // startBy is the last moment d's attempt may start.
-func (p *Pipeline) startBy(d delivery) time.Time {
+func (p *Dispatcher) startBy(d delivery) time.Time {
 	return d.leaseEnd.Add(-(p.lc.DeliveryBudget + leases.MarkTimeout))
 }
 
@@ -102,7 +102,7 @@ func (r *runner) launch(ctx context.Context, d delivery) {
 }
 
 // mayStart reports whether d's attempt may start now.
-func (p *Pipeline) mayStart(d delivery) bool {
+func (p *Dispatcher) mayStart(d delivery) bool {
 	return !time.Now().After(p.startBy(d)) && !p.stopped.Load()
 }
 
@@ -110,7 +110,7 @@ func (p *Pipeline) mayStart(d delivery) bool {
 // recorded on the delivery as a failed attempt carrying the panic value —
 // retried on the schedule like any transient failure — and the process
 // lives on.
-func (p *Pipeline) attemptSafely(ctx context.Context, d delivery) (t Tally) {
+func (p *Dispatcher) attemptSafely(ctx context.Context, d delivery) (t Tally) {
 	defer func() {
 		if v := recover(); v != nil {
 			perr := &engine.PanicError{Value: v}
@@ -159,7 +159,7 @@ func (r *runner) finish(ctx context.Context) Tally {
 
 // attempt makes one attempt at d, records it with UpdateDelivery, and
 // returns what happened as a one-row Tally.
-func (p *Pipeline) attempt(ctx context.Context, d delivery) Tally {
+func (p *Dispatcher) attempt(ctx context.Context, d delivery) Tally {
 	var mark DeliveryMark
 	gone := false
 	switch {
@@ -183,7 +183,7 @@ func (p *Pipeline) attempt(ctx context.Context, d delivery) Tally {
 
 // record writes an attempt's mark, logs and counts it, and disables the
 // endpoint after a 410.
-func (p *Pipeline) record(ctx context.Context, d delivery, mark DeliveryMark, gone bool) Tally {
+func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, gone bool) Tally {
 	log := p.logger.With("delivery_id", d.id, "event_id", d.eventID, "endpoint_id", d.endpointID, "attempt", d.attempt)
 	// The receiver's text (a Location header, a wrapped error) can be
 	// megabytes: capped once here, it is the same in the row, the attempt
@@ -251,7 +251,7 @@ func logAttempt(log *slog.Logger, m DeliveryMark) {
 //	429/503 with Retry-After    pending, retried after the header's wait (clamped)
 //	3xx (never followed), other non-2xx, network error, timeout
 //	                            pending on the schedule; failed once it is spent
-func (p *Pipeline) send(ctx context.Context, d delivery) (m DeliveryMark, gone bool) {
+func (p *Dispatcher) send(ctx context.Context, d delivery) (m DeliveryMark, gone bool) {
 	m.Attempt = d.attempt
 	key, err := secretKey(d.secret)
 	if err != nil {
@@ -311,7 +311,7 @@ func (p *Pipeline) send(ctx context.Context, d delivery) (m DeliveryMark, gone b
 // retryOrFail sets m pending with the schedule's next wait — or the
 // receiver's Retry-After when it gave one — or failed when the schedule is
 // spent. Retry-After never buys attempts past the schedule's bound.
-func (p *Pipeline) retryOrFail(m *DeliveryMark, after time.Duration, honour bool) {
+func (p *Dispatcher) retryOrFail(m *DeliveryMark, after time.Duration, honour bool) {
 	wait, ok := p.schedule.Next(m.Attempt)
 	if !ok {
 		m.Status = StatusFailed
@@ -343,7 +343,7 @@ func describeSendError(ctx context.Context, err error, budget time.Duration) str
 
 // disableGone disables an endpoint that answered 410 Gone. The reason is
 // stored on the row and logged, so `worker endpoints list` shows why.
-func (p *Pipeline) disableGone(ctx context.Context, d delivery, log *slog.Logger) {
+func (p *Dispatcher) disableGone(ctx context.Context, d delivery, log *slog.Logger) {
 	ctx, cancel := claim.MarkContext(ctx)
 	defer cancel()
 	reason := fmt.Sprintf("receiver answered 410 Gone at %s (delivery %s)", time.Now().UTC().Format(time.RFC3339), d.id)

@@ -24,7 +24,7 @@ func TestDelivery_SignatureVerifiedByReferenceLibrary(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, nil)
+	p := newDispatcher(t, pool, nil)
 
 	var verify func(body []byte, h http.Header) error
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
@@ -81,7 +81,7 @@ func TestDelivery_RedirectNotFollowed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, nil)
+	p := newDispatcher(t, pool, nil)
 	target := newReceiver(t, nil)
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		http.Redirect(w, r, target.URL+"/moved", http.StatusTemporaryRedirect)
@@ -112,7 +112,7 @@ func TestDelivery_GoneDisablesEndpoint(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	reg := prometheus.NewRegistry()
-	p := newPipeline(t, pool, func(o *Options) { o.Metrics = NewMetrics(reg) })
+	p := newDispatcher(t, pool, func(o *Config) { o.Metrics = NewMetrics(reg) })
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusGone) })
 	ep := createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
@@ -165,7 +165,7 @@ func TestDelivery_RetryAfterHonoured(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			pool := pgtest.NewPool(t)
-			p := newPipeline(t, pool, nil)
+			p := newDispatcher(t, pool, nil)
 			rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
 				w.Header().Set("Retry-After", tc.retryAfter())
 				w.WriteHeader(tc.status)
@@ -195,7 +195,7 @@ func TestDelivery_ResponseExcerptCapped(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, nil)
+	p := newDispatcher(t, pool, nil)
 	big := strings.Repeat("€", 100<<10/3) // 3 bytes a rune: 4096 is not a boundary
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		w.WriteHeader(http.StatusOK)
@@ -228,7 +228,7 @@ func TestDelivery_TimeoutIsTransient(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	lc := leases.Default()
 	lc.DeliveryBudget = 300 * time.Millisecond
-	p := newPipeline(t, pool, func(o *Options) { o.Leases = lc })
+	p := newDispatcher(t, pool, func(o *Config) { o.Leases = lc })
 	release := make(chan struct{})
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		select {
@@ -283,7 +283,7 @@ func TestDelivery_ProductionRefusesPlainHTTP(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, func(o *Options) { o.Config.Production = true })
+	p := newDispatcher(t, pool, func(o *Config) { o.Settings.Production = true })
 	rc := newReceiver(t, nil)
 	ep := createEndpoint(t, pool, rc.URL) // created outside production
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})

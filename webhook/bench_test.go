@@ -18,13 +18,13 @@ func BenchmarkDrain(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
 		pool := pgtest.NewPool(b)
-		p, err := New(pool, Options{Config: Config{AllowedCIDRs: loopback}})
+		p, err := NewDispatcher(pool, Config{Settings: Settings{AllowedCIDRs: loopback}})
 		if err != nil {
 			b.Fatal(err)
 		}
 		srv := newBenchServer(b, rc)
 		for range endpoints {
-			if _, err := CreateEndpoint(ctx, pool, Config{}, EndpointParams{URL: srv}); err != nil {
+			if _, err := CreateEndpoint(ctx, pool, Settings{}, EndpointParams{URL: srv}); err != nil {
 				b.Fatal(err)
 			}
 		}

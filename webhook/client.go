@@ -18,7 +18,7 @@ const (
 	maxExcerptBytes = 4096
 )
 
-// newHTTPClient builds the one delivery client of a Pipeline. One Transport
+// newHTTPClient builds the one delivery client of a Dispatcher. One Transport
 // serves every attempt, so connections to a receiver are reused across
 // deliveries.
 //
@@ -33,7 +33,7 @@ const (
 //   - No client-wide timeout: each attempt carries its own deadline,
 //     DeliveryBudget or less (see attempt). The transport's timeouts are
 //     backstops inside it.
-func newHTTPClient(cfg Config, budget time.Duration) *http.Client {
+func newHTTPClient(cfg Settings, budget time.Duration) *http.Client {
 	dialer := &net.Dialer{
 		Timeout:   budget,
 		KeepAlive: 30 * time.Second,

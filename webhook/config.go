@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Defaults for Config. Each is what a newcomer gets with no environment.
+// Defaults for Settings. Each is what a newcomer gets with no environment.
 const (
 	// DefaultOutboxRetention is how long a dispatched webhook_outbox row is
 	// kept before the pruner deletes it. A dispatched row is pure transport
@@ -31,7 +31,7 @@ const (
 	DefaultUserAgent = "postbox-webhook/1"
 )
 
-// Environment variables read by ConfigFromEnv.
+// Environment variables read by SettingsFromEnv.
 const (
 	EnvAllowedCIDRs    = "WEBHOOK_ALLOWED_CIDRS"     // comma-separated CIDRs the SSRF guard admits
 	EnvOutboxRetention = "WEBHOOK_OUTBOX_RETENTION"  // e.g. 168h or 7d
@@ -41,9 +41,9 @@ const (
 	EnvAppEnv          = "APP_ENV" // production requires https endpoints
 )
 
-// Config is the webhook side's runtime configuration. Lease figures live in
+// Settings is the webhook side's runtime configuration. Lease figures live in
 // leases.Config; these are the knobs that are not about timing.
-type Config struct {
+type Settings struct {
 	// AllowedCIDRs admits addresses the SSRF guard would otherwise refuse
 	// (loopback, private, link-local…). Empty in production, normally; tests
 	// and local setups admit 127.0.0.0/8 to reach their receivers.
@@ -69,10 +69,10 @@ type Config struct {
 	UserAgent string
 }
 
-// DefaultConfig returns the configuration a worker runs with when the
+// DefaultSettings returns the configuration a worker runs with when the
 // environment sets nothing.
-func DefaultConfig() Config {
-	return Config{
+func DefaultSettings() Settings {
+	return Settings{
 		OutboxRetention: DefaultOutboxRetention,
 		MaxPayloadBytes: DefaultMaxPayloadBytes,
 		Concurrency:     DefaultConcurrency,
@@ -80,10 +80,10 @@ func DefaultConfig() Config {
 	}
 }
 
-// withDefaults fills zero fields, so a Config literal naming only what it
+// withDefaults fills zero fields, so a Settings literal naming only what it
 // cares about is valid.
-func (c Config) withDefaults() Config {
-	d := DefaultConfig()
+func (c Settings) withDefaults() Settings {
+	d := DefaultSettings()
 	if c.OutboxRetention == 0 {
 		c.OutboxRetention = d.OutboxRetention
 	}
@@ -99,11 +99,11 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// ConfigFromEnv reads the webhook configuration through lookup
+// SettingsFromEnv reads the webhook configuration through lookup
 // (os.LookupEnv in production). A value that does not parse is an error
 // naming its variable, never a silent fallback.
-func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
-	c := DefaultConfig()
+func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
+	c := DefaultSettings()
 	get := func(name string) (string, bool) {
 		v, ok := lookup(name)
 		v = strings.TrimSpace(v)

@@ -20,21 +20,21 @@ func TestConfigFromEnv(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		lookup  func(string) (string, bool)
-		check   func(Config) bool
+		check   func(Settings) bool
 		wantErr string
 	}{
-		{"defaults", env(), func(c Config) bool {
+		{"defaults", env(), func(c Settings) bool {
 			return c.OutboxRetention == 7*24*time.Hour && c.MaxPayloadBytes == 256<<10 && !c.Production &&
 				c.AllowedCIDRs == nil && c.Concurrency == DefaultConcurrency && c.UserAgent == DefaultUserAgent
 		}, ""},
-		{"cidrs", env(EnvAllowedCIDRs, " 127.0.0.0/8, ::1 ,10.1.2.3/16"), func(c Config) bool {
+		{"cidrs", env(EnvAllowedCIDRs, " 127.0.0.0/8, ::1 ,10.1.2.3/16"), func(c Settings) bool {
 			return slices.Equal(c.AllowedCIDRs, []netip.Prefix{
 				netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("10.1.0.0/16")})
 		}, ""},
-		{"retention in days", env(EnvOutboxRetention, "30d"), func(c Config) bool { return c.OutboxRetention == 30*24*time.Hour }, ""},
-		{"retention as duration", env(EnvOutboxRetention, "36h"), func(c Config) bool { return c.OutboxRetention == 36*time.Hour }, ""},
-		{"payload limit", env(EnvMaxPayloadBytes, "1024"), func(c Config) bool { return c.MaxPayloadBytes == 1024 }, ""},
-		{"production", env(EnvAppEnv, "production"), func(c Config) bool { return c.Production }, ""},
+		{"retention in days", env(EnvOutboxRetention, "30d"), func(c Settings) bool { return c.OutboxRetention == 30*24*time.Hour }, ""},
+		{"retention as duration", env(EnvOutboxRetention, "36h"), func(c Settings) bool { return c.OutboxRetention == 36*time.Hour }, ""},
+		{"payload limit", env(EnvMaxPayloadBytes, "1024"), func(c Settings) bool { return c.MaxPayloadBytes == 1024 }, ""},
+		{"production", env(EnvAppEnv, "production"), func(c Settings) bool { return c.Production }, ""},
 		{"bad cidr", env(EnvAllowedCIDRs, "127.0.0.0/33"), nil, EnvAllowedCIDRs},
 		{"bad retention", env(EnvOutboxRetention, "a week"), nil, EnvOutboxRetention},
 		{"zero retention", env(EnvOutboxRetention, "0s"), nil, EnvOutboxRetention},
@@ -44,14 +44,14 @@ func TestConfigFromEnv(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c, err := ConfigFromEnv(tc.lookup)
+			c, err := SettingsFromEnv(tc.lookup)
 			switch {
 			case tc.wantErr == "" && err != nil:
-				t.Fatalf("ConfigFromEnv: %v", err)
+				t.Fatalf("SettingsFromEnv: %v", err)
 			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Fatalf("ConfigFromEnv error = %v, want it to name %s", err, tc.wantErr)
+				t.Fatalf("SettingsFromEnv error = %v, want it to name %s", err, tc.wantErr)
 			case tc.check != nil && !tc.check(c):
-				t.Fatalf("ConfigFromEnv = %+v", c)
+				t.Fatalf("SettingsFromEnv = %+v", c)
 			}
 		})
 	}

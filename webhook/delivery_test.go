@@ -14,7 +14,7 @@ import (
 
 // bornDelivery fans one event out to one endpoint at url and returns the
 // delivery, born leased and not yet attempted.
-func bornDelivery(t *testing.T, p *Pipeline, url string) deliveryState {
+func bornDelivery(t *testing.T, p *Dispatcher, url string) deliveryState {
 	t.Helper()
 	ep := createEndpoint(t, p.pool, url)
 	id := insertOutbox(t, p.pool, "invoice.paid", map[string]any{"n": 1})
@@ -31,7 +31,7 @@ func TestUpdateDelivery_DropsStaleFailureMarkAfterSiblingSuccess(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, nil)
+	p := newDispatcher(t, pool, nil)
 	d := bornDelivery(t, p, "http://127.0.0.1:9/unused")
 
 	// The retry worker claimed it after the birth lease (attempt 2) and
@@ -65,7 +65,7 @@ func TestUpdateDelivery_DropsStaleFailureMarkAfterSiblingSuccess(t *testing.T) {
 func TestUpdateDelivery_RecordsOnCancelledContext(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, nil)
+	p := newDispatcher(t, pool, nil)
 	d := bornDelivery(t, p, "http://127.0.0.1:9/unused")
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -86,7 +86,7 @@ func TestAttempt_StaleMarkIsCountedNotApplied(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	reg := prometheus.NewRegistry()
 	metrics := NewMetrics(reg)
-	p := newPipeline(t, pool, func(o *Options) { o.Metrics = metrics })
+	p := newDispatcher(t, pool, func(o *Config) { o.Metrics = metrics })
 
 	// While the attempt is in flight a sibling delivers the same row.
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {

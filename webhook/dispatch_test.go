@@ -16,7 +16,7 @@ func TestDispatchFromOutbox_BornLeased(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, nil)
+	p := newDispatcher(t, pool, nil)
 	rc := newReceiver(t, nil)
 
 	all := createEndpoint(t, pool, rc.URL+"/all")
@@ -83,7 +83,7 @@ func TestDispatchFromOutbox_AllOrNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, nil)
+	p := newDispatcher(t, pool, nil)
 	rc := newReceiver(t, nil)
 	createEndpoint(t, pool, rc.URL)
 	id := insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
@@ -119,7 +119,7 @@ func TestDispatchFromOutbox_HandlerOwnsMark(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, nil)
+	p := newDispatcher(t, pool, nil)
 	rc := newReceiver(t, nil)
 	createEndpoint(t, pool, rc.URL)
 
@@ -160,7 +160,7 @@ func TestDispatchFromOutbox_HandlerOwnsMark(t *testing.T) {
 				if _, err := pool.Exec(ctx, `UPDATE webhook_outbox SET next_attempt_at = now() - interval '1 second' WHERE id = $1`, outboxID); err != nil {
 					t.Error(err)
 				}
-				b := newPipeline(t, pool, nil)
+				b := newDispatcher(t, pool, nil)
 				if sum, err := b.RunBatch(ctx); err != nil || sum.Events != 1 {
 					t.Errorf("sibling tick: %+v, %v; want the row dispatched", sum, err)
 				}
@@ -189,7 +189,7 @@ func TestProcessBatch_FirstAttemptInProcess(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, nil)
+	p := newDispatcher(t, pool, nil)
 	rc := newReceiver(t, nil)
 	for range 3 {
 		createEndpoint(t, pool, rc.URL)
@@ -225,7 +225,7 @@ func TestProcessBatch_DefersAttemptsThatWouldOutliveTheBirthLease(t *testing.T) 
 	pool := pgtest.NewPool(t)
 	lc := leases.Default()
 	lc.BirthLeaseWindow = lc.DeliveryBudget + leases.MarkTimeout // no room left once born
-	p := newPipeline(t, pool, func(o *Options) { o.Leases = lc })
+	p := newDispatcher(t, pool, func(o *Config) { o.Leases = lc })
 	rc := newReceiver(t, nil)
 	createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
@@ -253,7 +253,7 @@ func TestPipeline_StopClaimsNothingMore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, nil)
+	p := newDispatcher(t, pool, nil)
 	rc := newReceiver(t, nil)
 	createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})

@@ -21,9 +21,9 @@ the next periodic tick. Any language can enqueue with plain SQL:
 
 # Fan-out
 
-[Pipeline.ProcessBatch] claims due outbox rows with the claim-lease shared
+[Dispatcher.ProcessBatch] claims due outbox rows with the claim-lease shared
 with the email outbox (one short statement: FOR UPDATE SKIP LOCKED, a lease
-stamp, attempts+1). For each row, [Pipeline.DispatchFromOutbox] runs ONE
+stamp, attempts+1). For each row, [Dispatcher.DispatchFromOutbox] runs ONE
 transaction that marks the row dispatched (a compare-and-set on status =
 'pending'), creates its event, and creates a delivery for every enabled
 endpoint subscribed to the event type. Deliveries are born leased:
@@ -55,14 +55,14 @@ applied ([ErrStaleDeliveryMark]).
 
 # Retries
 
-The retry worker ([Pipeline.Retry], run by a leader-inserted, unique
+The retry worker ([Dispatcher.Retry], run by a leader-inserted, unique
 periodic River job) claims up to RetryClaimBatch due pending deliveries at a
 time with lease RetryClaimLease(n), including legacy pre-P5 rows whose
 next_retry_at is NULL, and attempts each with a fresh signature. It claims
 no more deliveries than it has free attempt slots, so a claimed delivery never
 queues for one.
 
-First attempts share the same slots ([Config].Concurrency). One that could
+First attempts share the same slots ([Settings].Concurrency). One that could
 not start while a whole DeliveryBudget still fits in its birth lease is not
 started late: it is released to the retry worker, so an in-process attempt
 and a retry never overlap.
@@ -80,21 +80,21 @@ never followed and no proxy is used.
 
 # Replay and pruning
 
-[Pipeline.ReplayEvent] and [Pipeline.ReplayFailedSince] send events again as
+[Dispatcher.ReplayEvent] and [Dispatcher.ReplayFailedSince] send events again as
 clones linked by replay_of: the clone is committed first, then its
 born-leased deliveries are created in one statement; an interrupted replay
 leaves a visible clone without deliveries, and running it again completes it.
-[Pipeline.Prune] deletes dispatched webhook_outbox rows older than
-Config.OutboxRetention (default seven days); events, deliveries and attempts
+[Dispatcher.Prune] deletes dispatched webhook_outbox rows older than
+Settings.OutboxRetention (default seven days); events, deliveries and attempts
 are never pruned.
 
 # River
 
 This package imports no River code. Package jobs wires it: the tick and kick
-jobs call [Pipeline.Drain], the retry job [Pipeline.Retry], the prune job
-[Pipeline.Prune]. A job only triggers work; the claim leases and CAS marks
+jobs call [Dispatcher.Drain], the retry job [Dispatcher.Retry], the prune job
+[Dispatcher.Prune]. A job only triggers work; the claim leases and CAS marks
 here are what make two ticks at once, a rescued and re-run tick, or a tick on
-a replica that just lost leadership harmless. [Pipeline.Stop] is the soft
+a replica that just lost leadership harmless. [Dispatcher.Stop] is the soft
 stop: nothing more is claimed, attempts in flight finish and mark.
 */
 package webhook

@@ -45,7 +45,7 @@ type EndpointParams struct {
 
 // CreateEndpoint validates p and inserts an enabled endpoint. cfg.Production
 // requires an https URL.
-func CreateEndpoint(ctx context.Context, db DB, cfg Config, p EndpointParams) (Endpoint, error) {
+func CreateEndpoint(ctx context.Context, db DB, cfg Settings, p EndpointParams) (Endpoint, error) {
 	if err := ValidateURL(p.URL, cfg.Production); err != nil {
 		return Endpoint{}, err
 	}

@@ -16,7 +16,7 @@ func TestEndpoints_CreateListDisableEnable(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 
-	ep, err := CreateEndpoint(ctx, pool, Config{}, EndpointParams{
+	ep, err := CreateEndpoint(ctx, pool, Settings{}, EndpointParams{
 		URL:        "https://hooks.example.com/postbox",
 		EventTypes: []string{" invoice.paid", "invoice.paid", "invoice.voided"},
 	})
@@ -32,7 +32,7 @@ func TestEndpoints_CreateListDisableEnable(t *testing.T) {
 	}
 
 	supplied := "whsec_" + base64.StdEncoding.EncodeToString([]byte(strings.Repeat("k", 24)))
-	all, err := CreateEndpoint(ctx, pool, Config{}, EndpointParams{URL: "http://127.0.0.1:8080/hook", Secret: supplied})
+	all, err := CreateEndpoint(ctx, pool, Settings{}, EndpointParams{URL: "http://127.0.0.1:8080/hook", Secret: supplied})
 	if err != nil || all.Secret != supplied || len(all.EventTypes) != 0 {
 		t.Fatalf("CreateEndpoint with a supplied secret = %+v, %v", all, err)
 	}
@@ -78,21 +78,21 @@ func TestCreateEndpoint_Refuses(t *testing.T) {
 	b64 := func(n int) string { return base64.StdEncoding.EncodeToString(make([]byte, n)) }
 	for _, tc := range []struct {
 		name string
-		cfg  Config
+		cfg  Settings
 		p    EndpointParams
 		want string
 	}{
-		{"relative url", Config{}, EndpointParams{URL: "/hooks"}, "absolute http(s)"},
-		{"ftp", Config{}, EndpointParams{URL: "ftp://example.com/x"}, "absolute http(s)"},
-		{"no host", Config{}, EndpointParams{URL: "https:///x"}, "no host"},
-		{"credentials", Config{}, EndpointParams{URL: "https://u:p@example.com/"}, "credentials"},
-		{"http in production", Config{Production: true}, EndpointParams{URL: "http://example.com/"}, "must be https when APP_ENV=production"},
-		{"secret without prefix", Config{}, EndpointParams{URL: "https://example.com/", Secret: b64(32)}, `must start with "whsec_"`},
-		{"secret not base64", Config{}, EndpointParams{URL: "https://example.com/", Secret: "whsec_!!!"}, "not standard base64"},
-		{"secret too short", Config{}, EndpointParams{URL: "https://example.com/", Secret: "whsec_" + b64(23)}, "23 bytes, must be 24 to 64"},
-		{"secret too long", Config{}, EndpointParams{URL: "https://example.com/", Secret: "whsec_" + b64(65)}, "65 bytes, must be 24 to 64"},
-		{"empty event type", Config{}, EndpointParams{URL: "https://example.com/", EventTypes: []string{""}}, "event type"},
-		{"event type with space", Config{}, EndpointParams{URL: "https://example.com/", EventTypes: []string{"invoice paid"}}, "event type"},
+		{"relative url", Settings{}, EndpointParams{URL: "/hooks"}, "absolute http(s)"},
+		{"ftp", Settings{}, EndpointParams{URL: "ftp://example.com/x"}, "absolute http(s)"},
+		{"no host", Settings{}, EndpointParams{URL: "https:///x"}, "no host"},
+		{"credentials", Settings{}, EndpointParams{URL: "https://u:p@example.com/"}, "credentials"},
+		{"http in production", Settings{Production: true}, EndpointParams{URL: "http://example.com/"}, "must be https when APP_ENV=production"},
+		{"secret without prefix", Settings{}, EndpointParams{URL: "https://example.com/", Secret: b64(32)}, `must start with "whsec_"`},
+		{"secret not base64", Settings{}, EndpointParams{URL: "https://example.com/", Secret: "whsec_!!!"}, "not standard base64"},
+		{"secret too short", Settings{}, EndpointParams{URL: "https://example.com/", Secret: "whsec_" + b64(23)}, "23 bytes, must be 24 to 64"},
+		{"secret too long", Settings{}, EndpointParams{URL: "https://example.com/", Secret: "whsec_" + b64(65)}, "65 bytes, must be 24 to 64"},
+		{"empty event type", Settings{}, EndpointParams{URL: "https://example.com/", EventTypes: []string{""}}, "event type"},
+		{"event type with space", Settings{}, EndpointParams{URL: "https://example.com/", EventTypes: []string{"invoice paid"}}, "event type"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -107,7 +107,7 @@ func TestCreateEndpoint_Refuses(t *testing.T) {
 	}
 	// The edges of the secret size are accepted; https in production too.
 	for _, n := range []int{24, 64} {
-		if _, err := CreateEndpoint(context.Background(), pool, Config{Production: true},
+		if _, err := CreateEndpoint(context.Background(), pool, Settings{Production: true},
 			EndpointParams{URL: "https://example.com/", Secret: "whsec_" + b64(n)}); err != nil {
 			t.Errorf("%d-byte secret refused: %v", n, err)
 		}

@@ -24,7 +24,7 @@ var (
 	ErrInvalidPayload = errors.New("webhook: payload is not valid JSON")
 
 	// ErrPayloadTooLarge is returned by Enqueue for a payload over
-	// Config.MaxPayloadBytes; the error names the limit.
+	// Settings.MaxPayloadBytes; the error names the limit.
 	ErrPayloadTooLarge = errors.New("webhook: payload too large")
 
 	// ErrInvalidEndpoint is returned for an endpoint URL, secret or event

@@ -45,7 +45,7 @@ func TestDelivery_HugeRedirectErrorTextCapped(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	var logs syncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	p := newPipeline(t, pool, func(o *Options) {
+	p := newDispatcher(t, pool, func(o *Config) {
 		o.Logger = logger
 		o.Schedule = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond}
 	})

@@ -53,7 +53,7 @@ func Example_pipeline() {
 	}
 	defer pool.Close()
 
-	cfg, err := webhook.ConfigFromEnv(os.LookupEnv)
+	cfg, err := webhook.SettingsFromEnv(os.LookupEnv)
 	if err != nil {
 		log.Fatal(err) // names the variable that does not parse
 	}
@@ -66,7 +66,7 @@ func Example_pipeline() {
 	}
 	fmt.Println("give the receiver its secret:", ep.Secret)
 
-	p, err := webhook.New(pool, webhook.Options{Config: cfg})
+	p, err := webhook.NewDispatcher(pool, webhook.Config{Settings: cfg})
 	if err != nil {
 		log.Fatal(err)
 	}

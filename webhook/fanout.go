@@ -41,7 +41,7 @@ ORDER BY born.event_id, ep.created_at`
 // bornDeliveries runs bornDeliveriesSQL on db (the fan-out's transaction,
 // or the pool for a replay: one statement is one transaction). endpointID
 // "" means every subscribed endpoint. events maps event id → the event.
-func (p *Pipeline) bornDeliveries(ctx context.Context, db DB, events map[string]event, endpointID string) ([]delivery, error) {
+func (p *Dispatcher) bornDeliveries(ctx context.Context, db DB, events map[string]event, endpointID string) ([]delivery, error) {
 	ids := make([]string, 0, len(events))
 	for id := range events {
 		ids = append(ids, id)

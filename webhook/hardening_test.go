@@ -119,7 +119,7 @@ func TestHTTPClient_NeverSendsUserinfo(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	client := newHTTPClient(Config{AllowedCIDRs: loopback, Concurrency: 1}, 5*time.Second)
+	client := newHTTPClient(Settings{AllowedCIDRs: loopback, Concurrency: 1}, 5*time.Second)
 	target := strings.Replace(srv.URL, "http://", "http://user:s3cr3t@", 1) + "/in"
 	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, target, strings.NewReader("{}"))
 	if err != nil {
@@ -211,7 +211,7 @@ func TestRedactedURLError(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL + "/in?token=s3cr3t"
 	srv.Close() // nothing listens any more: the dial fails
-	client := newHTTPClient(Config{AllowedCIDRs: loopback, Concurrency: 1}, 5*time.Second)
+	client := newHTTPClient(Settings{AllowedCIDRs: loopback, Concurrency: 1}, 5*time.Second)
 	_, err := client.Post(url, "application/json", strings.NewReader("{}"))
 	if err == nil || !strings.Contains(err.Error(), "s3cr3t") {
 		t.Fatalf("Post = %v; want the transport error, which quotes the URL", err)

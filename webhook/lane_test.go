@@ -12,8 +12,8 @@ import (
 	"github.com/postbox/postbox/internal/pgtest"
 )
 
-// WEBHOOK_CONCURRENCY (Config.Concurrency) is the most HTTP attempts in
-// flight in one Pipeline however many drains and retry passes run at once.
+// WEBHOOK_CONCURRENCY (Settings.Concurrency) is the most HTTP attempts in
+// flight in one Dispatcher however many drains and retry passes run at once.
 func TestPipeline_ConcurrencyCapsAttemptsAcrossConcurrentRuns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -34,7 +34,7 @@ func TestPipeline_ConcurrencyCapsAttemptsAcrossConcurrentRuns(t *testing.T) {
 		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
 	}
 	const limit = 2
-	p := newPipeline(t, pool, func(o *Options) { o.Config.Concurrency = limit })
+	p := newDispatcher(t, pool, func(o *Config) { o.Settings.Concurrency = limit })
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Go(func() {
@@ -79,7 +79,7 @@ func TestPipeline_PanicAtEverySiteIsRecordedAndCounted(t *testing.T) {
 			rc := newReceiver(t, nil)
 			createEndpoint(t, pool, rc.URL)
 			outboxID := insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
-			p := newPipeline(t, pool, nil)
+			p := newDispatcher(t, pool, nil)
 			boom := site + " exploded"
 			var once sync.Once
 			switch site {

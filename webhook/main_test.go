@@ -35,15 +35,15 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// newPipeline returns a Pipeline on pool that may reach loopback, with opts
+// newDispatcher returns a Dispatcher on pool that may reach loopback, with opts
 // applied on top.
-func newPipeline(t *testing.T, pool *pgxpool.Pool, edit func(*Options)) *Pipeline {
+func newDispatcher(t *testing.T, pool *pgxpool.Pool, edit func(*Config)) *Dispatcher {
 	t.Helper()
-	opts := Options{Config: Config{AllowedCIDRs: loopback}, Logger: testLogger()}
+	opts := Config{Settings: Settings{AllowedCIDRs: loopback}, Logger: testLogger()}
 	if edit != nil {
 		edit(&opts)
 	}
-	p, err := New(pool, opts)
+	p, err := NewDispatcher(pool, opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -95,7 +95,7 @@ func (rc *receiver) requests() []received {
 
 func createEndpoint(t *testing.T, db DB, url string, eventTypes ...string) Endpoint {
 	t.Helper()
-	ep, err := CreateEndpoint(context.Background(), db, Config{}, EndpointParams{URL: url, EventTypes: eventTypes})
+	ep, err := CreateEndpoint(context.Background(), db, Settings{}, EndpointParams{URL: url, EventTypes: eventTypes})
 	if err != nil {
 		t.Fatalf("CreateEndpoint(%s): %v", url, err)
 	}

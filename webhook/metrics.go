@@ -24,7 +24,7 @@ type Metrics struct {
 }
 
 // NewMetrics creates the counters and registers them with reg (none when
-// reg is nil). A collector that reg already holds — a second Pipeline in
+// reg is nil). A collector that reg already holds — a second Dispatcher in
 // one process — is shared rather than refused.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{

@@ -19,7 +19,7 @@ func TestMetrics(t *testing.T) {
 	nilMetrics.attemptDuration(0.1)
 
 	reg := prometheus.NewRegistry()
-	a, b := NewMetrics(reg), NewMetrics(reg) // a second Pipeline in one process shares the collectors
+	a, b := NewMetrics(reg), NewMetrics(reg) // a second Dispatcher in one process shares the collectors
 	a.delivery("failed")
 	b.delivery("failed")
 	if got := counterValue(t, reg, "postbox_webhook_deliveries_total", "failed"); got != 2 {

@@ -34,13 +34,13 @@ type Dispatch struct {
 // RunBatch claims up to leases BatchSize due webhook_outbox rows in one
 // short statement (lease stamp ClaimLease(n), FOR UPDATE SKIP LOCKED),
 // fans each out with DispatchFromOutbox, and makes the first attempts of
-// the deliveries it created, in process, within the Pipeline's attempt
+// the deliveries it created, in process, within the Dispatcher's attempt
 // slots. It returns once those attempts are recorded (or deferred to the
 // retry worker).
 //
 // A River job only triggers it; the row's lease and CAS marks are what keep
 // two concurrent runs from fanning a row out twice.
-func (p *Pipeline) RunBatch(ctx context.Context) (Tally, error) {
+func (p *Dispatcher) RunBatch(ctx context.Context) (Tally, error) {
 	n := p.fanOuts.Acquire(ctx, p.lc.BatchSize, p.lc.BatchSize)
 	if n == 0 {
 		return Tally{}, ctx.Err()
@@ -65,20 +65,20 @@ func (p *Pipeline) RunBatch(ctx context.Context) (Tally, error) {
 // Drain runs the webhook_outbox lane until the outbox has no more due rows
 // or the drain window has passed, then waits for the first attempts it
 // started. RunTimeout(DrainWindow) bounds it.
-func (p *Pipeline) Drain(ctx context.Context) (Tally, error) {
+func (p *Dispatcher) Drain(ctx context.Context) (Tally, error) {
 	return p.outboxLane.Run(ctx, engine.RunOptions{Window: p.window, UntilIdle: true})
 }
 
 // RunOutbox is one shift of the webhook_outbox lane on this replica: it
 // claims whenever rows are due and fan-out slots are free — woken by
-// Options.Wake, else by its poll — until window ends, ctx ends or the
+// Config.Wake, else by its poll — until window ends, ctx ends or the
 // pipeline stops, then waits for what it started.
-func (p *Pipeline) RunOutbox(ctx context.Context, window time.Duration) (Tally, error) {
+func (p *Dispatcher) RunOutbox(ctx context.Context, window time.Duration) (Tally, error) {
 	return p.outboxLane.Run(ctx, engine.RunOptions{Window: window})
 }
 
 // outboxSource is webhook_outbox as the engine's Lane drains it.
-type outboxSource struct{ p *Pipeline }
+type outboxSource struct{ p *Dispatcher }
 
 func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	return s.p.claimOutbox(ctx, n)
@@ -89,7 +89,7 @@ func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 // (leases.Validate) means every claimed row is fanned out or released
 // before its lease can expire under a sibling, so claims are made in
 // BatchSize rows at most.
-func (p *Pipeline) claimOutbox(ctx context.Context, n int) (engine.Claim, error) {
+func (p *Dispatcher) claimOutbox(ctx context.Context, n int) (engine.Claim, error) {
 	if p.stopped.Load() {
 		return engine.Claim{}, nil
 	}
@@ -112,7 +112,7 @@ func (p *Pipeline) claimOutbox(ctx context.Context, n int) (engine.Claim, error)
 // fanOutUnit is one claimed webhook_outbox row: its fan-out, then the first
 // attempts of the deliveries it created.
 type fanOutUnit struct {
-	p        *Pipeline
+	p        *Dispatcher
 	row      outboxRow
 	deadline time.Time // the claim's BatchTimeout: the fan-out and the attempts' queueing end by then
 
@@ -181,7 +181,7 @@ func (u *fanOutUnit) Panicked(ctx context.Context, v any) Tally {
 // It makes no HTTP attempt. ProcessBatch makes the first attempts right
 // after; deliveries of a DispatchFromOutbox called alone wait out their
 // birth lease and are then taken by the retry worker.
-func (p *Pipeline) DispatchFromOutbox(ctx context.Context, outboxID string) (Dispatch, error) {
+func (p *Dispatcher) DispatchFromOutbox(ctx context.Context, outboxID string) (Dispatch, error) {
 	if err := validateID(outboxID); err != nil {
 		return Dispatch{}, err
 	}
@@ -210,7 +210,7 @@ type fanOut struct {
 	deliveries []delivery
 }
 
-func (p *Pipeline) dispatch(ctx context.Context, outboxID string) (fanOut, error) {
+func (p *Dispatcher) dispatch(ctx context.Context, outboxID string) (fanOut, error) {
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
 		return fanOut{}, fmt.Errorf("webhook: dispatch %s: %w", outboxID, err)
@@ -256,7 +256,7 @@ func (p *Pipeline) dispatch(ctx context.Context, outboxID string) (fanOut, error
 // transaction already marked the row, so this is a CAS no-op; it exists so
 // that a future change that loses the in-transaction mark leaves rows
 // dispatched instead of re-fanned-out, and says so loudly.
-func (p *Pipeline) backstopDispatched(ctx context.Context, id string) {
+func (p *Dispatcher) backstopDispatched(ctx context.Context, id string) {
 	ctx, cancel := claim.MarkContext(ctx)
 	defer cancel()
 	tag, err := p.pool.Exec(ctx, `UPDATE webhook_outbox SET status = 'dispatched', dispatched_at = now()
@@ -273,7 +273,7 @@ WHERE id = $1 AND status = 'pending'`, id)
 // payload is already valid jsonb) and schedules the row again, or fails it
 // once outboxSchedule is spent. CAS like every mark: a row a sibling
 // resolved meanwhile is left alone and the mark counted stale.
-func (p *Pipeline) markOutboxFailure(ctx context.Context, row outboxRow, cause error) Tally {
+func (p *Dispatcher) markOutboxFailure(ctx context.Context, row outboxRow, cause error) Tally {
 	wait, retry := outboxSchedule.Next(row.Attempts)
 	msg := pgtext.LastError(cause.Error())
 	var tag pgconn.CommandTag

@@ -68,7 +68,7 @@ func (a *attemptLog) snapshot() map[string]int {
 }
 
 // drainUntilEmpty calls ProcessBatch until a claim comes back empty.
-func drainUntilEmpty(ctx context.Context, t *testing.T, p *Pipeline) error {
+func drainUntilEmpty(ctx context.Context, t *testing.T, p *Dispatcher) error {
 	t.Helper()
 	for {
 		sum, err := p.RunBatch(ctx)
@@ -88,7 +88,7 @@ func TestOutbox_ProcessBatch_SkipsRowsLockedBySibling(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, nil)
+	p := newDispatcher(t, pool, nil)
 	var log attemptLog
 	p.hooks.beforeDispatch = log.record
 
@@ -156,7 +156,7 @@ func TestOutbox_ProcessBatch_ConcurrentClaimersDisjoint(t *testing.T) {
 		once.Do(func() { close(firstInFlight) })
 		time.Sleep(30 * time.Millisecond)
 	}
-	a, b := newPipeline(t, pool, nil), newPipeline(t, pool, nil)
+	a, b := newDispatcher(t, pool, nil), newDispatcher(t, pool, nil)
 	a.hooks.beforeDispatch, b.hooks.beforeDispatch = slow, slow
 
 	ids := insertDueRows(t, pool, 10)

@@ -21,7 +21,7 @@ func TestOutboxFailureMark_StaleIsDroppedNotRetried(t *testing.T) {
 	ctx := testCtx(t)
 	pool := pgtest.NewPool(t)
 	var logs syncBuffer
-	p := newPipeline(t, pool, func(o *Options) {
+	p := newDispatcher(t, pool, func(o *Config) {
 		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	cause := errors.New("fan-out: connection reset")

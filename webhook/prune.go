@@ -38,9 +38,9 @@ func PruneOutbox(ctx context.Context, db DB, olderThan time.Duration) (int64, er
 	}
 }
 
-// Prune runs PruneOutbox with Config.OutboxRetention (default
+// Prune runs PruneOutbox with Settings.OutboxRetention (default
 // DefaultOutboxRetention). The leader-gated prune job calls it.
-func (p *Pipeline) Prune(ctx context.Context) (int64, error) {
+func (p *Dispatcher) Prune(ctx context.Context) (int64, error) {
 	n, err := PruneOutbox(ctx, p.pool, p.cfg.OutboxRetention)
 	p.metrics.pruned(n)
 	if n > 0 || err != nil {

@@ -16,7 +16,7 @@ func TestPrune_OnlyDispatchedOutboxRowsPastRetention(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, func(o *Options) { o.Config.OutboxRetention = 24 * time.Hour })
+	p := newDispatcher(t, pool, func(o *Config) { o.Settings.OutboxRetention = 24 * time.Hour })
 	rc := newReceiver(t, nil)
 	createEndpoint(t, pool, rc.URL)
 

@@ -49,7 +49,7 @@ type ReplayBatch struct {
 // ReplayEvent replays an event (or, given a clone, its original) to every
 // enabled endpoint now subscribed to its type, and makes the first
 // attempts before returning.
-func (p *Pipeline) ReplayEvent(ctx context.Context, eventID string) (Replay, error) {
+func (p *Dispatcher) ReplayEvent(ctx context.Context, eventID string) (Replay, error) {
 	if err := validateID(eventID); err != nil {
 		return Replay{}, err
 	}
@@ -128,7 +128,7 @@ const reusableCloneSQL = `c.replay_of = todo.root
 // the first attempts before returning. Each event is replayed once however
 // often its delivery failed; running it again after it completed does
 // nothing new.
-func (p *Pipeline) ReplayFailedSince(ctx context.Context, endpointID string, since time.Time) (ReplayBatch, error) {
+func (p *Dispatcher) ReplayFailedSince(ctx context.Context, endpointID string, since time.Time) (ReplayBatch, error) {
 	var rb ReplayBatch
 	if err := validateID(endpointID); err != nil {
 		return rb, err
@@ -202,7 +202,7 @@ ORDER BY c.replay_of, c.created_at DESC, c.id`, endpointID, since)
 
 // attemptAll makes the first attempts of freshly born deliveries and waits
 // for them.
-func (p *Pipeline) attemptAll(ctx context.Context, ds []delivery) Tally {
+func (p *Dispatcher) attemptAll(ctx context.Context, ds []delivery) Tally {
 	r := p.newRunner()
 	for _, d := range ds {
 		r.start(ctx, ctx, d)

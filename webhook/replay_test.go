@@ -25,7 +25,7 @@ func TestReplayEvent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, nil)
+	p := newDispatcher(t, pool, nil)
 	rc := newReceiver(t, nil)
 	createEndpoint(t, pool, rc.URL)
 	createEndpoint(t, pool, rc.URL+"/other-type", "customer.created")
@@ -118,7 +118,7 @@ func TestReplayFailedSince(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, func(o *Options) { o.Schedule = []time.Duration{} }) // one attempt, then failed
+	p := newDispatcher(t, pool, func(o *Config) { o.Schedule = []time.Duration{} }) // one attempt, then failed
 	var healthy atomic.Bool
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		if healthy.Load() {

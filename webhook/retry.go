@@ -46,7 +46,7 @@ type claimedDelivery struct {
 //
 // A claimed delivery never queues for a slot, so none is claimed — and
 // its attempt counted — without being sent.
-func (p *Pipeline) Retry(ctx context.Context) (Tally, error) {
+func (p *Dispatcher) Retry(ctx context.Context) (Tally, error) {
 	return p.retryLane.Run(ctx, engine.RunOptions{Window: p.window, UntilIdle: true})
 }
 
@@ -55,12 +55,12 @@ func (p *Pipeline) Retry(ctx context.Context) (Tally, error) {
 // not by a notification), until window ends, ctx ends or the pipeline
 // stops, then waits for the attempts it started. Run it behind the retry
 // gate: one pool-wide at a time.
-func (p *Pipeline) RunRetries(ctx context.Context, window time.Duration) (Tally, error) {
+func (p *Dispatcher) RunRetries(ctx context.Context, window time.Duration) (Tally, error) {
 	return p.retryLane.Run(ctx, engine.RunOptions{Window: window})
 }
 
 // retrySource is webhook_deliveries as the retry lane drains it.
-type retrySource struct{ p *Pipeline }
+type retrySource struct{ p *Dispatcher }
 
 func (s retrySource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	p := s.p
@@ -82,7 +82,7 @@ func (s retrySource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 // attemptUnit is one claimed delivery's attempt, in the slot the retry
 // lane holds for it.
 type attemptUnit struct {
-	p *Pipeline
+	p *Dispatcher
 	d delivery
 }
 
@@ -105,7 +105,7 @@ func (u *attemptUnit) Panicked(ctx context.Context, v any) Tally {
 
 // claimRetries claims up to n due deliveries and loads what their attempts
 // need: the event's body and the endpoint's url, secret and state.
-func (p *Pipeline) claimRetries(ctx context.Context, n int) ([]delivery, error) {
+func (p *Dispatcher) claimRetries(ctx context.Context, n int) ([]delivery, error) {
 	sent := time.Now()
 	claimed, err := claim.Claim(ctx, p.pool, deliveriesTable, n, p.lc.RetryClaimLease(n), pgx.RowToStructByPos[claimedDelivery])
 	if err != nil || len(claimed) == 0 {
@@ -134,7 +134,7 @@ func (p *Pipeline) claimRetries(ctx context.Context, n int) ([]delivery, error) 
 	return ds, nil
 }
 
-func (p *Pipeline) loadDeliveries(ctx context.Context, ids []string) ([]delivery, error) {
+func (p *Dispatcher) loadDeliveries(ctx context.Context, ids []string) ([]delivery, error) {
 	rows, err := p.pool.Query(ctx, `SELECT d.id, d.event_id, d.endpoint_id, ep.url, ep.secret, ep.enabled,
 	e.event_type, e.payload, e.created_at
 FROM webhook_deliveries d

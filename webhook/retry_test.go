@@ -20,7 +20,7 @@ func TestRetry_ClaimsLegacyNullNextRetryAt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, nil)
+	p := newDispatcher(t, pool, nil)
 	rc := newReceiver(t, nil)
 	ep := createEndpoint(t, pool, rc.URL)
 
@@ -67,7 +67,7 @@ func TestRetry_FreshTimestampStableID(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	// 1.2 s ±10% keeps the two attempts in different Unix seconds.
-	p := newPipeline(t, pool, func(o *Options) { o.Schedule = []time.Duration{1200 * time.Millisecond} })
+	p := newDispatcher(t, pool, func(o *Config) { o.Schedule = []time.Duration{1200 * time.Millisecond} })
 	var secret string
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		if n == 1 {
@@ -135,7 +135,7 @@ func TestRetry_TransientFailuresEndInFailed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, func(o *Options) { o.Schedule = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond} })
+	p := newDispatcher(t, pool, func(o *Config) { o.Schedule = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond} })
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusBadGateway) })
 	ep := createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
@@ -178,7 +178,7 @@ func TestRetry_DisabledEndpointFailsWithoutRequest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, nil)
+	p := newDispatcher(t, pool, nil)
 	rc := newReceiver(t, nil)
 	d := bornDelivery(t, p, rc.URL)
 	if err := DisableEndpoint(ctx, pool, d.EndpointID, "maintenance"); err != nil {
@@ -208,8 +208,8 @@ func TestRetry_ClaimsNoMoreThanItCanSend(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newPipeline(t, pool, func(o *Options) {
-		o.Config.Concurrency = 1
+	p := newDispatcher(t, pool, func(o *Config) {
+		o.Settings.Concurrency = 1
 		o.DrainWindow = 300 * time.Millisecond
 	})
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {

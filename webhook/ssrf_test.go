@@ -20,7 +20,7 @@ func TestDelivery_SSRFRefusedWithoutAllowlist(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	guarded := newPipeline(t, pool, func(o *Options) { o.Config.AllowedCIDRs = nil })
+	guarded := newDispatcher(t, pool, func(o *Config) { o.Settings.AllowedCIDRs = nil })
 	rc := newReceiver(t, nil)
 	u, err := url.Parse(rc.URL)
 	if err != nil {
@@ -63,7 +63,7 @@ func TestDelivery_SSRFRefusedWithoutAllowlist(t *testing.T) {
 
 	// The same receiver is reachable once loopback is allowlisted, so the
 	// refusals above were the guard's.
-	open := newPipeline(t, pool, nil)
+	open := newDispatcher(t, pool, nil)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 2})
 	sum, err = open.RunBatch(ctx)
 	if err != nil {

@@ -192,7 +192,7 @@ type demoMix struct {
 // a kick job so delivery starts at once.
 func enqueueDemoMix(ctx context.Context, w *demoWorld, rep *replica) (demoMix, error) {
 	mix := demoMix{suppressed: "bounced@customer.example"}
-	wcfg := webhook.Config{AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	wcfg := webhook.Settings{AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
 	for i, r := range w.receivers {
 		types := []string(nil)
 		if r.name == "flaky" {

@@ -41,7 +41,7 @@ type Config struct {
 	// refuses anything but 1.
 	RetryBackoffScale float64
 	SMTP              smtp.Config
-	Webhook           webhook.Config
+	Webhook           webhook.Settings
 	Leases            leases.Config
 	Keys              *outbox.KeyRing // OUTBOX_ENCRYPTION_KEYS; nil = secret payload fields in plaintext
 }
@@ -105,7 +105,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if c.SMTP, err = smtp.ConfigFromEnv(lookup); err != nil {
 		return c, err
 	}
-	if c.Webhook, err = webhook.ConfigFromEnv(lookup); err != nil {
+	if c.Webhook, err = webhook.SettingsFromEnv(lookup); err != nil {
 		return c, err
 	}
 	if c.Leases, err = leases.Load(lookup); err != nil {

@@ -94,12 +94,12 @@ func replaySchedule(cfg Config) leases.Backoff {
 // replayPipeline is a webhook pipeline like the worker's: the replay makes
 // the first attempts itself, with the same SSRF allowlist, lease figures
 // and retry schedule.
-func replayPipeline(ctx context.Context, env *Env) (*webhook.Pipeline, error) {
+func replayPipeline(ctx context.Context, env *Env) (*webhook.Dispatcher, error) {
 	pool, err := env.MigratedPool(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return webhook.New(pool, webhook.Options{Config: env.Config.Webhook, Leases: env.Config.Leases,
+	return webhook.NewDispatcher(pool, webhook.Config{Settings: env.Config.Webhook, Leases: env.Config.Leases,
 		Schedule: replaySchedule(env.Config), Logger: env.Logger})
 }
 

@@ -27,7 +27,7 @@ type replica struct {
 	pool       *pgxpool.Pool
 	client     *river.Client[pgx.Tx]
 	dispatcher *outbox.Dispatcher
-	pipeline   *webhook.Pipeline
+	pipeline   *webhook.Dispatcher
 	mailer     *smtp.Mailer
 	waker      *jobs.Waker
 	shifts     *jobs.Shifts
@@ -74,8 +74,8 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 	if err != nil {
 		return nil, err
 	}
-	pipeline, err := webhook.New(pool, webhook.Options{
-		Config:   cfg.Webhook,
+	pipeline, err := webhook.NewDispatcher(pool, webhook.Config{
+		Settings: cfg.Webhook,
 		Leases:   cfg.Leases,
 		Schedule: opts.WebhookSchedule,
 		Wake:     waker.Webhook,

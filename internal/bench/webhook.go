@@ -66,8 +66,8 @@ func (r *runner) webhook(ctx context.Context) error {
 	rc := startReceivers(endpoints)
 	defer rc.close()
 
-	cfg := webhook.Config{AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
-	p, err := webhook.New(pool, webhook.Options{Config: cfg})
+	cfg := webhook.Settings{AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	p, err := webhook.NewDispatcher(pool, webhook.Config{Settings: cfg})
 	if err != nil {
 		return fmt.Errorf("webhook: %w", err)
 	}

@@ -275,7 +275,7 @@ func (r *run) setUp(ctx context.Context) error {
 			return err
 		}
 		r.receivers = append(r.receivers, rc)
-		ep, err := webhook.CreateEndpoint(ctx, r.pool, webhook.Config{}, webhook.EndpointParams{URL: rc.URL(), Secret: rc.secret})
+		ep, err := webhook.CreateEndpoint(ctx, r.pool, webhook.Settings{}, webhook.EndpointParams{URL: rc.URL(), Secret: rc.secret})
 		if err != nil {
 			return err
 		}

@@ -31,10 +31,10 @@ type Pool interface {
 	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
-// Options configure a Pipeline. Every zero field has a working default.
-type Options struct {
-	// Config is the non-timing configuration; zero fields take defaults.
-	Config Config
+// Config configures a Dispatcher. Every zero field has a working default.
+type Config struct {
+	// Settings is the non-timing configuration; zero fields take defaults.
+	Settings Settings
 
 	// Leases are the ADR-072 timing figures; the zero value means
 	// leases.Default(). They are validated by New.
@@ -64,17 +64,17 @@ type Options struct {
 	Metrics *Metrics     // nil counts nothing
 }
 
-// DefaultDrainWindow is Options.DrainWindow's default.
+// DefaultDrainWindow is Config.DrainWindow's default.
 const DefaultDrainWindow = 30 * time.Second
 
-// Pipeline is the webhook transport over one Postgres pool: the
+// Dispatcher is the webhook transport over one Postgres pool: the
 // webhook_outbox drainer and its atomic fan-out, first attempts in process,
 // the retry worker, replay and the pruner. It is safe for concurrent use;
 // two Pipelines (in one process or many) on the same database cooperate
 // through claim leases and CAS marks, never through memory.
-type Pipeline struct {
+type Dispatcher struct {
 	pool     Pool
-	cfg      Config
+	cfg      Settings
 	lc       leases.Config
 	schedule leases.Backoff
 	window   time.Duration
@@ -83,7 +83,7 @@ type Pipeline struct {
 	client   *http.Client
 
 	// slots bound the HTTP attempts in flight across every drain, retry
-	// pass and replay of this Pipeline: WEBHOOK_CONCURRENCY, the
+	// pass and replay of this Dispatcher: WEBHOOK_CONCURRENCY, the
 	// per-process cap. fanOuts bound the outbox rows being fanned out.
 	slots   *engine.Slots
 	fanOuts *engine.Slots
@@ -104,9 +104,9 @@ type testHooks struct {
 	afterReplayClone func(cloneIDs []string) error
 }
 
-// New returns a Pipeline over pool.
-func New(pool Pool, opts Options) (*Pipeline, error) {
-	cfg := opts.Config.withDefaults()
+// NewDispatcher returns a Dispatcher over pool.
+func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
+	cfg := opts.Settings.withDefaults()
 	lc := opts.Leases
 	if lc == (leases.Config{}) {
 		lc = leases.Default()
@@ -126,7 +126,7 @@ func New(pool Pool, opts Options) (*Pipeline, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Pipeline{
+	p := &Dispatcher{
 		pool:     pool,
 		cfg:      cfg,
 		lc:       lc,
@@ -149,14 +149,14 @@ func New(pool Pool, opts Options) (*Pipeline, error) {
 
 // Slots is the pipeline's per-process cap on HTTP attempts, for metrics
 // and tests.
-func (p *Pipeline) Slots() *engine.Slots { return p.slots }
+func (p *Dispatcher) Slots() *engine.Slots { return p.slots }
 
 // Stop is the soft stop: from now on Drain, Retry and ProcessBatch claim
 // nothing more, and deliveries waiting for a slot are released at once to
 // the retry worker (of this replica's successor or a sibling) rather than
 // started. Attempts already running finish and mark. Call it before
 // stopping River, so running jobs return promptly.
-func (p *Pipeline) Stop() {
+func (p *Dispatcher) Stop() {
 	p.stopped.Store(true)
 	p.outboxLane.Stop()
 	p.retryLane.Stop()
@@ -164,7 +164,7 @@ func (p *Pipeline) Stop() {
 
 // Close releases idle HTTP connections. In-flight work is not interrupted:
 // cancel the contexts passed to Drain, Retry and the replays for that.
-func (p *Pipeline) Close() {
+func (p *Dispatcher) Close() {
 	p.client.CloseIdleConnections()
 }
 
@@ -173,13 +173,13 @@ func (p *Pipeline) Close() {
 // bounded by DeliveryBudget), then their detached marks and the releases
 // of deferred rows, which LeaseSlack covers. River should never cut a drain
 // short; should it ever, the marks are detached and the leases still hold.
-func (p *Pipeline) JobTimeout() time.Duration { return p.RunTimeout(p.window) }
+func (p *Dispatcher) JobTimeout() time.Duration { return p.RunTimeout(p.window) }
 
 // RunTimeout is the longest a RunOutbox or RunRetries of window lasts: the
 // window, then a fan-out's BatchTimeout and the attempts already started
 // (each bounded by DeliveryBudget), then their detached marks and
 // releases, which LeaseSlack covers.
-func (p *Pipeline) RunTimeout(window time.Duration) time.Duration {
+func (p *Dispatcher) RunTimeout(window time.Duration) time.Duration {
 	return window + max(p.lc.BatchTimeout, p.lc.DeliveryBudget) + p.lc.LeaseSlack
 }
 
