@@ -26,6 +26,7 @@ const (
 	other    = false // another test fails
 	flakyOff = false // the named test fails unmutated
 	skipped  = false // the named test skips
+	crash    = false // the mechanism, removed: a goroutine the named test starts panics
 )
 `,
 		"p/p_test.go": `package p
@@ -54,6 +55,11 @@ func TestNamed(t *testing.T) {
 	}
 	if broken || flakyOff {
 		t.Fatal("mechanism removed")
+	}
+	if crash {
+		done := make(chan struct{})
+		go func() { defer close(done); panic("unrecovered in a goroutine") }()
+		<-done
 	}
 }
 
@@ -100,6 +106,7 @@ func TestApply_KilledOnlyWhenTheNamedTestFails(t *testing.T) {
 		want string // prefix of the verdict
 	}{
 		{flip("broken", "TestNamed"), "killed"},
+		{flip("crash", "TestNamed"), "killed"}, // the panic is the test's: it crashed while it alone ran
 		{flip("hang", "TestNamed"), "INCONCLUSIVE"},
 		{flip("outage", "TestNamed"), "INCONCLUSIVE"},
 		{flip("other", "TestNamed|TestOther"), "killed"}, // TestOther is named: its failure is a kill

@@ -155,6 +155,7 @@ type run struct {
 	timedOut    bool              // the test binary's -timeout panic
 	buildFailed bool              // the package (or a dependency) does not build
 	tests       map[string]string // top-level test → final action (pass, fail, skip)
+	crashedIn   string            // the test running when the binary died of a panic
 }
 
 // goTest runs go test -json -run ^(pattern)$ pkg in dir.
@@ -185,6 +186,10 @@ func goTest(dir, pkg, pattern string, timeout time.Duration) run {
 			r.buildFailed = true
 		case ev.Action == "output" && strings.Contains(ev.Output, "panic: test timed out after"):
 			r.timedOut = true
+		case ev.Action == "output" && ev.Test != "" && strings.HasPrefix(ev.Output, "panic: "):
+			// A panic the test binary died of, printed while this test
+			// ran: a goroutine the test started panicked, unrecovered.
+			r.crashedIn = ev.Test
 		case ev.Action == "output" && (strings.Contains(ev.Output, "[build failed]") || strings.Contains(ev.Output, "[setup failed]")):
 			r.buildFailed = true
 		}
@@ -227,6 +232,11 @@ func (r run) verdict(testRE *regexp.Regexp) string {
 	case r.timedOut || r.outerExpiry:
 		return "INCONCLUSIVE: timed out (a hang is not a kill: make the test fail on the mechanism):\n" + tail(r.out)
 	case len(failed) > 0:
+		return killed
+	case r.crashedIn != "" && testRE.MatchString(strings.SplitN(r.crashedIn, "/", 2)[0]):
+		// go test -json reports no "fail" for a test whose binary died;
+		// the panic printed while it ran (and only named tests run) is it
+		// failing.
 		return killed
 	case len(named) == 0 && r.err == nil:
 		return "STALE: test " + testRE.String() + " not found"
