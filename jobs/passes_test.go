@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,9 +14,11 @@ import (
 	"github.com/postbox/postbox/webhook"
 )
 
-// ADR-072 decision 7 for real: two retry passes started at once on two
-// replicas — one runs, the other returns at once, its output naming the
-// holder. Likewise for the pruner.
+// ADR-072 decision 7 for real: while one replica's retry pass (or prune)
+// runs, a pass started on another replica returns at once, its output
+// naming the holder; once the first is done, the next one runs. The first
+// pass is held mid-run by a lock on the table it works, so the overlap is
+// certain, not a matter of timing.
 func TestPasses_OnePassPoolWideAtATime(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -30,36 +32,52 @@ func TestPasses_OnePassPoolWideAtATime(t *testing.T) {
 	}
 	a, b := newPasses("replica-a"), newPasses("replica-b")
 	for _, pass := range []struct {
-		name string
-		run  func(*Passes, context.Context) (PassOutput, error)
-	}{{"retry", (*Passes).Retry}, {"prune", (*Passes).Prune}} {
+		name, gate, table string
+		run               func(*Passes, context.Context) (PassOutput, error)
+	}{
+		{"retry", GateWebhookRetry, "webhook_deliveries", (*Passes).Retry},
+		{"prune", GateWebhookPrune, "webhook_outbox", (*Passes).Prune},
+	} {
 		t.Run(pass.name, func(t *testing.T) {
-			var wg sync.WaitGroup
-			outs := make([]PassOutput, 2)
-			done := make([]time.Time, 2)
-			for i, p := range []*Passes{a, b} {
-				wg.Go(func() {
-					out, err := pass.run(p, ctx)
-					if err != nil {
-						t.Error(err)
-					}
-					outs[i], done[i] = out, time.Now()
-				})
+			lock, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
 			}
-			wg.Wait()
-			held, ran := -1, -1
-			for i, o := range outs {
-				if o.Held != "" {
-					held = i
-				} else {
-					ran = i
+			defer lock.Rollback(ctx) //nolint:errcheck // released below
+			if _, err := lock.Exec(ctx, "LOCK TABLE "+pass.table+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+				t.Fatal(err)
+			}
+			first := make(chan PassOutput, 1)
+			go func() {
+				out, err := pass.run(a, ctx)
+				if err != nil {
+					t.Error(err)
 				}
+				first <- out
+			}()
+			waitFor(t, "the first pass holds the gate", func() bool {
+				return scalar[int](t, pool, `SELECT count(*) FROM postbox_gates WHERE name = $1`, pass.gate) == 1
+			})
+			// Bounded: a second pass that ran (no gate) would block on the lock.
+			bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			out, err := pass.run(b, bctx)
+			cancel()
+			if err != nil || out.Held == "" || !strings.Contains(out.Held, "replica-a") {
+				t.Fatalf("second pass while the first runs: %+v, %v; want it to return at once, naming replica-a", out, err)
 			}
-			if held < 0 || ran < 0 {
-				t.Fatalf("outputs %+v: want one pass run and one told the gate is held", outs)
+			select {
+			case o := <-first:
+				t.Fatalf("the first pass finished (%+v) while its table was locked: the overlap did not happen", o)
+			default:
 			}
-			if !done[held].Before(done[ran]) {
-				t.Errorf("the held pass returned after the running one finished: it waited instead of returning at once")
+			if err := lock.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if o := <-first; o.Held != "" {
+				t.Fatalf("first pass %+v, want it run", o)
+			}
+			if out, err := pass.run(b, ctx); err != nil || out.Held != "" {
+				t.Fatalf("a pass after the first finished: %+v, %v; want it run", out, err)
 			}
 		})
 	}

@@ -168,12 +168,13 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 		brandingBudget:    leases.BrandingBudget,
 	}
 	d.lane = engine.NewLane(engine.LaneConfig{
-		Name:   table.Name,
-		Source: d,
-		Slots:  d.slots,
-		Wake:   cfg.Wake,
-		Poll:   cfg.Poll,
-		Logger: cfg.Logger,
+		Name:    table.Name,
+		Source:  d,
+		Slots:   d.slots,
+		Wake:    cfg.Wake,
+		Poll:    cfg.Poll,
+		Logger:  cfg.Logger,
+		Metrics: cfg.Metrics.engine(),
 	})
 	return d, nil
 }
@@ -291,7 +292,7 @@ func (d *Dispatcher) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	if err != nil {
 		return engine.Claim{}, fmt.Errorf("outbox: %w", err)
 	}
-	d.metrics.addClaimed(len(rows))
+	d.metrics.engine().Claimed(table.Name, len(rows))
 	if len(rows) == 0 {
 		return engine.Claim{}, nil
 	}
@@ -502,7 +503,7 @@ func (b *batch) release(ctx context.Context, why string) {
 		ids[i] = rows[i].ID
 	}
 	n, err := claim.Release(ctx, b.d.db, table, ids, why, b.d.logger)
-	b.d.metrics.addReleased(int(n))
+	b.d.metrics.engine().Released(table.Name, int(n))
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tally.Released += int(n)

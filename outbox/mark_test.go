@@ -162,8 +162,8 @@ func TestMark_StaleFailureAfterSiblingSuccessDropped(t *testing.T) {
 			if len(stale) != 1 || stale[0].Attrs["row_id"] != id || stale[0].Attrs["outcome"] != string(tc.outcome) {
 				t.Errorf("stale-mark log lines %+v, want one with row_id %s and outcome %s", stale, id, tc.outcome)
 			}
-			if got := counterValue(t, reg, "postbox_email_stale_marks_total", string(tc.outcome)); got != 1 {
-				t.Errorf("postbox_email_stale_marks_total{outcome=%q} = %v, want 1", tc.outcome, got)
+			if got := counterValue(t, reg, "postbox_stale_marks_total", "email_outbox"); got != 1 {
+				t.Errorf("postbox_stale_marks_total{outbox=email_outbox} = %v after a stale %s mark, want 1", got, tc.outcome)
 			}
 		})
 	}

@@ -4,24 +4,23 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/postbox/postbox/internal/engine"
 )
 
 // Metrics are the dispatcher's Prometheus series. A nil *Metrics records
 // nothing, so library users need not register any.
 //
-//	postbox_email_claimed_total                 rows claimed
-//	postbox_email_released_total                claimed rows released unstarted
 //	postbox_email_outcomes_total{outcome}       sent, skipped, failed_permanent, failed_exhausted, retried
-//	postbox_email_stale_marks_total{outcome}    marks dropped because the row was no longer pending
-//	postbox_email_mark_errors_total             marks that could not run (the row waits out its lease)
 //	postbox_email_send_duration_seconds{result} Sender.Send time, result ok or error
 //	postbox_email_delivery_latency_seconds      enqueue (created_at) → dispatched mark
+//
+// and, with outbox="email_outbox", the series every outbox shares
+// (engine.Metrics): postbox_claimed_total, postbox_released_total,
+// postbox_stale_marks_total, postbox_mark_errors_total, postbox_panics_total.
 type Metrics struct {
-	claimed         prometheus.Counter
-	released        prometheus.Counter
+	shared          *engine.Metrics
 	outcomes        *prometheus.CounterVec
-	staleMarks      *prometheus.CounterVec
-	markErrors      prometheus.Counter
 	sendDuration    *prometheus.HistogramVec
 	deliveryLatency prometheus.Histogram
 }
@@ -37,29 +36,15 @@ const (
 
 // NewMetrics creates the series and registers them with reg (if not nil).
 // It panics if they are already registered there, like promauto; share one
-// *Metrics between dispatchers instead.
+// *Metrics between dispatchers instead. The shared series are registered
+// once per registry, whichever side asks first.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		claimed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "postbox_email_claimed_total",
-			Help: "Email outbox rows claimed (each claim is one attempt).",
-		}),
-		released: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "postbox_email_released_total",
-			Help: "Claimed email rows released unstarted because the batch could not give them a full row budget.",
-		}),
+		shared: engine.MetricsFor(reg),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "postbox_email_outcomes_total",
 			Help: "Email attempts by recorded outcome.",
 		}, []string{"outcome"}),
-		staleMarks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "postbox_email_stale_marks_total",
-			Help: "Email marks dropped because the row was no longer pending, by the outcome they would have written.",
-		}, []string{"outcome"}),
-		markErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "postbox_email_mark_errors_total",
-			Help: "Email marks that failed to run; the row is retried when its lease expires.",
-		}),
 		sendDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "postbox_email_send_duration_seconds",
 			Help:    "Time spent in Sender.Send per email.",
@@ -75,44 +60,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, o := range []string{metricSent, metricSkipped, metricFailedPermanent, metricFailedExhausted, metricRetried} {
 		m.outcomes.WithLabelValues(o)
 	}
-	for _, o := range []Outcome{OutcomeSent, OutcomeSkipped, OutcomeFailed, OutcomeRetry} {
-		m.staleMarks.WithLabelValues(string(o))
-	}
 	m.sendDuration.WithLabelValues("ok")
 	m.sendDuration.WithLabelValues("error")
 	if reg != nil {
-		reg.MustRegister(m.claimed, m.released, m.outcomes, m.staleMarks, m.markErrors, m.sendDuration, m.deliveryLatency)
+		reg.MustRegister(m.outcomes, m.sendDuration, m.deliveryLatency)
 	}
 	return m
 }
 
-func (m *Metrics) addClaimed(n int) {
-	if m != nil && n > 0 {
-		m.claimed.Add(float64(n))
+// engine is the shared series, nil when m is.
+func (m *Metrics) engine() *engine.Metrics {
+	if m == nil {
+		return nil
 	}
-}
-
-func (m *Metrics) addReleased(n int) {
-	if m != nil && n > 0 {
-		m.released.Add(float64(n))
-	}
+	return m.shared
 }
 
 func (m *Metrics) outcome(label string) {
 	if m != nil {
 		m.outcomes.WithLabelValues(label).Inc()
-	}
-}
-
-func (m *Metrics) staleMark(o Outcome) {
-	if m != nil {
-		m.staleMarks.WithLabelValues(string(o)).Inc()
-	}
-}
-
-func (m *Metrics) markError() {
-	if m != nil {
-		m.markErrors.Inc()
 	}
 }
 

@@ -42,14 +42,15 @@ func TestMetrics_CountOutcomes(t *testing.T) {
 		name, label string
 		want        float64
 	}{
-		{"postbox_email_claimed_total", "", 4},
-		{"postbox_email_released_total", "", 0},
+		{"postbox_claimed_total", "email_outbox", 4},
+		{"postbox_released_total", "email_outbox", 0},
 		{"postbox_email_outcomes_total", metricSent, 1},
 		{"postbox_email_outcomes_total", metricSkipped, 1},
 		{"postbox_email_outcomes_total", metricFailedPermanent, 1},
 		{"postbox_email_outcomes_total", metricRetried, 1},
 		{"postbox_email_outcomes_total", metricFailedExhausted, 0},
-		{"postbox_email_mark_errors_total", "", 0},
+		{"postbox_mark_errors_total", "email_outbox", 0},
+		{"postbox_stale_marks_total", "email_outbox", 0},
 	} {
 		if got := counterValue(t, reg, tc.name, tc.label); got != tc.want {
 			t.Errorf("%s{%s} = %v, want %v", tc.name, tc.label, got, tc.want)
@@ -76,11 +77,11 @@ func TestMetrics_CountOutcomes(t *testing.T) {
 func TestMetrics_NilIsSafe(t *testing.T) {
 	t.Parallel()
 	var m *Metrics
-	m.addClaimed(1)
-	m.addReleased(1)
+	m.engine().Claimed(table.Name, 1)
+	m.engine().Released(table.Name, 1)
 	m.outcome(metricSent)
-	m.staleMark(OutcomeSent)
-	m.markError()
+	m.engine().Stale(table.Name)
+	m.engine().MarkError(table.Name)
 	m.send(0, nil)
 	m.delivered(0)
 }

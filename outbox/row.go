@@ -164,12 +164,12 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 
 	switch {
 	case errors.Is(res.Mark, ErrStaleMark):
-		d.metrics.staleMark(res.Outcome)
+		d.metrics.engine().Stale(table.Name)
 		log(slog.LevelWarn, "stale email mark dropped: the row was resolved elsewhere",
 			"outcome", string(res.Outcome), "cause", errString(res.Err))
 		return
 	case res.Mark != nil:
-		d.metrics.markError()
+		d.metrics.engine().MarkError(table.Name)
 		log(slog.LevelError, "email mark failed; the row is retried when its lease expires",
 			"outcome", string(res.Outcome), "cause", errString(res.Err), "error", res.Mark.Error())
 		return

@@ -150,7 +150,7 @@ func (r *runner) finish(ctx context.Context) Tally {
 		r.p.metrics.deferred(n)
 		released, _ := claim.Release(ctx, r.p.pool, deliveriesTable, r.deferred,
 			"no attempt slot within the lease, or stopping: left to the retry worker", r.p.logger)
-		r.p.metrics.release("webhook_deliveries", int(released))
+		r.p.metrics.engine().Released("webhook_deliveries", int(released))
 		r.sum.Released += int(released)
 		r.deferred = nil
 	}
@@ -195,13 +195,13 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 	switch {
 	case errors.Is(err, ErrStaleDeliveryMark):
 		out.Stale = 1
-		p.metrics.staleMark("webhook_deliveries")
+		p.metrics.engine().Stale("webhook_deliveries")
 		log.Warn("stale delivery mark dropped: a sibling resolved the delivery first",
 			"would_mark", string(mark.Status), "status_code", mark.StatusCode)
 	case err != nil:
 		out.MarkErrors = 1
 		out.NoteError(err.Error())
-		p.metrics.markError()
+		p.metrics.engine().MarkError(deliveriesTable.Name)
 		log.Error("delivery mark lost; the delivery is attempted again when its lease expires",
 			"would_mark", string(mark.Status), "error", err.Error())
 	default:

@@ -105,7 +105,7 @@ func TestAttempt_StaleMarkIsCountedNotApplied(t *testing.T) {
 	if sum.Stale != 1 || sum.Retried != 0 {
 		t.Fatalf("ProcessBatch = %+v, want one stale mark and no retry scheduled", sum)
 	}
-	if got := counterValue(t, reg, "postbox_webhook_stale_marks_total", "webhook_deliveries"); got != 1 {
+	if got := counterValue(t, reg, "postbox_stale_marks_total", "webhook_deliveries"); got != 1 {
 		t.Fatalf("stale delivery marks counted = %v, want 1", got)
 	}
 	if d := oneDelivery(t, pool, `endpoint_id = $1`, ep.ID); d.Status != "succeeded" || d.LastError != nil {

@@ -140,9 +140,11 @@ func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
 	}
 	p.outboxLane = engine.NewLane(engine.LaneConfig{
 		Name: outboxTable.Name, Source: outboxSource{p}, Slots: p.fanOuts, Wake: opts.Wake, Poll: opts.Poll, Logger: p.logger,
+		Metrics: opts.Metrics.engine(),
 	})
 	p.retryLane = engine.NewLane(engine.LaneConfig{
 		Name: deliveriesTable.Name, Source: retrySource{p}, Slots: p.slots, Poll: opts.Poll, Logger: p.logger,
+		Metrics: opts.Metrics.engine(),
 	})
 	return p, nil
 }

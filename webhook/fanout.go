@@ -66,7 +66,7 @@ func (p *Dispatcher) bornDeliveries(ctx context.Context, db DB, events map[strin
 	if err != nil {
 		return nil, fmt.Errorf("create deliveries: %w", err)
 	}
-	p.metrics.claim("webhook_deliveries", len(ds)) // birth is the first attempt's claim
+	p.metrics.engine().Claimed("webhook_deliveries", len(ds)) // birth is the first attempt's claim
 	return ds, nil
 }
 

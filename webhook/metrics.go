@@ -5,21 +5,23 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/postbox/postbox/internal/engine"
 )
 
-// Metrics are the pipeline's Prometheus counters. A nil *Metrics is valid
-// and counts nothing, so tests and tools need not set one up.
+// Metrics are the dispatcher's Prometheus counters. A nil *Metrics is
+// valid and counts nothing, so tests and tools need not set one up. The
+// claim, release, stale-mark, mark-error and panic counts are the series
+// every outbox shares (engine.Metrics), with outbox="webhook_outbox" or
+// "webhook_deliveries".
 type Metrics struct {
+	shared            *engine.Metrics
 	eventsDispatched  prometheus.Counter
 	deliveries        *prometheus.CounterVec // outcome: succeeded, failed, retried
-	staleMarks        *prometheus.CounterVec // table: webhook_deliveries, webhook_outbox
 	endpointsDisabled prometheus.Counter
 	attemptsDeferred  prometheus.Counter
-	markErrors        prometheus.Counter
 	outboxPruned      prometheus.Counter
 	attemptSeconds    prometheus.Histogram
-	claimed           *prometheus.CounterVec // table: webhook_outbox, webhook_deliveries
-	released          *prometheus.CounterVec // table
 	latencySeconds    prometheus.Histogram
 }
 
@@ -28,6 +30,7 @@ type Metrics struct {
 // one process — is shared rather than refused.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
+		shared: engine.MetricsFor(reg),
 		eventsDispatched: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "postbox_webhook_events_dispatched_total",
 			Help: "Events created by the webhook_outbox fan-out.",
@@ -36,10 +39,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "postbox_webhook_deliveries_total",
 			Help: "Delivery attempts by outcome: succeeded, retried (failed transiently, still pending) or failed (for good).",
 		}, []string{"outcome"}),
-		staleMarks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "postbox_webhook_stale_marks_total",
-			Help: "CAS marks dropped because a sibling had already resolved the row.",
-		}, []string{"table"}),
 		endpointsDisabled: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "postbox_webhook_endpoints_disabled_total",
 			Help: "Endpoints disabled automatically because they answered 410 Gone.",
@@ -47,10 +46,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		attemptsDeferred: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "postbox_webhook_attempts_deferred_total",
 			Help: "Attempts not started in process because no slot freed up within the lease; the retry worker takes them.",
-		}),
-		markErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "postbox_webhook_mark_errors_total",
-			Help: "Marks that failed to write; the row's lease expires and it is attempted again.",
 		}),
 		outboxPruned: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "postbox_webhook_outbox_pruned_total",
@@ -61,14 +56,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "HTTP attempt duration, request to response body read.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 13},
 		}),
-		claimed: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "postbox_webhook_claimed_total",
-			Help: "Rows claimed, each one attempt: webhook_outbox rows by the drainer, deliveries at birth and by the retry worker.",
-		}, []string{"table"}),
-		released: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "postbox_webhook_released_total",
-			Help: "Claimed rows released unstarted (made due again at once), by table.",
-		}, []string{"table"}),
 		latencySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "postbox_webhook_delivery_latency_seconds",
 			Help:    "Time from the event's creation to the succeeded mark of each delivery.",
@@ -78,15 +65,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg == nil {
 		return m
 	}
-	m.claimed = register(reg, m.claimed)
-	m.released = register(reg, m.released)
 	m.latencySeconds = register(reg, m.latencySeconds)
 	m.eventsDispatched = register(reg, m.eventsDispatched)
 	m.deliveries = register(reg, m.deliveries)
-	m.staleMarks = register(reg, m.staleMarks)
 	m.endpointsDisabled = register(reg, m.endpointsDisabled)
 	m.attemptsDeferred = register(reg, m.attemptsDeferred)
-	m.markErrors = register(reg, m.markErrors)
 	m.outboxPruned = register(reg, m.outboxPruned)
 	m.attemptSeconds = register(reg, m.attemptSeconds)
 	return m
@@ -117,12 +100,6 @@ func (m *Metrics) delivery(outcome string) {
 	}
 }
 
-func (m *Metrics) staleMark(table string) {
-	if m != nil {
-		m.staleMarks.WithLabelValues(table).Inc()
-	}
-}
-
 func (m *Metrics) endpointDisabled() {
 	if m != nil {
 		m.endpointsDisabled.Inc()
@@ -132,12 +109,6 @@ func (m *Metrics) endpointDisabled() {
 func (m *Metrics) deferred(n int) {
 	if m != nil {
 		m.attemptsDeferred.Add(float64(n))
-	}
-}
-
-func (m *Metrics) markError() {
-	if m != nil {
-		m.markErrors.Inc()
 	}
 }
 
@@ -153,16 +124,12 @@ func (m *Metrics) attemptDuration(seconds float64) {
 	}
 }
 
-func (m *Metrics) claim(table string, n int) {
-	if m != nil && n > 0 {
-		m.claimed.WithLabelValues(table).Add(float64(n))
+// engine is the shared series, nil when m is.
+func (m *Metrics) engine() *engine.Metrics {
+	if m == nil {
+		return nil
 	}
-}
-
-func (m *Metrics) release(table string, n int) {
-	if m != nil && n > 0 {
-		m.released.WithLabelValues(table).Add(float64(n))
-	}
+	return m.shared
 }
 
 // delivered observes enqueue→delivered latency: from the event's creation

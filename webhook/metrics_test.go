@@ -11,10 +11,10 @@ func TestMetrics(t *testing.T) {
 	var nilMetrics *Metrics // counts nothing, panics never
 	nilMetrics.eventDispatched()
 	nilMetrics.delivery("succeeded")
-	nilMetrics.staleMark("webhook_deliveries")
+	nilMetrics.engine().Stale("webhook_deliveries")
 	nilMetrics.endpointDisabled()
 	nilMetrics.deferred(2)
-	nilMetrics.markError()
+	nilMetrics.engine().MarkError("webhook_outbox")
 	nilMetrics.pruned(3)
 	nilMetrics.attemptDuration(0.1)
 
@@ -26,4 +26,12 @@ func TestMetrics(t *testing.T) {
 		t.Fatalf("deliveries{outcome=failed} = %v, want 2", got)
 	}
 	NewMetrics(nil).eventDispatched() // unregistered works too
+
+	// The series every outbox shares are registered once per registry,
+	// whichever side asks first, and labelled by outbox.
+	a.engine().Claimed("webhook_outbox", 2)
+	b.engine().Claimed("webhook_deliveries", 3)
+	if got := counterValue(t, reg, "postbox_claimed_total", "webhook_deliveries"); got != 3 {
+		t.Fatalf("postbox_claimed_total{outbox=webhook_deliveries} = %v, want 3", got)
+	}
 }

@@ -101,7 +101,7 @@ func (p *Dispatcher) claimOutbox(ctx context.Context, n int) (engine.Claim, erro
 	if err != nil {
 		return engine.Claim{}, fmt.Errorf("webhook: %w", err)
 	}
-	p.metrics.claim("webhook_outbox", len(rows))
+	p.metrics.engine().Claimed("webhook_outbox", len(rows))
 	units := make([]engine.Unit, len(rows))
 	for i, row := range rows {
 		units[i] = &fanOutUnit{p: p, row: row, deadline: deadline}
@@ -132,14 +132,14 @@ func (u *fanOutUnit) Run(ctx context.Context) Tally {
 	cancelRow()
 	switch {
 	case errors.Is(err, ErrStaleOutboxMark):
-		p.metrics.staleMark("webhook_outbox")
+		p.metrics.engine().Stale("webhook_outbox")
 		p.logger.Warn("stale outbox mark: row already dispatched by a sibling; fan-out rolled back", "outbox_id", u.row.ID)
 		return Tally{Stale: 1}
 	case err != nil && batchCtx.Err() != nil:
 		// Cut short, not failed: the transaction rolled back and nothing
 		// was sent. Make it due again at once.
 		n, _ := claim.Release(ctx, p.pool, outboxTable, []string{u.row.ID}, "fan-out cut short by the batch deadline", p.logger)
-		p.metrics.release("webhook_outbox", int(n))
+		p.metrics.engine().Released("webhook_outbox", int(n))
 		return Tally{Released: int(n)}
 	case err != nil:
 		return p.markOutboxFailure(ctx, u.row, err)
@@ -291,11 +291,11 @@ WHERE id = $1 AND status = 'pending'`, row.ID, msg, retry, wait)
 	switch {
 	case err != nil:
 		t.MarkErrors++
-		p.metrics.markError()
+		p.metrics.engine().MarkError(outboxTable.Name)
 		log.Error("outbox fan-out failed and so did its mark; the row is retried when its lease expires", "error", err.Error())
 	case tag.RowsAffected() == 0:
 		t = Tally{Stale: 1}
-		p.metrics.staleMark("webhook_outbox")
+		p.metrics.engine().Stale("webhook_outbox")
 		log.Warn("stale outbox failure mark dropped: the row was resolved elsewhere")
 	case retry:
 		t.Retried++

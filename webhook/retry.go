@@ -89,7 +89,7 @@ type attemptUnit struct {
 func (u *attemptUnit) Run(ctx context.Context) Tally {
 	if !u.p.mayStart(u.d) {
 		n, _ := claim.Release(ctx, u.p.pool, deliveriesTable, []string{u.d.id}, "too late for the lease, or stopping", u.p.logger)
-		u.p.metrics.release("webhook_deliveries", int(n))
+		u.p.metrics.engine().Released("webhook_deliveries", int(n))
 		return Tally{Released: int(n)}
 	}
 	return u.p.attempt(ctx, u.d)
@@ -111,7 +111,7 @@ func (p *Dispatcher) claimRetries(ctx context.Context, n int) ([]delivery, error
 	if err != nil || len(claimed) == 0 {
 		return nil, err
 	}
-	p.metrics.claim("webhook_deliveries", len(claimed))
+	p.metrics.engine().Claimed("webhook_deliveries", len(claimed))
 	ids := make([]string, len(claimed))
 	byID := make(map[string]claimedDelivery, len(claimed))
 	for i, c := range claimed {
@@ -123,7 +123,7 @@ func (p *Dispatcher) claimRetries(ctx context.Context, n int) ([]delivery, error
 		// Claimed but unloadable: hand them back rather than let them wait
 		// out a lease nobody is using.
 		n, _ := claim.Release(ctx, p.pool, deliveriesTable, ids, "claimed but could not be loaded", p.logger)
-		p.metrics.release("webhook_deliveries", int(n))
+		p.metrics.engine().Released("webhook_deliveries", int(n))
 		return nil, err
 	}
 	for i := range ds {

@@ -56,14 +56,24 @@ func TestGate_DeadHolderFreesTheGateWithinItsLease(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	if _, err := pool.Exec(ctx, `INSERT INTO postbox_gates (name, holder, expires_at)
-		VALUES ('webhook_prune', 'dead-replica/1', now() + interval '300 milliseconds')`); err != nil {
+		VALUES ('webhook_prune', 'dead-replica/1', now() + interval '3 seconds')`); err != nil {
 		t.Fatal(err)
 	}
 	g := engine.Gate{DB: pool, Name: "webhook_prune", Owner: "live", Lease: time.Second}
 	if err := g.Run(ctx, func(context.Context) error { return nil }); !errors.Is(err, engine.ErrGateHeld) {
 		t.Fatalf("pass inside the dead holder's lease: %v, want ErrGateHeld", err)
 	}
-	time.Sleep(400 * time.Millisecond)
+	// Wait out the dead holder's lease, by the database's clock.
+	for {
+		var expired bool
+		if err := pool.QueryRow(ctx, `SELECT expires_at <= now() FROM postbox_gates WHERE name = 'webhook_prune'`).Scan(&expired); err != nil {
+			t.Fatal(err)
+		}
+		if expired {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	ran := false
 	if err := g.Run(ctx, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
 		t.Fatalf("pass after the dead holder's lease: ran %v, err %v", ran, err)

@@ -77,7 +77,8 @@ type LaneConfig struct {
 	// the slots. A Lane with nothing running claims for one free slot.
 	Refill int
 
-	Logger *slog.Logger // nil discards
+	Logger  *slog.Logger // nil discards
+	Metrics *Metrics     // nil counts nothing
 }
 
 // Lane runs a Source on one replica: it claims while slots are free and
@@ -251,6 +252,7 @@ func (r *run) start(u Unit) {
 	r.wg.Go(func() {
 		t := r.lane.work(r.ctx, u)
 		r.lane.cfg.Slots.Release(1)
+		r.lane.cfg.Metrics.Panics(r.lane.cfg.Name, t.Panics)
 		r.mu.Lock()
 		r.tally.Add(t)
 		r.live--
