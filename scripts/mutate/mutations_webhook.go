@@ -130,7 +130,7 @@ func init() {
 		Mutation{
 			Name:    "webhook attempt: stale delivery mark not counted",
 			File:    attemptGo,
-			Find:    `p.metrics.staleMark("webhook_deliveries")`,
+			Find:    `p.metrics.engine().Stale("webhook_deliveries")`,
 			Replace: `_ = "webhook_deliveries"`,
 			Pkg:     pkg,
 			Test:    "TestAttempt_StaleMarkIsCountedNotApplied",
