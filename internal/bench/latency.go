@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -108,71 +107,19 @@ func (r *runner) latencyRun(ctx context.Context, rate int) error {
 	return nil
 }
 
-// generate offers total enqueues at rate a second, open-loop: the i-th is
-// due at start + i/rate whether or not earlier ones have committed (up to
-// appConns in flight). It returns each row's commit time by row id and the
-// rate actually achieved.
+// generate offers total enqueues at rate a second, open-loop (openLoop),
+// each by enq in a transaction of its own, from appConns goroutines. It
+// returns each row's commit time by row id and the rate achieved.
 func generate(ctx context.Context, pool interface {
 	Begin(context.Context) (pgx.Tx, error)
 }, enq *outbox.Enqueuer, message func(int) outbox.Email, rate, total int) (map[string]time.Time, float64, error) {
-	type commit struct {
-		id string
-		at time.Time
-	}
-	due := make(chan int, total)
-	out := make([]commit, total)
-	var (
-		wg      sync.WaitGroup
-		errOnce sync.Once
-		genErr  error
-	)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for range appConns {
-		wg.Go(func() {
-			for i := range due {
-				var id string
-				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-					var err error
-					id, err = enq.Enqueue(ctx, tx, message(i))
-					return err
-				})
-				if err != nil {
-					errOnce.Do(func() { genErr = err; cancel() })
-					return
-				}
-				out[i] = commit{id, time.Now()}
-			}
+	return openLoop(ctx, rate, total, appConns, func(ctx context.Context, i int) (string, error) {
+		var id string
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			var err error
+			id, err = enq.Enqueue(ctx, tx, message(i))
+			return err
 		})
-	}
-	start := time.Now()
-	interval := time.Second / time.Duration(rate)
-	for i := range total {
-		if wait := time.Until(start.Add(time.Duration(i) * interval)); wait > 0 {
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-			}
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		due <- i
-	}
-	close(due)
-	wg.Wait()
-	if genErr != nil {
-		return nil, 0, genErr
-	}
-	commits := make(map[string]time.Time, total)
-	var last time.Time
-	for _, c := range out {
-		commits[c.id] = c.at
-		if c.at.After(last) {
-			last = c.at
-		}
-	}
-	// Offered over (total−1) intervals; a generator that kept up took that long.
-	span := max(last.Sub(start), time.Duration(total-1)*interval)
-	return commits, perSecond(total-1, span), nil
+		return id, err
+	})
 }
