@@ -22,13 +22,13 @@ exactly when the business change that caused it commits:
 	}
 	return tx.Commit(ctx)
 
-An [Enqueuer] with a [KickFunc] (the jobs package provides one backed by a
-River client) also inserts a unique kick job in the same transaction, so the
-email leaves within milliseconds instead of waiting for the next tick.
+The table's insert trigger wakes the workers when the transaction commits
+(at most one notifying transaction per 10 ms, and none waits for another),
+so the email leaves within milliseconds; a [Dispatcher] run with
+Config.Wake claims on that wake-up, and polls otherwise.
 
 The table is also a contract for other languages: a plain
-INSERT INTO email_outbox (kind, customer_id, payload) is sent by the next
-tick. A payload that cannot be decoded at send time fails at once, with the
+INSERT INTO email_outbox (kind, customer_id, payload) is sent the same way. A payload that cannot be decoded at send time fails at once, with the
 decode error in last_error.
 
 # Claim, send, mark

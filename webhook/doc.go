@@ -13,9 +13,9 @@ transaction, so the event exists if and only if that transaction commits:
 
 	id, err := webhook.Enqueue(ctx, tx, "invoice.paid", []byte(`{"invoice_id":"in_1"}`))
 
-An [Enqueuer] with a Kick also adds a River job to the same transaction
-(jobs.WebhookKick), so the outbox is drained right after commit instead of at
-the next periodic tick. Any language can enqueue with plain SQL:
+The table's insert trigger wakes the workers when the transaction commits,
+so the event is fanned out within milliseconds. Any language can enqueue
+with plain SQL, and is woken the same way:
 
 	INSERT INTO webhook_outbox (event_type, payload) VALUES ('invoice.paid', '{"invoice_id":"in_1"}');
 
@@ -90,11 +90,12 @@ are never pruned.
 
 # River
 
-This package imports no River code. Package jobs wires it: the tick and kick
-jobs call [Dispatcher.Drain], the retry job [Dispatcher.Retry], the prune job
-[Dispatcher.Prune]. A job only triggers work; the claim leases and CAS marks
-here are what make two ticks at once, a rescued and re-run tick, or a tick on
-a replica that just lost leadership harmless. [Dispatcher.Stop] is the soft
+This package imports no River code. Package jobs wires it: each replica's
+shift jobs call [Dispatcher.RunOutbox], the gated retry pass
+[Dispatcher.RunRetries], the gated prune [Dispatcher.Prune]. A job only
+triggers work; the claim leases and CAS marks here are what make two shifts
+at once, a rescued and re-run shift, or a pass on a replica that just lost
+leadership harmless. [Dispatcher.Stop] is the soft
 stop: nothing more is claimed, attempts in flight finish and mark.
 */
 package webhook

@@ -13,9 +13,8 @@ import (
 
 // Example_enqueue writes an event into the webhook outbox inside the
 // application's own transaction: it is fanned out to every subscribed
-// endpoint if and only if the transaction commits. In a worker wired with
-// package jobs, an Enqueuer whose Kick is jobs.WebhookKick(client) also
-// starts the drain right after commit.
+// endpoint if and only if the transaction commits; the table's insert
+// trigger wakes the workers when it does.
 func Example_enqueue() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))

@@ -14,9 +14,9 @@
 //     dispatched, messages received, duplicates) and fails the run when they
 //     are wrong: a benchmark that does not check correctness can lie.
 //   - enqueue: outbox.Enqueue per application transaction, with and without
-//     the EmailKick River job, against River InsertTx per transaction.
+//     the wake-up trigger, against River InsertTx per transaction.
 //   - latency: an open-loop load generator at fixed rates, enqueue commit →
-//     SMTP DATA accepted, with the periodic tick and with the kick.
+//     SMTP DATA accepted, through an in-process lane woken by the trigger.
 //   - webhook: events × endpoints fanned out to loopback receivers.
 //   - ceiling: single-row autocommit UPDATEs at the dispatcher's concurrency,
 //     the upper bound of anything that commits once per row.
