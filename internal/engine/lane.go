@@ -296,16 +296,3 @@ func (l *Lane) recovered(ctx context.Context, u Unit, v any, stack []byte) (t Ta
 	t.NoteError((&PanicError{Value: v}).Error())
 	return t
 }
-
-// Go runs f on its own goroutine, recovering a panic into a *PanicError
-// passed to onPanic: for the goroutines a unit starts itself.
-func Go(wg *sync.WaitGroup, f func(), onPanic func(err *PanicError)) {
-	wg.Go(func() {
-		defer func() {
-			if v := recover(); v != nil {
-				onPanic(&PanicError{Value: v})
-			}
-		}()
-		f()
-	})
-}

@@ -65,16 +65,6 @@ func (s *Slots) Acquire(ctx context.Context, least, most int) int {
 	}
 }
 
-// TryAcquire takes up to most free slots without waiting.
-func (s *Slots) TryAcquire(most int) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := min(s.cap-s.used, max(most, 0))
-	s.used += n
-	s.peak = max(s.peak, s.used)
-	return n
-}
-
 // Release gives n slots back.
 func (s *Slots) Release(n int) {
 	if n <= 0 {

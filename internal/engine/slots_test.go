@@ -42,8 +42,8 @@ func TestSlots_NeverMoreThanCap(t *testing.T) {
 func TestSlots_AcquireWaitsForLeast(t *testing.T) {
 	t.Parallel()
 	s := engine.NewSlots(4)
-	if n := s.TryAcquire(3); n != 3 {
-		t.Fatalf("TryAcquire(3) = %d", n)
+	if n := s.Acquire(context.Background(), 3, 3); n != 3 {
+		t.Fatalf("Acquire(3, 3) = %d", n)
 	}
 	got := make(chan int)
 	go func() { got <- s.Acquire(context.Background(), 2, 4) }()
