@@ -149,11 +149,7 @@ func landed(ctx context.Context, db DB, m markStmt) bool {
 	if !ok {
 		return false
 	}
-	ctx, cancel := claim.MarkContext(ctx)
-	defer cancel()
-	var status string
-	err := db.QueryRow(ctx, `SELECT status FROM email_outbox WHERE id = $1`, m.id).Scan(&status)
-	return err == nil && status == want
+	return claim.Landed(ctx, db, table, m.id, want)
 }
 
 func dispatchedMark(id string) markStmt {

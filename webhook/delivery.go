@@ -94,21 +94,10 @@ func UpdateDelivery(ctx context.Context, db DB, deliveryID string, m DeliveryMar
 		}
 		return nil
 	})
-	if ambiguous && errors.Is(err, ErrStaleDeliveryMark) && m.Status != StatusPending && deliveryLanded(ctx, db, deliveryID, m.Status) {
+	if ambiguous && errors.Is(err, ErrStaleDeliveryMark) && m.Status != StatusPending && claim.Landed(ctx, db, deliveriesTable, deliveryID, string(m.Status)) {
 		return nil // an earlier try committed before its answer was lost
 	}
 	return err
-}
-
-// deliveryLanded reports whether the delivery already has status: after a
-// mark whose answer was lost, a retry that finds it stale may be finding
-// its own earlier commit.
-func deliveryLanded(ctx context.Context, db DB, id string, status DeliveryStatus) bool {
-	ctx, cancel := claim.MarkContext(ctx)
-	defer cancel()
-	var got string
-	err := db.QueryRow(ctx, `SELECT status FROM webhook_deliveries WHERE id = $1`, id).Scan(&got)
-	return err == nil && got == string(status)
 }
 
 // nullIfEmpty stores NULL for "no response" and an empty string for an empty body.

@@ -174,3 +174,14 @@ func Retriable(err error) bool {
 // outboxes' own sentinels (outbox.ErrStaleMark, webhook.ErrStaleMark)
 // match it too.
 var ErrStale = errors.New("stale mark: the row is no longer pending")
+
+// Landed reports whether row id of t already has status: after a mark
+// whose answer was lost, a retry that finds the row stale may be finding
+// its own earlier commit rather than a sibling's.
+func Landed(ctx context.Context, db DB, t Table, id, status string) bool {
+	ctx, cancel := MarkContext(ctx)
+	defer cancel()
+	var got string
+	err := db.QueryRow(ctx, fmt.Sprintf(`SELECT status FROM %s WHERE id = $1`, t.Name), id).Scan(&got)
+	return err == nil && got == status
+}
