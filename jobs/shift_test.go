@@ -15,7 +15,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/postbox/postbox/internal/pgtest"
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/smtp"
 	"github.com/postbox/postbox/webhook"

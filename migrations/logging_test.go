@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/pgtest"
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/migrations"
 )
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/postbox/postbox/internal/pgtest"
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
 // TestPayloadLimit_PlainSQLMeetsEnqueue locks issue 13 point 7 for email: a

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/postbox/postbox/internal/claim"
-	"github.com/postbox/postbox/internal/pgtest"
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/smtp"
 )

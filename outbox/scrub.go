@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -25,6 +26,10 @@ var scrubbedPayloadKeys = []string{
 	"public_token",
 	"pdf",
 }
+
+// SecretPayloadKeys are the payload keys the dispatched mark scrubs (and a
+// KeyRing seals while the row waits): what no log, page or error shows.
+func SecretPayloadKeys() []string { return slices.Clone(scrubbedPayloadKeys) }
 
 // scrubbedKeysSQL is scrubbedPayloadKeys as a SQL text[] literal. The keys
 // are constants of this package (checked to be plain identifiers), not

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/postbox/postbox/internal/pgtest"
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/smtp"
 )
 

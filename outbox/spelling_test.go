@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/pgtest"
-	"github.com/postbox/postbox/internal/smtpsink"
+	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/smtp"
 )
 

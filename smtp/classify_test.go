@@ -8,7 +8,7 @@ import (
 
 	gosmtp "github.com/emersion/go-smtp"
 
-	"github.com/postbox/postbox/internal/smtpsink"
+	"github.com/postbox/postbox/internal/devserver/smtpsink"
 )
 
 func TestReplyClasses(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/mimetest"
-	"github.com/postbox/postbox/internal/smtpsink"
+	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/testsupport/mimetest"
 )
 
 // What the relay receives is a well-formed MIME message: text and HTML as

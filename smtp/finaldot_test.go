@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/smtpsink"
+	"github.com/postbox/postbox/internal/devserver/smtpsink"
 )
 
 // TestSend_FinalDotUnansweredIsPossiblyDelivered locks issue 13 point 2 in

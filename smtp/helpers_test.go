@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/smtpsink"
-	"github.com/postbox/postbox/internal/testcert"
+	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/testsupport/testcert"
 )
 
 // testTimeout bounds every test's network work: nothing may hang forever.

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/pgtest"
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
 func TestEndpoints_CreateListDisableEnable(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/pgtest"
 	"github.com/postbox/postbox/internal/pgtext"
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
 // syncBuffer is a bytes.Buffer a logger shared by attempt goroutines may

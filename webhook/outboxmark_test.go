@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/pgtest"
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
 // TestOutboxFailureMark_StaleIsDroppedNotRetried locks issue 13 point 9

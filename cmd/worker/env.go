@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postbox/postbox/internal/pgserver"
+	"github.com/postbox/postbox/internal/devserver/pgserver"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/migrations"
 	"github.com/postbox/postbox/outbox"

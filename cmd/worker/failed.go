@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/postbox/postbox/internal/backlog"
 )
 
 func init() {
@@ -47,57 +47,14 @@ func failedFlags(outbox string) func(fs *flag.FlagSet) runFunc {
 	}
 }
 
-// FailedRow is one row that failed for good and waits for an operator.
-type FailedRow struct {
-	Table     string    `json:"table"`
-	ID        string    `json:"id"`
-	CreatedAt time.Time `json:"created_at"`
-	Attempts  int       `json:"attempts"`
-	What      string    `json:"what"` // recipient, or event type → endpoint
-	Error     string    `json:"error"`
-	// EventID and EndpointID are a failed delivery's, for replay.
-	EventID    string `json:"event_id,omitempty"`
-	EndpointID string `json:"endpoint_id,omitempty"`
-}
-
-// failedQueries read the newest failed rows of each outbox through the
-// failed partial indexes; $1 is the limit.
-var failedQueries = map[string][]string{
-	"email": {`SELECT 'email_outbox', id::text, created_at, attempts,
-		kind || ' to ' || COALESCE(payload->>'to', '?'), COALESCE(last_error, ''), '', ''
-		FROM email_outbox WHERE status = 'failed' ORDER BY created_at DESC LIMIT $1`},
-	"webhook": {
-		`SELECT 'webhook_deliveries', d.id::text, d.created_at, d.attempts,
-			e.event_type || ' → ' || p.url, COALESCE(d.last_error, ''), d.event_id::text, d.endpoint_id::text
-			FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
-			JOIN webhook_endpoints p ON p.id = d.endpoint_id
-			WHERE d.status = 'failed' ORDER BY d.created_at DESC LIMIT $1`,
-		`SELECT 'webhook_outbox', id::text, created_at, attempts, event_type, COALESCE(last_error, ''), '', ''
-			FROM webhook_outbox WHERE status = 'failed' ORDER BY created_at DESC LIMIT $1`,
-	},
-}
-
 func runFailed(ctx context.Context, env *Env, outbox string, limit int, asJSON bool) error {
-	queries := failedQueries[outbox]
 	pool, err := env.MigratedPool(ctx)
 	if err != nil {
 		return err
 	}
-	out := []FailedRow{}
-	for _, q := range queries {
-		rows, err := pool.Query(ctx, q, limit)
-		if err != nil {
-			return err
-		}
-		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (FailedRow, error) {
-			var f FailedRow
-			err := r.Scan(&f.Table, &f.ID, &f.CreatedAt, &f.Attempts, &f.What, &f.Error, &f.EventID, &f.EndpointID)
-			return f, err
-		})
-		if err != nil {
-			return err
-		}
-		out = append(out, got...)
+	out, err := backlog.ListFailed(ctx, pool, outbox, limit)
+	if err != nil {
+		return err
 	}
 	if asJSON {
 		enc := json.NewEncoder(env.Stdout)
@@ -115,10 +72,10 @@ func runFailed(ctx context.Context, env *Env, outbox string, limit int, asJSON b
 // printFailed is the table, then per kind of row the command that sends
 // it again: requeue for outbox rows, replay for deliveries (a delivery is
 // never requeued: a replay sends a fresh event with the same payload).
-func printFailed(w io.Writer, out []FailedRow) {
+func printFailed(w io.Writer, out []backlog.Failed) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TABLE\tID\tCREATED\tATTEMPTS\tEVENT\tENDPOINT\tWHAT\tERROR")
-	tables := map[string]FailedRow{} // per table, its oldest row listed
+	tables := map[string]backlog.Failed{} // per table, its oldest row listed
 	for _, f := range out {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", f.Table, f.ID, f.CreatedAt.UTC().Format(time.RFC3339),
 			f.Attempts, dash(f.EventID), dash(f.EndpointID), truncate(f.What, 60), truncate(f.Error, 100))

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/postbox/postbox/internal/backlog"
 )
 
 // TestFailedWebhookSuggestsReplay: a failed delivery is sent again by
@@ -14,7 +16,7 @@ func TestFailedWebhookSuggestsReplay(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 9, 1, 10, 30, 15, 0, time.UTC)
 	var out bytes.Buffer
-	printFailed(&out, []FailedRow{
+	printFailed(&out, []backlog.Failed{
 		{Table: "webhook_deliveries", ID: "del-2", CreatedAt: at.Add(time.Hour), Attempts: 8, What: "invoice.paid → https://a",
 			Error: "HTTP 500", EventID: "evt-2", EndpointID: "ep-1"},
 		{Table: "webhook_deliveries", ID: "del-1", CreatedAt: at, Attempts: 8, What: "invoice.paid → https://a",
@@ -32,7 +34,7 @@ func TestFailedWebhookSuggestsReplay(t *testing.T) {
 	}
 
 	out.Reset()
-	printFailed(&out, []FailedRow{{Table: "webhook_outbox", ID: "ob-1", CreatedAt: at, Attempts: 10, What: "invoice.paid"}})
+	printFailed(&out, []backlog.Failed{{Table: "webhook_outbox", ID: "ob-1", CreatedAt: at, Attempts: 10, What: "invoice.paid"}})
 	if s := out.String(); !strings.Contains(s, "worker requeue webhook <id>") || strings.Contains(s, "replay") {
 		t.Errorf("a failed webhook_outbox row is requeued:\n%s", s)
 	}

@@ -352,7 +352,7 @@ func wrapWidth(s string, width int) string {
 // meets them.
 func topNames() []string {
 	order := []string{"run", "demo", "migrate", "stats", "failed", "requeue", "replay", "endpoints",
-		"rekey", "healthcheck", "version", "bench", "soak"}
+		"rekey", "healthcheck", "version"}
 	seen := map[string]bool{}
 	var out []string
 	add := func(n string) {

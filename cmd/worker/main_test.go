@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/postbox/postbox/internal/pgtest"
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postbox/postbox/internal/pgtest"
-	"github.com/postbox/postbox/internal/smtpsink"
+	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
 // poolEnv is the environment for worker processes that send to sink.

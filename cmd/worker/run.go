@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/postbox/postbox/internal/backlog"
 	"github.com/postbox/postbox/jobs"
 )
 
@@ -53,8 +54,8 @@ func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaO
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		newRiverJobsCollector(pool, log, jobs.ShiftArgs{}.Kind(), jobs.RetryPassArgs{}.Kind(), jobs.PruneArgs{}.Kind()),
-		newOutboxCollector(pool, log))
+		jobs.NewJobsCollector(pool, log, jobs.ShiftArgs{}.Kind(), jobs.RetryPassArgs{}.Kind(), jobs.PruneArgs{}.Kind()),
+		backlog.NewCollector(pool, log))
 
 	rep, err := newReplica(env, pool, reg, opts)
 	if err != nil {
@@ -77,7 +78,7 @@ func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaO
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
-	countRiverEvents(runCtx, rep.client, reg)
+	jobs.CountFinished(runCtx, rep.client, reg)
 	if err := rep.start(runCtx); err != nil {
 		return err
 	}

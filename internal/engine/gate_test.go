@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/postbox/postbox/internal/engine"
-	"github.com/postbox/postbox/internal/pgtest"
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
 // Two passes started at once on two replicas: one runs, the other returns

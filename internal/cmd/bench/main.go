@@ -1,0 +1,277 @@
+// Command bench measures postbox against the alternative a user would pick
+// instead, one River job per message, and prints the figures that
+// docs/PERFORMANCE.md reads:
+//
+//	go run ./internal/cmd/bench --quick        # in-process sections, the CI preset
+//	go run ./internal/cmd/bench --pool         # real `worker run` processes and River peers
+//
+// The in-process sections (email drain throughput, enqueue cost, end-to-end
+// latency at offered loads, webhook fan-out, the database's commit ceiling)
+// run against a loopback SMTP sink and receivers on a fresh postbox_bench_*
+// database, dropped unless --keep. With --pool it builds ./cmd/worker and
+// the River peer from this module and runs the pool sections (pool-backlog,
+// pool-latency, pool-enqueue, pool-leaderkill), counting from process start.
+//
+// It is a program of its own so that the production binary does not link
+// the harness. Exit codes: 0 done; 1 a run or check failed; 2 bad flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/postbox/postbox/internal/harness/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(runMain(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// runMain parses args and runs the bench; it returns the exit code.
+func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: go run ./internal/cmd/bench [flags]\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	run := benchFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "bench: unexpected argument %q\n", fs.Arg(0))
+		fs.Usage()
+		return 2
+	}
+	if err := run(ctx, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "bench: %v\n", err)
+		if errors.Is(err, errUsage) {
+			fs.Usage()
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// errUsage marks flags that parse but do not make sense.
+var errUsage = errors.New("usage")
+
+func usagef(format string, a ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, a...), errUsage)
+}
+
+func benchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Writer) error {
+	quick := fs.Bool("quick", false, "the CI preset: N=1500, 2 s latency runs, 100 webhook events, one trial (under a minute on a quiet 2-core machine)")
+	n := fs.Int("n", 0, "email rows per path (default 10000; 1500 with --quick)")
+	rates := fs.String("rates", "", "offered loads of the latency section, msg/s, comma-separated (default 200,1000)")
+	duration := fs.Duration("duration", 0, "length of each latency run (default 10s; 2s with --quick)")
+	events := fs.Int("events", 0, "webhook events (default 1000; 100 with --quick)")
+	endpoints := fs.Int("endpoints", 0, "webhook endpoints, one loopback receiver each (default 10)")
+	only := fs.String("only", "", "comma-separated sections to run: "+strings.Join(bench.AllSections, ",")+"; the pool sections "+strings.Join(bench.PoolSections, ",")+" (these imply --pool)")
+	var poolSize int
+	var poolMode bool
+	fs.Var(&poolFlag{mode: &poolMode, size: &poolSize}, "pool",
+		"run the pool sections: real 'worker run' processes and River peer processes (built from this module) against one SMTP sink port per replica; "+
+			"--pool=N (with a number) is the older spelling of --pool-size")
+	fs.IntVar(&poolSize, "pool-size", 0, "pgx MaxConns per path of the in-process sections (default 32)")
+	replicas := fs.String("replicas", "", "pool: worker processes per run, comma-separated, each in turn (default 1; e.g. 1,3)")
+	relayDelay := fs.Duration("relay-delay", -1, "pool: the sink's time per message before it answers DATA; 0 answers at once (default 50ms)")
+	rate := fs.String("rate", "", "pool: same as --rates")
+	concurrency := fs.Int("concurrency", 0, "postbox batches in flight in the email drain, as EMAIL_CONCURRENCY (default 200; with --pool, EMAIL_CONCURRENCY of each process, default 16)")
+	clients := fs.Int("clients", 0, "application goroutines: enqueue transactions, the peer's inserts, the ceiling's commits (default: pool − 2)")
+	peerWorkers := fs.Int("peer-workers", 0, "River peer MaxWorkers (default 500)")
+	batchSize := fs.Int("batch-size", 0, "override EMAIL_BATCH_SIZE (with EMAIL_BATCH_TIMEOUT = size × PerRowBudget); default: the ADR-072 figures")
+	trials := fs.Int("trials", 0, "email-section trials; the table shows the median (default 3; 1 with --quick; with --pool every pool section, default 1)")
+	explain := fs.Bool("explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of the claim and the dispatched mark on 10,000 rows")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to FILE")
+	keep := fs.Bool("keep", false, "keep the postbox_bench_* database")
+	return func(ctx context.Context, stdout, stderr io.Writer) error {
+		if *rate != "" {
+			if *rates != "" && *rates != *rate {
+				return usagef("--rate %q and --rates %q: give one", *rate, *rates)
+			}
+			*rates = *rate
+		}
+		var inProcess, poolSections []string
+		if *only != "" {
+			for _, s := range strings.Split(*only, ",") {
+				if s = strings.TrimSpace(s); slices.Contains(bench.PoolSections, s) {
+					poolSections = append(poolSections, s)
+					poolMode = true
+				} else {
+					inProcess = append(inProcess, s)
+				}
+			}
+		}
+		if poolMode && *only == "" {
+			poolSections = bench.PoolSections
+		}
+
+		opts := bench.Default()
+		if *quick {
+			opts = bench.Quick()
+		}
+		for _, f := range []struct {
+			v   int
+			dst *int
+		}{{*n, &opts.N}, {*events, &opts.Events}, {*endpoints, &opts.Endpoints}, {poolSize, &opts.PoolSize},
+			{*concurrency, &opts.Concurrency}, {*clients, &opts.Clients}, {*peerWorkers, &opts.PeerWorkers}, {*trials, &opts.Trials}, {*batchSize, &opts.BatchSize}} {
+			if f.v < 0 {
+				return usagef("a count flag is %d: want 0 (the default) or more", f.v)
+			}
+			if f.v > 0 {
+				*f.dst = f.v
+			}
+		}
+		if *duration > 0 {
+			opts.Duration = *duration
+		}
+		if *rates != "" {
+			var err error
+			if opts.Rates, err = intList(*rates); err != nil {
+				return usagef("--rates %q: want positive integers, e.g. 200,1000", *rates)
+			}
+		}
+		opts.Sections = inProcess
+		opts.Explain = *explain
+		opts.Progress = stderr
+		if err := opts.Validate(); err != nil {
+			return err
+		}
+
+		popts := bench.DefaultPool()
+		if *quick {
+			popts = bench.QuickPool()
+		}
+		if poolMode {
+			popts.Sections = poolSections
+			popts.Progress = stderr
+			for _, f := range []struct {
+				v   int
+				dst *int
+			}{{*n, &popts.N}, {*concurrency, &popts.Concurrency}, {*trials, &popts.Trials}} {
+				if f.v > 0 {
+					*f.dst = f.v
+				}
+			}
+			if *duration > 0 {
+				popts.Duration = *duration
+			}
+			if *peerWorkers > 0 {
+				popts.PeerWorkers = *peerWorkers
+			}
+			if *relayDelay >= 0 {
+				popts.RelayDelay = *relayDelay
+			}
+			if *rates != "" {
+				popts.Rates = opts.Rates
+			}
+			if *replicas != "" {
+				var err error
+				if popts.Replicas, err = intList(*replicas); err != nil {
+					return usagef("--replicas %q: want positive integers, e.g. 1,3", *replicas)
+				}
+			}
+			if err := popts.Validate(); err != nil {
+				return err
+			}
+		}
+
+		if *cpuprofile != "" {
+			f, err := os.Create(*cpuprofile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+			defer pprof.StopCPUProfile()
+		}
+
+		var err error
+		if !poolMode || len(inProcess) > 0 {
+			rep, rerr := bench.Run(ctx, opts, *keep, "DATABASE_URL")
+			err = printReport(stdout, rep, rerr)
+		}
+		if poolMode && err == nil {
+			rep, rerr := bench.RunPool(ctx, popts, *keep, "DATABASE_URL")
+			err = printReport(stdout, rep, rerr)
+		}
+		return err
+	}
+}
+
+func printReport(stdout io.Writer, rep *bench.Report, err error) error {
+	if rep != nil && len(rep.Rows) > 0 {
+		if perr := rep.Print(stdout); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	if errors.Is(err, bench.ErrCheck) {
+		return fmt.Errorf("%w; the figures above are incomplete", err)
+	}
+	return err
+}
+
+// intList parses "200,1000" into positive integers.
+func intList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%q: want a positive integer", f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// poolFlag is --pool: alone it turns the pool sections on; with a number
+// (--pool=32) it is the pgx pool size, as the flag was before the pool
+// sections existed.
+type poolFlag struct {
+	mode *bool
+	size *int
+}
+
+func (f *poolFlag) IsBoolFlag() bool { return true }
+
+func (f *poolFlag) String() string {
+	if f.mode != nil && *f.mode {
+		return "true"
+	}
+	return "false"
+}
+
+func (f *poolFlag) Set(s string) error {
+	if v, err := strconv.ParseBool(s); err == nil {
+		*f.mode = v
+		return nil
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 0 {
+		return fmt.Errorf("--pool %q: want no value (the pool sections) or a pgx pool size", s)
+	}
+	*f.size = v
+	return nil
+}

@@ -1,0 +1,46 @@
+// Package bench measures postbox against the alternative a user would pick
+// instead — one River job per message — on one database in one run, and
+// prints one table. `go run ./internal/cmd/bench` is its command line; docs/PERFORMANCE.md
+// holds a run and explains what bounds each figure.
+//
+// Sections, run one after another on the same database (truncated between
+// them):
+//
+//   - email: N queued rows drained to an in-process SMTP sink by
+//     outbox.Dispatcher.Drain, against N River jobs (each inserted by InsertTx
+//     in its own transaction) worked by a River client tuned for speed that
+//     sends the same message to the same kind of sink through the same
+//     smtp.Mailer configuration. Every path checks its counts (rows
+//     dispatched, messages received, duplicates) and fails the run when they
+//     are wrong: a benchmark that does not check correctness can lie.
+//   - enqueue: outbox.Enqueue per application transaction, with and without
+//     the wake-up trigger, against River InsertTx per transaction.
+//   - latency: an open-loop load generator at fixed rates, enqueue commit →
+//     SMTP DATA accepted, through an in-process lane woken by the trigger.
+//   - webhook: events × endpoints fanned out to loopback receivers.
+//   - ceiling: single-row autocommit UPDATEs at the dispatcher's concurrency,
+//     the upper bound of anything that commits once per row.
+//
+// With --pool (RunPool) the sections are instead the pool's, run as a user
+// runs them: the real `worker run` binary, built from this module, R
+// processes on a fresh database, each sending to its own SMTP sink port
+// (smtpsink with a per-message DataDelay, so the relay's limit is
+// EMAIL_CONCURRENCY × R ÷ delay), beside the River peer run as processes
+// too (internal/cmd/riverpeer, MaxWorkers = EMAIL_CONCURRENCY per
+// process, River's defaults and River tuned):
+//
+//   - pool-backlog: N rows (or jobs) inserted before the processes start;
+//     throughput from the first exec and from the first to the last send,
+//     each replica's share, peak SMTP connections, ratios to the peer.
+//   - pool-latency: an open-loop load at each rate, plain SQL INSERT and
+//     outbox.Enqueue (the peer: InsertTx), commit → DATA accepted.
+//   - pool-enqueue: outbox.Enqueue from 30 goroutines with the
+//     email_outbox_wake trigger enabled and disabled (once, and said so,
+//     when the schema has no such trigger).
+//   - pool-leaderkill: a steady load, SIGKILL of the River leader, the
+//     longest gap between deliveries; every row must arrive once the
+//     survivors (and the dead replica's claim lease) allow.
+//
+// Nothing here asserts a timing: the test runs a tiny preset and checks only
+// the correctness counts.
+package bench
