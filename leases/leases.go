@@ -39,15 +39,3 @@ const (
 	DeliveryBudget   = 13 * time.Second  // one HTTP attempt, end to end
 	RetryClaimBatch  = 10
 )
-
-// ClaimLease is the lease stamped on n claimed email rows: n×PerRowBudget
-// plus LeaseSlack.
-func ClaimLease(n int) time.Duration {
-	return addDur(mulDur(n, PerRowBudget), LeaseSlack)
-}
-
-// RetryClaimLease is the lease stamped on a claimed batch of n webhook
-// deliveries: n×DeliveryBudget plus LeaseSlack.
-func RetryClaimLease(n int) time.Duration {
-	return addDur(mulDur(n, DeliveryBudget), LeaseSlack)
-}

@@ -19,8 +19,8 @@ func TestP5_LeaseInvariantChain(t *testing.T) {
 	if time.Duration(BatchSize)*PerRowBudget > BatchTimeout {
 		t.Fatalf("BatchSize×PerRowBudget = %s > BatchTimeout %s", time.Duration(BatchSize)*PerRowBudget, BatchTimeout)
 	}
-	if BatchTimeout >= ClaimLease(BatchSize) {
-		t.Fatalf("BatchTimeout %s ≥ ClaimLease(BatchSize) %s", BatchTimeout, ClaimLease(BatchSize))
+	if BatchTimeout >= Default().ClaimLease(BatchSize) {
+		t.Fatalf("BatchTimeout %s ≥ ClaimLease(BatchSize) %s", BatchTimeout, Default().ClaimLease(BatchSize))
 	}
 	if DeliveryBudget >= BirthLeaseWindow {
 		t.Fatalf("DeliveryBudget %s ≥ BirthLeaseWindow %s", DeliveryBudget, BirthLeaseWindow)
@@ -32,11 +32,11 @@ func TestP5_LeaseInvariantChain(t *testing.T) {
 		got, want time.Duration
 	}{
 		{"PerRowBudget", PerRowBudget, 60 * time.Second},
-		{"ClaimLease(BatchSize)", ClaimLease(BatchSize), 360 * time.Second},
-		{"ClaimLease(1)", ClaimLease(1), 120 * time.Second},
+		{"ClaimLease(BatchSize)", Default().ClaimLease(BatchSize), 360 * time.Second},
+		{"ClaimLease(1)", Default().ClaimLease(1), 120 * time.Second},
 		{"BatchTimeout", BatchTimeout, 300 * time.Second},
 		{"BirthLeaseWindow", BirthLeaseWindow, 120 * time.Second},
-		{"RetryClaimLease(RetryClaimBatch)", RetryClaimLease(RetryClaimBatch), 190 * time.Second},
+		{"RetryClaimLease(RetryClaimBatch)", Default().RetryClaimLease(RetryClaimBatch), 190 * time.Second},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("%s = %s, want %s", tc.name, tc.got, tc.want)

@@ -44,7 +44,7 @@ func TestClaim_StampsLeaseCountsAttemptOldestFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	lease := leases.ClaimLease(2)
+	lease := leases.Default().ClaimLease(2)
 	rows, err := Claim(ctx, pool, 2, lease)
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestClaim_SkipsRowsLockedBySibling(t *testing.T) {
 
 			claimCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			rows, err := Claim(claimCtx, pool, 10, leases.ClaimLease(10))
+			rows, err := Claim(claimCtx, pool, 10, leases.Default().ClaimLease(10))
 			if err != nil {
 				t.Fatalf("claim with a sibling holding locks: %v (it must skip locked rows, not wait for them)", err)
 			}
@@ -185,7 +185,7 @@ func TestClaim_SkipsRowsLockedBySibling(t *testing.T) {
 			}
 			claimCtx, cancel = context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
-			rows, err = Claim(claimCtx, pool, 10, leases.ClaimLease(10))
+			rows, err = Claim(claimCtx, pool, 10, leases.Default().ClaimLease(10))
 			if err != nil {
 				t.Fatal(err)
 			}

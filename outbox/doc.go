@@ -77,8 +77,20 @@ name; the dispatcher ([Config].Keys) opens them just before rendering, and
 its retry and failed marks seal the plaintext secrets of a plain-SQL row in
 the same UPDATE, so a row that waits never waits in plaintext. A field no
 key of the ring opens fails its row permanently. [Rekey] moves waiting rows
-to the active key after a rotation. The other keys stay readable. See
+to the active key after a rotation. The other keys stay readable: the
+timeline, the sent-emails panel and bounce correlation read them. See
 docs/ENCRYPTION.md for the threat model and key handling.
+
+Each sealed field is stored as an envelope in place of its value:
+
+	"password_reset_url": {"enc":"v1","kid":"k2026","n":"<nonce>","ct":"<ciphertext+tag>"}
+	"pdf":                {"enc":"v1","kid":"k2026","n":"<nonce>","ct":"<ciphertext+tag>","t":"bytes"}
+
+A string field's envelope seals its JSON value; the PDF's seals its bytes
+("t":"bytes"), so it is stored no larger than in plaintext and opened
+without a second base64 pass. Three writers seal: Enqueue, the retry and
+failed marks, and Rekey. The dispatched and skipped marks remove the six
+keys, sealed or not.
 
 # What this package does not do
 

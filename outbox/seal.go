@@ -11,28 +11,6 @@ import (
 	"github.com/postbox/postbox/internal/sealer"
 )
 
-// Secret payload fields at rest (ADR-072's open residual, closed here).
-//
-// The six keys of scrubbedPayloadKeys are the ones that let a reader of
-// email_outbox take over an account or read an invoice. With a KeyRing,
-// each of them that a row holds is stored as an envelope in place of its
-// value:
-//
-//	"password_reset_url": {"enc":"v1","kid":"k2026","n":"<nonce>","ct":"<ciphertext+tag>"}
-//	"pdf":                {"enc":"v1","kid":"k2026","n":"<nonce>","ct":"<ciphertext+tag>","t":"bytes"}
-//
-// A string field's envelope seals its JSON value; the PDF's seals its
-// bytes ("t":"bytes"), so it is stored no larger than in plaintext and
-// opened without a second base64 pass. Every other key stays readable: the
-// timeline, the sent-emails panel and bounce correlation read them.
-//
-// Three writers seal: Enqueue, for every row it writes; the retry and
-// failed marks, for the plaintext secrets of a plain-SQL row whose attempt
-// did not send it (so a row that waits holds no plaintext secret); and
-// Rekey, which moves rows to the active key. The dispatcher opens them just
-// before rendering, into Row.Payload. The dispatched and skipped marks
-// remove the six keys, sealed or not, as before.
-
 // Forms of a sealed value: what the ciphertext holds.
 const (
 	formJSON  = ""      // the field's JSON value, as it would be stored

@@ -9,26 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// A replay sends an event again as a new event: a clone with its own id
-// (so receivers that dedupe on webhook-id accept it) and replay_of naming
-// the original. replay_of always names the original, never a clone, so an
-// event and its replays form one flat family. A replay runs in two steps
-// (ADR-072 decision 4):
-//
-//  1. the clone is committed on its own;
-//  2. its born-leased deliveries are created in one statement (one
-//     transaction), and their first attempts made in process.
-//
-// A replay interrupted between the two leaves a clone with no deliveries.
-// That is visible —
-//
-//	SELECT id, replay_of, created_at FROM webhook_events c
-//	WHERE replay_of IS NOT NULL
-//	  AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = c.id);
-//
-// — and running the same replay again completes that clone instead of
-// making another.
-
 // Replay is what ReplayEvent did.
 type Replay struct {
 	EventID    string // the clone

@@ -42,7 +42,7 @@ SELECT ev.id, $1, 0, NULL FROM ev RETURNING id`, ep.ID).Scan(&deliveryID); err !
 	}
 	got := oneDelivery(t, pool, `id = $1`, deliveryID)
 	if got.Attempts != 1 || got.NextRetryAt == nil ||
-		!within(*got.NextRetryAt, before.Add(leases.RetryClaimLease(leases.RetryClaimBatch)), 5*time.Second) {
+		!within(*got.NextRetryAt, before.Add(leases.Default().RetryClaimLease(leases.RetryClaimBatch)), 5*time.Second) {
 		t.Fatalf("claimed legacy row: attempts %d next_retry_at %v, want 1 and now + RetryClaimLease", got.Attempts, got.NextRetryAt)
 	}
 
