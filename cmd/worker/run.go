@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/postbox/postbox/internal/backlog"
+	"github.com/postbox/postbox/internal/version"
 	"github.com/postbox/postbox/jobs"
 )
 
@@ -55,7 +56,7 @@ func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaO
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		jobs.NewJobsCollector(pool, log, jobs.ShiftArgs{}.Kind(), jobs.RetryPassArgs{}.Kind(), jobs.PruneArgs{}.Kind()),
-		backlog.NewCollector(pool, log))
+		backlog.NewCollector(pool, log), version.Collector())
 
 	rep, err := newReplica(env, pool, reg, opts)
 	if err != nil {

@@ -104,7 +104,7 @@ func TestRunBootsServesAndStopsOnSIGTERM(t *testing.T) {
 		t.Errorf("River UI health check = %d", code)
 	}
 	code, metrics := get(t, base+"/metrics")
-	for _, want := range []string{"go_goroutines", "process_cpu_seconds_total", "postbox_river_jobs{"} {
+	for _, want := range []string{"go_goroutines", "process_cpu_seconds_total", "postbox_river_jobs{", "postbox_build_info{"} {
 		if code != http.StatusOK || !strings.Contains(metrics, want) {
 			t.Errorf("/metrics (%d) lacks %s", code, want)
 		}
