@@ -34,8 +34,8 @@ type composeFile struct {
 // no Docker runs (CI): images pinned by exact tag, no inline passwords
 // (compose secrets and *_FILE variables), ports on 127.0.0.1 only and
 // Postgres off 5432, one image built once, a stop grace period longer than
-// SHUTDOWN_TIMEOUT and a readiness healthcheck. `docker compose config`
-// (or docker-compose config) validates the file against the schema.
+// SHUTDOWN_TIMEOUT and a readiness healthcheck. The schema itself is
+// TestComposeFile_ValidatesAgainstTheSchema's.
 func TestComposeFile(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile("../../docker-compose.yml")
