@@ -66,7 +66,11 @@ func ExampleEnqueue() {
 		if err != nil {
 			panic(err)
 		}
-		fmt.Printf("%s: %d email(s)", invoiceID, len(emails))
+		var invoice bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM invoices WHERE id = $1)`, invoiceID).Scan(&invoice); err != nil {
+			panic(err)
+		}
+		fmt.Printf("%s: invoice %t, %d email(s)", invoiceID, invoice, len(emails))
 		for _, e := range emails {
 			fmt.Printf(", %s %q", e.Status, e.Subject)
 		}
@@ -74,6 +78,6 @@ func ExampleEnqueue() {
 	}
 	// Output:
 	// inv_43 rolled back: payment provider unreachable
-	// inv_42: 1 email(s), pending "Your invoice INV-0042"
-	// inv_43: 0 email(s)
+	// inv_42: invoice true, 1 email(s), pending "Your invoice INV-0042"
+	// inv_43: invoice false, 0 email(s)
 }
