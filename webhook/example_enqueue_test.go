@@ -2,12 +2,16 @@ package webhook_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"log"
-	"os"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5"
 
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/webhook"
 )
 
@@ -17,65 +21,106 @@ import (
 // trigger wakes the workers when it does.
 func Example_enqueue() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	if err != nil {
-		log.Fatal(err)
-	}
+	// In real code: pgxpool.New(ctx, os.Getenv("DATABASE_URL")), on a
+	// database migrated by `worker migrate up`.
+	pool := pgtest.ExamplePool()
 	defer pool.Close()
 
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		log.Fatal(err)
+	markPaid := func(payload string, fail error) error {
+		return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			// ... the application's own writes, e.g. marking the invoice paid ...
+			if _, err := webhook.Enqueue(ctx, tx, "invoice.paid", []byte(payload)); err != nil {
+				return err // invalid JSON and oversized payloads are refused here
+			}
+			return fail
+		})
 	}
-	defer func() { _ = tx.Rollback(ctx) }() // a no-op after Commit
+	fmt.Println(markPaid(`{"invoice_id":"in_1","amount":4200}`, nil))
+	fmt.Println(markPaid(`{"invoice_id":"in_2","amount":990}`, errors.New("rolled back")))
+	fmt.Println(markPaid(`{"invoice_id":`, nil))
 
-	// ... the application's own writes, e.g. marking the invoice paid ...
-
-	id, err := webhook.Enqueue(ctx, tx, "invoice.paid", []byte(`{"invoice_id":"in_1","amount":4200}`))
-	if err != nil {
-		log.Fatal(err) // invalid JSON and oversized payloads are refused here
+	var pending int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM webhook_outbox WHERE status = 'pending'`).Scan(&pending); err != nil {
+		panic(err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		log.Fatal(err)
-	}
-	fmt.Println("enqueued", id)
+	fmt.Println("events waiting to fan out:", pending)
+	// Output:
+	// <nil>
+	// rolled back
+	// webhook: payload is not valid JSON
+	// events waiting to fan out: 1
 }
 
 // Example_pipeline runs the webhook transport without River: create an
-// endpoint, then drain the outbox and retry due deliveries, as the tick and
-// retry jobs of package jobs do on a schedule.
+// endpoint, drain the outbox (fan-out and first attempts), then retry due
+// deliveries, as the shifts and the retry pass of package jobs do on a
+// schedule. The receiver here fails its first request.
 func Example_pipeline() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
-	if err != nil {
-		log.Fatal(err)
-	}
+	pool := pgtest.ExamplePool() // in real code: pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	defer pool.Close()
 
-	cfg, err := webhook.SettingsFromEnv(os.LookupEnv)
+	var requests atomic.Int32
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if requests.Add(1) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer receiver.Close()
+
+	// In production: webhook.SettingsFromEnv(os.LookupEnv). The receiver
+	// listens on loopback, which the SSRF guard refuses unless admitted.
+	env := map[string]string{webhook.EnvAllowedCIDRs: "127.0.0.0/8"}
+	cfg, err := webhook.SettingsFromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
-		log.Fatal(err) // names the variable that does not parse
+		panic(err) // names the variable that does not parse
 	}
 	ep, err := webhook.CreateEndpoint(ctx, pool, cfg, webhook.EndpointParams{
-		URL:        "https://hooks.example.com/postbox",
+		URL:        receiver.URL,
 		EventTypes: []string{"invoice.paid"},
 	})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
-	fmt.Println("give the receiver its secret:", ep.Secret)
+	_ = ep.Secret // give the receiver its secret (see Example_verify); only CreateEndpoint returns it
 
-	p, err := webhook.NewDispatcher(pool, webhook.Config{Settings: cfg})
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		_, err := webhook.Enqueue(ctx, tx, "invoice.paid", []byte(`{"invoice_id":"in_1"}`))
+		return err
+	})
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
+	}
+
+	p, err := webhook.NewDispatcher(pool, webhook.Config{
+		Settings: cfg,
+		Schedule: []time.Duration{0}, // one retry, due at once; nil means webhook.DefaultSchedule
+	})
+	if err != nil {
+		panic(err)
 	}
 	defer p.Close()
+	status := func() (s string) {
+		if err := pool.QueryRow(ctx, `SELECT status || ' after ' || attempts || ' attempt(s)' FROM webhook_deliveries
+WHERE endpoint_id = $1`, ep.ID).Scan(&s); err != nil {
+			panic(err)
+		}
+		return s
+	}
+
 	sum, err := p.Drain(ctx)
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
-	fmt.Printf("%d events dispatched, %d delivered\n", sum.Events, sum.Sent)
-	if _, err := p.Retry(ctx); err != nil {
-		log.Fatal(err)
+	fmt.Printf("drain: %d event(s), %d delivered, %d to retry; %s\n", sum.Events, sum.Sent, sum.Retried, status())
+	sum, err = p.Retry(ctx)
+	if err != nil {
+		panic(err)
 	}
+	fmt.Printf("retry: %d delivered; %s\n", sum.Sent, status())
+	// Output:
+	// drain: 1 event(s), 0 delivered, 1 to retry; pending after 1 attempt(s)
+	// retry: 1 delivered; succeeded after 2 attempt(s)
 }

@@ -7,6 +7,10 @@
 // Builders race safely: each builds under a private name and renames it into
 // place, and the loser drops its copy.
 //
+// Testable examples, which have no *testing.T, take theirs from ExamplePool
+// (or ExampleURL, or ExampleEmptyURL for one to migrate); Main drops them
+// once the examples have run.
+//
 // Packages that use it call Main from TestMain, so a throwaway cluster
 // started for the process is stopped when the process ends.
 package pgtest

@@ -27,12 +27,19 @@ var (
 	server    *pgserver.Server
 	template  string
 	setupErr  error
+
+	// exampleDBs are the databases ExampleURL and ExampleEmptyURL made,
+	// dropped by Main once the examples have run.
+	exampleMu  sync.Mutex
+	exampleDBs []string
 )
 
-// Main runs the package's tests and stops a throwaway cluster afterwards.
+// Main runs the package's tests and examples, drops the databases examples
+// asked for, and stops a throwaway cluster afterwards.
 // Use it from TestMain: os.Exit(pgtest.Main(m)).
 func Main(m *testing.M) int {
 	code := m.Run()
+	dropExampleDatabases()
 	if server != nil {
 		if err := server.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, "pgtest: stop throwaway cluster:", err)
@@ -65,6 +72,61 @@ func URL(t testing.TB) string {
 		}
 	})
 	return url
+}
+
+// ExampleURL returns the connection string of a new, migrated database for
+// a testable example, which has no *testing.T to clean up after it: the
+// database is dropped when Main's m.Run returns, so only packages whose
+// TestMain calls Main may use it. It panics on error.
+func ExampleURL() string { return exampleDatabase(true) }
+
+// ExampleEmptyURL is ExampleURL for an empty database, for examples that
+// migrate it themselves.
+func ExampleEmptyURL() string { return exampleDatabase(false) }
+
+// ExamplePool returns a pool on ExampleURL's database. The example closes
+// it; Main drops the database. It panics on error.
+func ExamplePool() *pgxpool.Pool {
+	pool, err := pgxpool.New(context.Background(), ExampleURL())
+	if err != nil {
+		panic(fmt.Sprintf("pgtest: example pool: %v", err))
+	}
+	return pool
+}
+
+func exampleDatabase(migrated bool) string {
+	setupOnce.Do(setup)
+	if setupErr != nil {
+		panic(fmt.Sprintf("pgtest: %v", setupErr))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	name, tpl := "pbtest_ex_"+randomHex(8), ""
+	if migrated {
+		tpl = template
+	}
+	url, err := pgserver.CreateDatabase(ctx, server.URL, name, tpl)
+	if err != nil {
+		panic(fmt.Sprintf("pgtest: example database: %v", err))
+	}
+	exampleMu.Lock()
+	exampleDBs = append(exampleDBs, name)
+	exampleMu.Unlock()
+	return url
+}
+
+func dropExampleDatabases() {
+	exampleMu.Lock()
+	names := exampleDBs
+	exampleDBs = nil
+	exampleMu.Unlock()
+	for _, name := range names {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := pgserver.DropDatabase(ctx, server.URL, name); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: drop %s: %v\n", name, err)
+		}
+		cancel()
+	}
 }
 
 // ServerURL returns a URL to the harness's server with rights to create
