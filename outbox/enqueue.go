@@ -105,8 +105,8 @@ func newRowID() string {
 	return string(out[:])
 }
 
-// Enqueue is Enqueuer.Enqueue with the zero Enqueuer: no kick (the next
-// tick sends the row), DefaultMaxPayloadBytes and no keys (secret fields
+// Enqueue is Enqueuer.Enqueue with the zero Enqueuer (the insert trigger
+// wakes the workers at commit), DefaultMaxPayloadBytes and no keys (secret fields
 // are stored in plaintext until a failed attempt seals them). Use an
 // Enqueuer with Keys to seal them from the start.
 func Enqueue(ctx context.Context, tx pgx.Tx, email Email) (string, error) {
