@@ -163,6 +163,11 @@ WHERE provider = $1 AND provider_event_id = $2`, e.Provider, e.ProviderEventID))
 	return rec, nil
 }
 
+// Validate reports what RecordEvent would refuse in e, without the
+// database: callers that record several events check them all first, so
+// a bad one writes none.
+func (e Event) Validate() error { return e.normalize() }
+
 // normalize checks e and brings it to what the columns hold.
 func (e *Event) normalize() error {
 	if !e.Type.known() {
