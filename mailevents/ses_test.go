@@ -74,8 +74,10 @@ func newSNSFake(t *testing.T) *snsFake {
 // loopback host, and a client that trusts its certificate.
 func (f *snsFake) options() SNSOptions {
 	return SNSOptions{
-		URLAllowed: func(u *url.URL) bool { return u.Scheme == "https" && u.Host == strings.TrimPrefix(f.tls.URL, "https://") },
-		Client:     f.tls.Client(),
+		URLAllowed: func(u *url.URL) bool {
+			return u.Scheme == "https" && u.Host == strings.TrimPrefix(f.tls.URL, "https://")
+		},
+		Client: f.tls.Client(),
 	}
 }
 
