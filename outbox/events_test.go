@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -421,5 +422,32 @@ func TestSuppressions_Lifecycle(t *testing.T) {
 	want := "added:hard_bounce:|added:manual:root|lifted:manual:alice"
 	if got := strings.Join(log, "|"); got != want {
 		t.Errorf("log %q; want %q", got, want)
+	}
+}
+
+// TestDispatch_SuppressedRowIsNotRendered: the claim-time check comes
+// before the renderer, so a suppressed row costs no render (a custom
+// renderer may fetch a PDF or call a branding service), and the pre-send
+// re-check is only the safety net for suppressions added since.
+func TestDispatch_SuppressedRowIsNotRendered(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	if err := Suppress(ctx, pool, "gone@example.com", "hard bounce"); err != nil {
+		t.Fatal(err)
+	}
+	id := insertRow(t, pool, "raw", rawPayload("gone@example.com"))
+	var rendered atomic.Int32
+	d := newDispatcher(t, pool, newFakeSender(nil), func(c *Config) {
+		c.Renderer = RendererFunc(func(ctx context.Context, row *Row) (smtp.Message, error) {
+			rendered.Add(1)
+			return DefaultRenderer().Render(ctx, row)
+		})
+	})
+	if _, err := d.RunBatch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := getRow(t, pool, id); st.Status != "failed" || rendered.Load() != 0 {
+		t.Errorf("row %s, rendered %d times; want failed without a render", st.Status, rendered.Load())
 	}
 }

@@ -107,7 +107,7 @@ func (d *Dispatcher) attempt(ctx context.Context, row *Row, supp *suppressionVie
 		return OutcomeFailed, row.decodeErr
 	}
 
-	if err = supp.s.check(ctx, d.db, row.recipient, d.suppressionBudget); err != nil {
+	if err = supp.check(ctx, d.db, row.recipient, d.suppressionBudget); err != nil {
 		return classify(err), err
 	}
 

@@ -253,14 +253,20 @@ type suppressionView struct {
 	s     suppressions
 }
 
+// check is the claim-time check of addr, against the view as the claim
+// read it (suppressions.check).
+func (v *suppressionView) check(ctx context.Context, db DB, addr string, budget time.Duration) error {
+	return v.s.check(ctx, db, addr, budget)
+}
+
 // recheck is the pre-send check of addr: the view, refreshed first when
 // it is older than maxAge or was never read. A refresh that fails is a
 // transient error: the row is retried rather than sent unchecked.
 func (v *suppressionView) recheck(ctx context.Context, db DB, addr string, maxAge, budget time.Duration) error {
 	if !v.s.loaded || time.Since(v.s.at) >= maxAge {
-		lctx, cancel := context.WithTimeout(ctx, budget)
-		s, err := loadSuppressions(lctx, db, v.addrs)
-		cancel()
+		rctx, stop := context.WithTimeout(ctx, budget)
+		s, err := loadSuppressions(rctx, db, v.addrs)
+		stop()
 		if err != nil {
 			return fmt.Errorf("suppression re-check before send: %w", err)
 		}

@@ -69,13 +69,10 @@ func (e *ReplyError) BadMailbox() bool {
 // Is makes errors.Is(err, ErrPermanent) true for 5xx replies only, and
 // errors.Is(err, ErrBadMailbox) for the permanent ones naming the mailbox.
 func (e *ReplyError) Is(target error) bool {
-	switch target {
-	case ErrPermanent:
-		return e.Code >= 500 && e.Code <= 599
-	case ErrBadMailbox:
+	if target == ErrBadMailbox {
 		return e.BadMailbox()
 	}
-	return false
+	return target == ErrPermanent && e.Code >= 500 && e.Code <= 599
 }
 
 // ErrPossiblyDelivered is matched by a *PossiblyDeliveredError: the whole
