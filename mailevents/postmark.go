@@ -40,8 +40,9 @@ var postmarkMetadataKeys = []string{"postbox_row", "postbox-row", smtp.RowHeader
 
 // postmarkHard are the bounce types that mean the address is bad for good;
 // postmarkIgnored are the "bounce" types that are no delivery failure at
-// all (auto-replies, list mail, Postmark's own errors). Every other bounce
-// type is soft: counted toward the soft-bounce limit.
+// all (auto-replies, list mail, Postmark's own errors); Transient is a
+// deferral. Every other bounce type is soft: counted toward the
+// soft-bounce limit.
 var (
 	postmarkHard    = map[string]bool{"HardBounce": true, "BadEmailAddress": true}
 	postmarkIgnored = map[string]bool{
@@ -109,6 +110,10 @@ func postmarkEvents(body []byte) ([]outbox.Event, *reject) {
 			e.Type = outbox.EventComplained
 		case postmarkIgnored[rec.Type]:
 			return nil, nil
+		case rec.Type == "Transient":
+			// "Message is delayed": Postmark keeps trying. A deferral, not
+			// a bounce, so it counts toward no suppression.
+			e.Type = outbox.EventDeferred
 		case postmarkHard[rec.Type]:
 			e.Type, e.BounceClass = outbox.EventBounced, outbox.BounceHard
 		default:

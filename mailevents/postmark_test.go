@@ -164,6 +164,13 @@ func TestPostmark(t *testing.T) {
 	if _, ok := f.suppression("cy@example.com"); ok {
 		t.Error("one soft bounce suppressed the address")
 	}
+	// Transient is Postmark's "delayed": a deferral, not a bounce.
+	if code, _ := f.post(ProviderPostmark, []byte(postmarkBounce("100", "Transient", "dee@example.com", row)), nil, user, pass); code != http.StatusOK {
+		t.Fatal(code)
+	}
+	if evs := f.events(row); evs[len(evs)-1].Type != outbox.EventDeferred || evs[len(evs)-1].BounceClass != "" {
+		t.Errorf("a Transient bounce recorded as %s/%s; want deferred", evs[len(evs)-1].Type, evs[len(evs)-1].BounceClass)
+	}
 	// Opens and clicks are not delivery events: 200, nothing recorded.
 	before = f.state()
 	if code, _ := f.post(ProviderPostmark, []byte(`{"RecordType": "Open", "MessageID": "x", "Recipient": "a@b.c"}`), nil, user, pass); code != http.StatusOK || f.state() != before {
