@@ -1,13 +1,17 @@
 package mailevents
 
 import (
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/postbox/postbox/internal/pgtest"
 	"github.com/postbox/postbox/outbox"
 )
 
@@ -98,5 +102,40 @@ func TestGeneric(t *testing.T) {
 	code, body = f.post(ProviderGeneric, unknown, signed(t, genericSecret, "msg_7", now, unknown), "", "")
 	if code != http.StatusOK || answerOf(t, body) != (answer{Recorded: 1, Orphans: 1}) || f.orphanCount(ProviderGeneric) != 1 {
 		t.Fatalf("unknown row: %d %q, orphans counted %v", code, body, f.orphanCount(ProviderGeneric))
+	}
+}
+
+// TestDatabaseFailureIs500: when the event cannot be recorded (here, the
+// table locked past RecordTimeout) the answer is 500, so the provider
+// retries; the retry records it once.
+func TestDatabaseFailureIs500(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	h, err := New(Config{DB: pool, Settings: Settings{GenericSecret: genericSecret}, RecordTimeout: 300 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	f := &fixture{t: t, pool: pool, srv: srv}
+	body := mustJSON(t, GenericEvent{Type: outbox.EventDelivered, Recipient: "ada@example.com"})
+
+	lock, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(ctx, `LOCK TABLE email_events IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	code, answer := f.post(ProviderGeneric, body, signed(t, genericSecret, "msg_db", time.Now(), body), "", "")
+	_ = lock.Rollback(ctx)
+	if code != http.StatusInternalServerError || strings.Contains(answer, "lock") {
+		t.Fatalf("with the table locked: %d %q; want 500 without the database's words", code, answer)
+	}
+	code, answer = f.post(ProviderGeneric, body, signed(t, genericSecret, "msg_db", time.Now(), body), "", "")
+	if code != http.StatusOK || answerOf(t, answer).Recorded != 1 {
+		t.Fatalf("the retry: %d %q; want it recorded", code, answer)
 	}
 }

@@ -178,7 +178,9 @@ func (h *Handler) handle(ep endpoint, w http.ResponseWriter, r *http.Request) in
 		rec, err := outbox.RecordEvent(ctx, h.cfg.DB, e, h.cfg.Settings.Policy)
 		if err != nil {
 			// Those recorded so far stay: the provider's retry finds them
-			// duplicates and records the rest.
+			// duplicates and records the rest. The database's error is
+			// logged, not answered.
+			h.log.Error("recording a delivery event failed", "provider", ep.provider, "error", err.Error())
 			return fail(rejectf(http.StatusInternalServerError, "recording the event failed; retry"))
 		}
 		h.cfg.Metrics.CountEvent(rec)
