@@ -120,6 +120,10 @@ type Dispatcher struct {
 	// waiting 5 s.
 	suppressionBudget time.Duration
 	brandingBudget    time.Duration
+	// suppressionMaxAge is how old a batch's view of the suppression list
+	// may be at a send before it is read again (suppressionView);
+	// SuppressionMaxAge, a field so tests can set it to zero.
+	suppressionMaxAge time.Duration
 
 	hooks dispatcherHooks
 }
@@ -166,6 +170,7 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 
 		suppressionBudget: leases.SuppressionBudget,
 		brandingBudget:    leases.BrandingBudget,
+		suppressionMaxAge: SuppressionMaxAge,
 	}
 	d.lane = engine.NewLane(engine.LaneConfig{
 		Name:    table.Name,
@@ -260,7 +265,7 @@ type batch struct {
 	d        *Dispatcher
 	rows     []Row
 	deadline time.Time
-	supp     suppressions
+	supp     *suppressionView
 
 	next int // rows[:next] are attempted (their marks may be in flight) or released
 
@@ -312,7 +317,7 @@ func (d *Dispatcher) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	supp := d.loadSuppressions(ctx, rows)
 	units := make([]engine.Unit, 0, len(chunks))
 	for _, chunk := range chunks {
-		units = append(units, &batch{d: d, rows: chunk, deadline: deadline, supp: supp})
+		units = append(units, &batch{d: d, rows: chunk, deadline: deadline, supp: supp.view(chunk)})
 	}
 	return engine.Claim{Units: units, Rows: len(rows), Full: len(rows) == n*size}, nil
 }
@@ -510,6 +515,24 @@ func (b *batch) release(ctx context.Context, why string) {
 	if err != nil {
 		b.markErrs = append(b.markErrs, fmt.Errorf("outbox: %w", err))
 	}
+}
+
+// SuppressionMaxAge bounds how stale the list may be when a claimed row is
+// sent: a batch older than this re-reads its recipients' entries (one
+// query) before its next send, so a suppression added mid-batch stops the
+// sends after it within a second, at most one extra query per batch per
+// second.
+const SuppressionMaxAge = time.Second
+
+// view is one batch's own view of s, over that batch's recipients.
+func (s suppressions) view(rows []Row) *suppressionView {
+	v := &suppressionView{s: s, addrs: make([]string, 0, len(rows))}
+	for i := range rows {
+		if rows[i].decodeErr == nil {
+			v.addrs = append(v.addrs, rows[i].recipient)
+		}
+	}
+	return v
 }
 
 // loadSuppressions reads the suppression entries of the batch's decodable

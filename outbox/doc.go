@@ -68,6 +68,23 @@ secret-bearing keys (setup_url, update_url, password_reset_url, invite_url,
 public_token, pdf) in the same UPDATE; pending and failed rows keep the whole
 payload, so an operator's [Requeue] of a failed row sends the complete email.
 
+# Delivery events and suppressions
+
+What happens to an email after the relay took it comes back as events
+([RecordEvent], fed by package mailevents' provider endpoints): delivered,
+bounced (hard or soft), complained, deferred, one email_events row per
+provider event id, correlated to its row by the X-Postbox-Row header or the
+Message-ID's row id, else by the provider's message id, else kept as an
+orphan. An event never changes the row's status; [Record].LastEvent and
+[EventsFor] show it beside the transport state. Hard bounces, complaints,
+the relay's own permanent refusal of the mailbox ([smtp.ErrBadMailbox]: 5.1.1
+and similar) and [SuppressionPolicy].SoftBounceLimit soft bounces put the
+recipient on email_suppressions with the reason and the row
+([AddSuppression]; [LiftSuppression] takes it off, logged with who). The
+dispatcher checks the list at the claim, and again just before each send
+once its batch's view is older than [SuppressionMaxAge], so a suppression
+added mid-batch stops the sends after it.
+
 # Secrets at rest
 
 With a [KeyRing] (from OUTBOX_ENCRYPTION_KEYS, see [KeyRingFromEnv]) those

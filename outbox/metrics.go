@@ -14,6 +14,9 @@ import (
 //	postbox_email_outcomes_total{outcome}       sent, skipped, failed_permanent, failed_exhausted, retried
 //	postbox_email_send_duration_seconds{result} Sender.Send time, result ok or error
 //	postbox_email_delivery_latency_seconds      enqueue (created_at) → dispatched mark
+//	postbox_email_events_total{provider,type,class} delivery events recorded (duplicates not counted); class hard, soft or ""
+//	postbox_email_event_orphans_total{provider}  of those, events whose row was not found
+//	postbox_email_suppressions_added_total{source} addresses put on the list by events and relay replies
 //
 // and, with outbox="email_outbox", the series every outbox shares
 // (engine.Metrics): postbox_claimed_total, postbox_released_total,
@@ -23,6 +26,9 @@ type Metrics struct {
 	outcomes        *prometheus.CounterVec
 	sendDuration    *prometheus.HistogramVec
 	deliveryLatency prometheus.Histogram
+	events          *prometheus.CounterVec
+	orphans         *prometheus.CounterVec
+	suppressed      *prometheus.CounterVec
 }
 
 // Outcome label values of postbox_email_outcomes_total.
@@ -55,6 +61,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from enqueue (created_at) to the dispatched mark.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600, 6 * 3600, 24 * 3600, 72 * 3600},
 		}),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "postbox_email_events_total",
+			Help: "Delivery events recorded, by provider, type and bounce class; a duplicate is not counted.",
+		}, []string{"provider", "type", "class"}),
+		orphans: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "postbox_email_event_orphans_total",
+			Help: "Delivery events recorded whose email_outbox row was not found.",
+		}, []string{"provider"}),
+		suppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "postbox_email_suppressions_added_total",
+			Help: "Addresses put on the suppression list by delivery events and relay replies, by source.",
+		}, []string{"source"}),
 	}
 	// Series that exist from the start read as 0 instead of "no data".
 	for _, o := range []string{metricSent, metricSkipped, metricFailedPermanent, metricFailedExhausted, metricRetried} {
@@ -62,8 +80,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m.sendDuration.WithLabelValues("ok")
 	m.sendDuration.WithLabelValues("error")
+	for _, src := range []SuppressionSource{SourceHardBounce, SourceComplaint, SourceSMTPReply, SourceSoftBounces} {
+		m.suppressed.WithLabelValues(string(src))
+	}
 	if reg != nil {
-		reg.MustRegister(m.outcomes, m.sendDuration, m.deliveryLatency)
+		reg.MustRegister(m.outcomes, m.sendDuration, m.deliveryLatency, m.events, m.orphans, m.suppressed)
 	}
 	return m
 }
@@ -96,5 +117,22 @@ func (m *Metrics) send(d time.Duration, err error) {
 func (m *Metrics) delivered(age time.Duration) {
 	if m != nil {
 		m.deliveryLatency.Observe(age.Seconds())
+	}
+}
+
+// CountEvent counts what RecordEvent did: a new event under its provider,
+// type and class, an orphan, a suppression it added. A duplicate counts
+// nothing, so the rates are of events, not of provider retries.
+func (m *Metrics) CountEvent(r Recorded) {
+	if m == nil || r.Duplicate {
+		return
+	}
+	e := r.Event
+	m.events.WithLabelValues(e.Provider, string(e.Type), string(e.BounceClass)).Inc()
+	if e.Orphan() {
+		m.orphans.WithLabelValues(e.Provider).Inc()
+	}
+	if r.Suppressed != nil {
+		m.suppressed.WithLabelValues(string(r.Suppressed.Source)).Inc()
 	}
 }

@@ -49,6 +49,13 @@ type Record struct {
 
 	// Payload is the stored payload without the secret-bearing keys.
 	Payload json.RawMessage
+
+	// LastEvent is the type of the newest delivery event recorded for the
+	// row (delivered, bounced, complained, deferred), "" when none came.
+	// Status stays the transport's state: a dispatched row that bounced is
+	// dispatched with LastEvent bounced. EventsFor returns the whole
+	// timeline.
+	LastEvent EventType
 }
 
 // DefaultListLimit is ListByCustomer's limit when the caller gives none;
@@ -62,7 +69,9 @@ var recordColumns = `id::text, kind, customer_id, coalesce(invoice_id, ''), stat
 	coalesce(last_error, ''), created_at, dispatched_at,
 	coalesce(payload->>'to', ''), coalesce(payload->>'subject', ''), coalesce(payload->>'invoice_number', ''),
 	coalesce(payload->>'attempt_number', ''), coalesce(payload->>'trigger', ''),
-	payload - ` + scrubbedKeysSQL
+	payload - ` + scrubbedKeysSQL + `,
+	coalesce((SELECT e.type FROM email_events e WHERE e.row_id = email_outbox.id
+		ORDER BY e.received_at DESC, e.id DESC LIMIT 1), '')`
 
 // ListByCustomer returns the customer's emails created within ReadWindow,
 // newest first, at most limit of them (0 means DefaultListLimit).
@@ -103,11 +112,11 @@ ORDER BY created_at DESC, id`, invoiceID)
 
 func scanRecord(row pgx.CollectableRow) (Record, error) {
 	var r Record
-	var kind, status, attemptNumber string
+	var kind, status, attemptNumber, lastEvent string
 	err := row.Scan(&r.ID, &kind, &r.CustomerID, &r.InvoiceID, &status, &r.Attempts, &r.NextAttemptAt,
 		&r.LastError, &r.CreatedAt, &r.DispatchedAt,
-		&r.To, &r.Subject, &r.InvoiceNumber, &attemptNumber, &r.Trigger, &r.Payload)
-	r.Kind, r.Status = Kind(kind), Status(status)
+		&r.To, &r.Subject, &r.InvoiceNumber, &attemptNumber, &r.Trigger, &r.Payload, &lastEvent)
+	r.Kind, r.Status, r.LastEvent = Kind(kind), Status(status), EventType(lastEvent)
 	// Written by any language; a non-integer value reads as 0, not an error.
 	r.AttemptNumber, _ = strconv.Atoi(attemptNumber)
 	return r, err

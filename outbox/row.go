@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"time"
 
 	"github.com/postbox/postbox/internal/engine"
@@ -32,7 +33,7 @@ type Result struct {
 
 // attemptRow gives one row its per-row budget and attempts it. Its mark
 // and report follow in finishRow.
-func (d *Dispatcher) attemptRow(batchCtx context.Context, row *Row, supp suppressions) Result {
+func (d *Dispatcher) attemptRow(batchCtx context.Context, row *Row, supp *suppressionView) Result {
 	rowCtx, cancel := context.WithTimeout(batchCtx, d.leases.PerRowBudget)
 	defer cancel()
 	res := Result{RowID: row.ID, Kind: row.Kind, Attempt: row.Attempts}
@@ -45,14 +46,52 @@ func (d *Dispatcher) attemptRow(batchCtx context.Context, row *Row, supp suppres
 // so ctx only carries values.
 func (d *Dispatcher) finishRow(ctx context.Context, row *Row, res Result) Result {
 	d.record(ctx, row, &res)
+	d.refusedMailbox(ctx, row, res)
 	d.report(ctx, res)
 	return res
+}
+
+// refusedMailbox records a failed row whose relay refused the mailbox for
+// good (smtp.ErrBadMailbox: 5.1.1 user unknown and the like) as a hard
+// bounce from ProviderSMTP, which puts the address on the suppression list
+// with the reply and the row (RecordEvent). It runs after the mark, on a
+// context detached from the row's and bounded by SuppressionBudget: the
+// failure is recorded whatever happens here, and a lost suppression costs
+// one more refused send, not a lost row.
+func (d *Dispatcher) refusedMailbox(ctx context.Context, row *Row, res Result) {
+	if res.Mark != nil || res.Outcome != OutcomeFailed || !errors.Is(res.Err, smtp.ErrBadMailbox) {
+		return
+	}
+	detail := res.Err.Error()
+	if re, ok := errors.AsType[*smtp.ReplyError](res.Err); ok {
+		detail = re.Error()
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.suppressionBudget)
+	defer cancel()
+	rec, err := RecordEvent(ctx, d.db, Event{
+		RowID:           row.ID,
+		Type:            EventBounced,
+		BounceClass:     BounceHard,
+		Provider:        ProviderSMTP,
+		ProviderEventID: row.ID + "/" + strconv.Itoa(row.Attempts),
+		Recipient:       row.recipient,
+		Detail:          detail,
+	}, SuppressionPolicy{})
+	if err != nil {
+		d.logger.Error("recording the relay's mailbox refusal failed; the address is not suppressed",
+			"row_id", row.ID, "error", err.Error())
+		return
+	}
+	d.metrics.CountEvent(rec)
+	if rec.Suppressed != nil {
+		d.logger.Info("recipient suppressed: the relay refused the mailbox", "row_id", row.ID, "reason", rec.Suppressed.Reason)
+	}
 }
 
 // attempt runs the steps of one send, each under its sub-budget, and
 // classifies the result. A panic anywhere in it is this row's transient
 // failure, not the batch's end.
-func (d *Dispatcher) attempt(ctx context.Context, row *Row, supp suppressions) (outcome Outcome, err error) {
+func (d *Dispatcher) attempt(ctx context.Context, row *Row, supp *suppressionView) (outcome Outcome, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			d.logger.Error("email row panicked; recorded as a transient failure",
@@ -81,6 +120,11 @@ func (d *Dispatcher) attempt(ctx context.Context, row *Row, supp suppressions) (
 	msg.RowID, msg.To = row.ID, row.Payload.To
 	if err := checkMessage(msg); err != nil {
 		return OutcomeFailed, err
+	}
+	// Just before the send: a suppression added since the claim (a bounce
+	// that arrived, an operator's add) stops it.
+	if err = supp.recheck(ctx, d.db, row.recipient, d.suppressionMaxAge, d.suppressionBudget); err != nil {
+		return classify(err), err
 	}
 
 	// The sender splits this between dial (DialBudget) and exchange

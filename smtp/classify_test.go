@@ -2,6 +2,7 @@ package smtp
 
 import (
 	"errors"
+	"fmt"
 	"net/textproto"
 	"strings"
 	"testing"
@@ -114,5 +115,53 @@ func TestToReplyError(t *testing.T) {
 		if got := errors.Is(&ReplyError{Code: code}, ErrPermanent); got != permanent {
 			t.Errorf("code %d: permanent = %v, want %v", code, got, permanent)
 		}
+	}
+}
+
+// TestReplyError_BadMailbox: the permanent replies whose enhanced code
+// names the recipient's mailbox or domain (RFC 3463 X.1.1, X.1.2, X.1.3,
+// X.1.6, X.1.10 of RFC 7505, X.2.1) match ErrBadMailbox, at RCPT TO as
+// relays refuse them, through the real Mailer; transient, sender-side,
+// policy, quota and code-less replies do not.
+func TestReplyError_BadMailbox(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		code     int
+		enhanced gosmtp.EnhancedCode
+		bad      bool
+	}{
+		{550, gosmtp.EnhancedCode{5, 1, 1}, true},
+		{550, gosmtp.EnhancedCode{5, 1, 2}, true},
+		{553, gosmtp.EnhancedCode{5, 1, 3}, true},
+		{551, gosmtp.EnhancedCode{5, 1, 6}, true},
+		{556, gosmtp.EnhancedCode{5, 1, 10}, true},
+		{550, gosmtp.EnhancedCode{5, 2, 1}, true},
+		{450, gosmtp.EnhancedCode{4, 1, 1}, false},  // transient: the relay's directory is down
+		{452, gosmtp.EnhancedCode{4, 2, 2}, false},  // mailbox full, for now
+		{552, gosmtp.EnhancedCode{5, 2, 2}, false},  // mailbox full: it can empty
+		{553, gosmtp.EnhancedCode{5, 1, 7}, false},  // our sender address
+		{554, gosmtp.EnhancedCode{5, 7, 1}, false},  // policy or spam refusal
+		{550, gosmtp.EnhancedCode{5, 1, 11}, false}, // not a code RFC 3463 or 7505 define
+		{550, gosmtp.NoEnhancedCode, false},         // free text only: not classified
+	}
+	for _, tc := range cases {
+		name := fmt.Sprintf("%d_%v", tc.code, tc.enhanced)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			sink := startSink(t, smtpsink.Options{RejectRcpt: func(string) error {
+				return &gosmtp.SMTPError{Code: tc.code, EnhancedCode: tc.enhanced, Message: "refused"}
+			}})
+			m := newMailer(t, sinkConfig(sink, ModeNone), nil)
+			err := m.Send(testCtx(t), testMessage("row-1"))
+			if err == nil {
+				t.Fatal("Send succeeded; want the refusal")
+			}
+			if got := errors.Is(err, ErrBadMailbox); got != tc.bad {
+				t.Fatalf("errors.Is(%v, ErrBadMailbox) = %v; want %v", err, got, tc.bad)
+			}
+			if tc.bad && !errors.Is(err, ErrPermanent) {
+				t.Fatalf("a bad mailbox is not permanent: %v", err)
+			}
+		})
 	}
 }

@@ -13,6 +13,11 @@ import (
 
 const defaultPDFName = "attachment.pdf"
 
+// RowHeader carries Message.RowID in every message sent for a row, beside
+// the Message-ID's left half, so a delivery event can name the row even
+// when the provider replaced the Message-ID.
+const RowHeader = "X-Postbox-Row"
+
 // letter is a message ready for the wire: envelope addresses and the
 // RFC 5322 bytes.
 type letter struct {
@@ -58,6 +63,12 @@ func (m *Mailer) compose(msg Message) (letter, error) {
 	g.ToMailAddress(to)
 	g.Subject(msg.Subject)
 	g.SetMessageIDWithValue(rowID + "@" + m.msgIDDomain)
+	if msg.RowID != "" {
+		// Providers rewrite the Message-ID (SES does) but pass custom
+		// headers through to their event payloads: the second handle on
+		// the row for bounce and complaint correlation.
+		g.SetGenHeader(RowHeader, msg.RowID)
+	}
 	g.SetDate()
 	switch {
 	case msg.Text != "" && msg.HTML != "":

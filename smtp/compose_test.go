@@ -48,6 +48,9 @@ func TestSend_MessageShape(t *testing.T) {
 	if from := parsed.Header.Get("From"); !strings.Contains(from, "billing@example.com") {
 		t.Fatalf("From header %q", from)
 	}
+	if got := parsed.Header.Get(RowHeader); got != msg.RowID {
+		t.Fatalf("%s header %q; want the row id %s (the correlation handle when a provider rewrites the Message-ID)", RowHeader, got, msg.RowID)
+	}
 	if parsed.Header.Get("Date") == "" || parsed.Header.Get("Mime-Version") == "" {
 		t.Fatalf("missing Date or MIME-Version: %v", parsed.Header)
 	}

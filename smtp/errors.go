@@ -3,6 +3,7 @@ package smtp
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -37,8 +38,40 @@ func (e *ReplyError) Error() string {
 	return fmt.Sprintf("smtp reply %d: %s", e.Code, e.Text)
 }
 
-// Is makes errors.Is(err, ErrPermanent) true for 5xx replies only.
+// ErrBadMailbox is matched by a permanent reply whose enhanced status code
+// (RFC 3463) says the recipient's mailbox, or its domain, will not take
+// mail: sending to it again cannot succeed, so the outbox suppresses the
+// address. It also matches ErrPermanent. A reply without an enhanced code
+// is not classified: its text is free-form, and guessing from it would
+// suppress addresses on a relay's policy or spam refusals.
+var ErrBadMailbox = errors.New("recipient mailbox refused")
+
+// badMailboxCodes are the enhanced codes, subject.detail of class 5, that
+// name the destination mailbox or system. The sender-side codes of the same
+// subject (X.1.7, X.1.8: our own address) and the quota and size codes
+// (X.2.2, X.2.3: a full mailbox can empty) are left out.
+var badMailboxCodes = map[string]bool{
+	"1.1":  true, // bad destination mailbox address: the user does not exist
+	"1.2":  true, // bad destination system address: the domain does not exist
+	"1.3":  true, // bad destination mailbox address syntax
+	"1.6":  true, // destination mailbox has moved, no forwarding address
+	"1.10": true, // recipient address has null MX (RFC 7505): the domain takes no mail
+	"2.1":  true, // mailbox disabled, not accepting messages
+}
+
+// BadMailbox reports whether the reply permanently refuses the recipient's
+// mailbox (ErrBadMailbox).
+func (e *ReplyError) BadMailbox() bool {
+	class, rest, ok := strings.Cut(e.EnhancedCode, ".")
+	return ok && class == "5" && e.Code >= 500 && e.Code <= 599 && badMailboxCodes[rest]
+}
+
+// Is makes errors.Is(err, ErrPermanent) true for 5xx replies only, and
+// errors.Is(err, ErrBadMailbox) for the permanent ones naming the mailbox.
 func (e *ReplyError) Is(target error) bool {
+	if target == ErrBadMailbox {
+		return e.BadMailbox()
+	}
 	return target == ErrPermanent && e.Code >= 500 && e.Code <= 599
 }
 

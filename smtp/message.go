@@ -4,8 +4,9 @@ package smtp
 // Messages after rendering; nothing here knows about rows beyond RowID.
 type Message struct {
 	// RowID is the outbox row id. It is carried in the Message-ID header
-	// (<RowID@sender-domain>) so a provider's bounce or delivery webhook
-	// can be correlated back to the row.
+	// (<RowID@sender-domain>) and in the X-Postbox-Row header (RowHeader),
+	// so a provider's bounce or delivery webhook can be correlated back to
+	// the row even when the provider replaces the Message-ID.
 	RowID   string
 	To      string
 	Subject string

@@ -115,6 +115,12 @@ func TestGroupsAndTopLevel(t *testing.T) {
 		{[]string{"replay", "endpoint", "ep_1", "--since", "yesterday"}, 2, "want an RFC3339 time"},
 		{[]string{"failed", "email", "--limit", "0"}, 2, "want at least 1"},
 		{[]string{"endpoints", "create"}, 2, "--url is required"},
+		{[]string{"suppressions"}, 2, "a subcommand is required"},
+		{[]string{"suppressions", "purge"}, 2, `unknown subcommand "purge"`},
+		{[]string{"suppressions", "add", "ada@example.com"}, 2, "--reason is required"},
+		{[]string{"suppressions", "remove"}, 2, "missing argument"},
+		{[]string{"suppressions", "check", "a@example.com", "b@example.com"}, 2, "unexpected argument"},
+		{[]string{"suppressions", "list", "--limit", "0"}, 2, "want at least 1"},
 	} {
 		code, out, errOut := run(tc.args...)
 		got := errOut

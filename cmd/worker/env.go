@@ -15,6 +15,7 @@ import (
 
 	"github.com/postbox/postbox/internal/devserver/pgserver"
 	"github.com/postbox/postbox/leases"
+	"github.com/postbox/postbox/mailevents"
 	"github.com/postbox/postbox/migrations"
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/smtp"
@@ -44,6 +45,10 @@ type Config struct {
 	Webhook           webhook.Settings
 	Leases            leases.Config
 	Keys              *outbox.KeyRing // OUTBOX_ENCRYPTION_KEYS; nil = secret payload fields in plaintext
+	// Events are the delivery-event endpoints' credentials and the
+	// soft-bounce policy (POSTMARK_WEBHOOK_*, SES_SNS_TOPIC_ARNS,
+	// EVENTS_WEBHOOK_SECRET, SOFT_BOUNCE_*).
+	Events mailevents.Settings
 }
 
 // Production reports APP_ENV=production.
@@ -114,13 +119,17 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if c.Keys, err = outbox.KeyRingFromEnv(lookup); err != nil {
 		return c, err
 	}
+	if c.Events, err = mailevents.SettingsFromEnv(lookup); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
 // fileVars are the secrets that can come from a file instead: NAME_FILE
 // names a file holding NAME's value (Docker and Kubernetes secrets), read
 // once at start with its trailing newline removed.
-var fileVars = []string{"DATABASE_URL", "SMTP_PASSWORD", "RIVERUI_PASSWORD"}
+var fileVars = []string{"DATABASE_URL", "SMTP_PASSWORD", "RIVERUI_PASSWORD",
+	mailevents.EnvPostmarkPassword, mailevents.EnvGenericSecret}
 
 // withFileVars reads the fileVars given as NAME_FILE and returns a lookup
 // that answers NAME with the file's content. Setting both NAME and

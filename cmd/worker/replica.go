@@ -29,6 +29,7 @@ type replica struct {
 	dispatcher *outbox.Dispatcher
 	pipeline   *webhook.Dispatcher
 	mailer     *smtp.Mailer
+	metrics    *outbox.Metrics // the email series, shared with the delivery-event endpoints
 	waker      *jobs.Waker
 	shifts     *jobs.Shifts
 }
@@ -60,6 +61,7 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		log.Warn("OUTBOX_ENCRYPTION_KEYS is not set: email secret fields (reset and invite links, tokens, PDFs) " +
 			"are stored in plaintext until sent; see docs/ENCRYPTION.md")
 	}
+	emailMetrics := outbox.NewMetrics(reg)
 	dispatcher, err := outbox.NewDispatcher(pool, outbox.Config{
 		Sender:      mailer,
 		Concurrency: cfg.EmailConcurrency,
@@ -68,7 +70,7 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		Backoff:     leases.EmailBackoff.Scaled(cfg.RetryBackoffScale),
 		Leases:      cfg.Leases,
 		Logger:      log.With("component", "email"),
-		Metrics:     outbox.NewMetrics(reg),
+		Metrics:     emailMetrics,
 		Keys:        cfg.Keys,
 	})
 	if err != nil {
@@ -123,7 +125,7 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	return &replica{id: id, pool: pool, client: client, dispatcher: dispatcher, pipeline: pipeline, mailer: mailer,
-		waker: waker, shifts: shifts}, nil
+		metrics: emailMetrics, waker: waker, shifts: shifts}, nil
 }
 
 // start starts the River client; jobs get contexts derived from ctx.

@@ -88,8 +88,25 @@ func TestRunBootsServesAndStopsOnSIGTERM(t *testing.T) {
 	cmd, stderr := startWorker(t, []string{
 		"DATABASE_URL=" + pgtest.URL(t), "HTTP_ADDR=" + addr, "SMTP_TLS=none", "SMTP_PORT=2525",
 		"RIVERUI_USERNAME=admin", "RIVERUI_PASSWORD=s3cret", "SHUTDOWN_TIMEOUT=10s",
+		"POSTMARK_WEBHOOK_USERNAME=postmark", "POSTMARK_WEBHOOK_PASSWORD=pm-s3cret",
 	}, "run")
 	waitReady(t, base, stderr)
+
+	// The delivery-event endpoints are mounted: Postmark's asks for its
+	// credentials, an unconfigured one is absent.
+	for _, tc := range []struct {
+		path string
+		want int
+	}{{"/events/postmark", http.StatusUnauthorized}, {"/events/ses", http.StatusNotFound}} {
+		resp, err := http.Post(base+tc.path, "application/json", strings.NewReader(`{"RecordType":"Bounce"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("POST %s = %d, want %d", tc.path, resp.StatusCode, tc.want)
+		}
+	}
 
 	if code, _ := get(t, base+"/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz = %d", code)
@@ -107,6 +124,12 @@ func TestRunBootsServesAndStopsOnSIGTERM(t *testing.T) {
 	for _, want := range []string{"go_goroutines", "process_cpu_seconds_total", "postbox_river_jobs{", "postbox_build_info{"} {
 		if code != http.StatusOK || !strings.Contains(metrics, want) {
 			t.Errorf("/metrics (%d) lacks %s", code, want)
+		}
+	}
+	for _, want := range []string{`postbox_email_event_requests_total{code="401",provider="postmark"} 1`,
+		`postbox_email_suppressions_added_total{source="complaint"} 0`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks the delivery-event series %s", want)
 		}
 	}
 
@@ -140,6 +163,7 @@ func TestBadInputFailsWithOneLine(t *testing.T) {
 		{"unreachable database", []string{"DATABASE_URL=postgres://postgres@127.0.0.1:1/postbox?connect_timeout=3"}, "127.0.0.1"},
 		{"bogus SMTP_TLS", []string{"SMTP_TLS=bogus"}, "SMTP_TLS"},
 		{"lease chain broken", []string{"EMAIL_BATCH_SIZE=6"}, "BatchSize×PerRowBudget ≤ BatchTimeout"},
+		{"Postmark user without password", []string{"POSTMARK_WEBHOOK_USERNAME=postmark"}, "POSTMARK_WEBHOOK_PASSWORD must be set together"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -14,14 +14,18 @@ import (
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
 
+	"github.com/postbox/postbox/mailevents"
 	"github.com/postbox/postbox/migrations"
+	"github.com/postbox/postbox/outbox"
 )
 
 // newServer builds the replica's HTTP surface: /healthz (process alive),
-// /readyz (database reachable and migrations current), /metrics, and River
+// /readyz (database reachable and migrations current), /metrics, the
+// delivery-event endpoints under /events/ (package mailevents), and River
 // UI under /riverui/. The returned start function starts River UI's
 // background services; call it before serving.
-func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], reg *prometheus.Registry) (*http.Server, func(context.Context) error, error) {
+func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], reg *prometheus.Registry,
+	emailMetrics *outbox.Metrics) (*http.Server, func(context.Context) error, error) {
 	// Built once: readiness probes arrive every few seconds, and loading
 	// both migration sets per probe would be work done on a hot path.
 	migrator, err := migrations.New(pool, env.Logger)
@@ -34,6 +38,17 @@ func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], reg *
 	})
 	mux.HandleFunc("GET /readyz", readyHandler(pool, migrator))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, Timeout: 10 * time.Second}))
+	events, err := mailevents.New(mailevents.Config{
+		DB:         pool,
+		Settings:   env.Config.Events,
+		Metrics:    emailMetrics,
+		Registerer: reg,
+		Logger:     env.Logger,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	mux.Handle("/events/", events)
 
 	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
 		Endpoints: riverui.NewEndpoints[pgx.Tx](client, nil),

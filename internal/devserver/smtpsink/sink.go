@@ -49,6 +49,11 @@ type Options struct {
 	// to choose the code).
 	Fault func(Envelope) error
 
+	// RejectRcpt, when set, sees each RCPT TO address; a non-nil result
+	// refuses that recipient with that reply, as a relay that knows its
+	// mailboxes does (return UserUnknown for 550 5.1.1).
+	RejectRcpt func(to string) error
+
 	// Hang, when it returns true for a message, holds the reply to its
 	// DATA until the sink or the connection is closed (or a minute passes),
 	// then answers 451. The message is not accepted.
@@ -72,6 +77,13 @@ type Options struct {
 
 	// Logger receives go-smtp's own error reports; nil discards them.
 	Logger *slog.Logger
+}
+
+// UserUnknown is the reply a relay gives for a mailbox it does not have:
+// 550 5.1.1, for Options.RejectRcpt.
+func UserUnknown(to string) error {
+	return &gosmtp.SMTPError{Code: 550, EnhancedCode: gosmtp.EnhancedCode{5, 1, 1},
+		Message: "<" + to + ">: Recipient address rejected: User unknown in virtual mailbox table"}
 }
 
 // holdMax bounds how long Hang holds a reply, so a forgotten sink cannot
@@ -331,6 +343,11 @@ func (ss *session) Mail(from string, _ *gosmtp.MailOptions) error {
 }
 
 func (ss *session) Rcpt(to string, _ *gosmtp.RcptOptions) error {
+	if f := ss.sink.opts.RejectRcpt; f != nil {
+		if err := f(to); err != nil {
+			return err
+		}
+	}
 	ss.to = append(ss.to, to)
 	return nil
 }

@@ -1,0 +1,88 @@
+package mailevents
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/postbox/postbox/outbox"
+)
+
+// The environment variables SettingsFromEnv reads.
+const (
+	EnvPostmarkUsername = "POSTMARK_WEBHOOK_USERNAME"
+	EnvPostmarkPassword = "POSTMARK_WEBHOOK_PASSWORD"
+	EnvSNSTopicARNs     = "SES_SNS_TOPIC_ARNS"
+	EnvGenericSecret    = "EVENTS_WEBHOOK_SECRET"
+	EnvSoftBounceLimit  = "SOFT_BOUNCE_LIMIT"
+	EnvSoftBounceWindow = "SOFT_BOUNCE_WINDOW"
+)
+
+// Settings are the endpoints' credentials and the suppression policy. An
+// endpoint whose credentials are empty is not served (404).
+type Settings struct {
+	// PostmarkUsername and PostmarkPassword are the basic-auth
+	// credentials set on the Postmark webhook.
+	PostmarkUsername, PostmarkPassword string
+	// SNSTopicARNs are the SNS topics whose messages are accepted: SES
+	// publishes to them. Empty: the SES endpoint is off.
+	SNSTopicARNs []string
+	// GenericSecret is the Standard Webhooks secret ("whsec_…", base64)
+	// of the generic endpoint.
+	GenericSecret string
+	// Policy is when soft bounces suppress (hard bounces and complaints
+	// always do).
+	Policy outbox.SuppressionPolicy
+}
+
+// SettingsFromEnv reads Settings through lookup. A value that does not
+// parse is an error naming its variable.
+func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
+	get := func(name string) string {
+		v, _ := lookup(name)
+		return strings.TrimSpace(v)
+	}
+	s := Settings{
+		PostmarkUsername: get(EnvPostmarkUsername),
+		PostmarkPassword: get(EnvPostmarkPassword),
+		GenericSecret:    get(EnvGenericSecret),
+		Policy: outbox.SuppressionPolicy{
+			SoftBounceLimit:  outbox.DefaultSoftBounceLimit,
+			SoftBounceWindow: outbox.DefaultSoftBounceWindow,
+		},
+	}
+	if (s.PostmarkUsername == "") != (s.PostmarkPassword == "") {
+		return s, fmt.Errorf("%s and %s must be set together", EnvPostmarkUsername, EnvPostmarkPassword)
+	}
+	for _, arn := range strings.Split(get(EnvSNSTopicARNs), ",") {
+		arn = strings.TrimSpace(arn)
+		if arn == "" {
+			continue
+		}
+		if !strings.HasPrefix(arn, "arn:aws") || strings.Count(arn, ":") != 5 {
+			return s, fmt.Errorf("%s: %q is not an SNS topic ARN (arn:aws:sns:<region>:<account>:<topic>)", EnvSNSTopicARNs, arn)
+		}
+		s.SNSTopicARNs = append(s.SNSTopicARNs, arn)
+	}
+	if s.GenericSecret != "" {
+		if _, err := newGenericVerifier(s.GenericSecret); err != nil {
+			return s, fmt.Errorf("%s: %w", EnvGenericSecret, err)
+		}
+	}
+	if v := get(EnvSoftBounceLimit); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return s, fmt.Errorf("%s=%q: must be a whole number from 1 to 1000", EnvSoftBounceLimit, v)
+		}
+		s.Policy.SoftBounceLimit = n
+	}
+	if v := get(EnvSoftBounceWindow); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return s, fmt.Errorf("%s=%q: must be a positive duration such as 168h", EnvSoftBounceWindow, v)
+		}
+		s.Policy.SoftBounceWindow = d
+	}
+	return s, nil
+}

@@ -1,0 +1,51 @@
+package mailevents
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/postbox/postbox/outbox"
+)
+
+// TestSettingsFromEnv: defaults, the values each variable takes, and a
+// refusal naming the variable for each that does not parse.
+func TestSettingsFromEnv(t *testing.T) {
+	t.Parallel()
+	env := func(kv ...string) func(string) (string, bool) {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	s, err := SettingsFromEnv(env())
+	if err != nil || s.Policy.SoftBounceLimit != outbox.DefaultSoftBounceLimit || s.Policy.SoftBounceWindow != 7*24*time.Hour ||
+		s.PostmarkUsername != "" || len(s.SNSTopicARNs) != 0 || s.GenericSecret != "" {
+		t.Fatalf("defaults: %+v, %v", s, err)
+	}
+	s, err = SettingsFromEnv(env(EnvPostmarkUsername, "pm", EnvPostmarkPassword, "pw",
+		EnvSNSTopicARNs, " arn:aws:sns:eu-west-1:123456789012:a , arn:aws-cn:sns:cn-north-1:123456789012:b ",
+		EnvGenericSecret, genericSecret, EnvSoftBounceLimit, "5", EnvSoftBounceWindow, "72h"))
+	if err != nil || s.PostmarkPassword != "pw" || len(s.SNSTopicARNs) != 2 || s.SNSTopicARNs[1] != "arn:aws-cn:sns:cn-north-1:123456789012:b" ||
+		s.Policy.SoftBounceLimit != 5 || s.Policy.SoftBounceWindow != 72*time.Hour {
+		t.Fatalf("set: %+v, %v", s, err)
+	}
+	for _, tc := range []struct {
+		kv   []string
+		want string
+	}{
+		{[]string{EnvPostmarkUsername, "pm"}, EnvPostmarkPassword},
+		{[]string{EnvPostmarkPassword, "pw"}, EnvPostmarkUsername},
+		{[]string{EnvSNSTopicARNs, "my-topic"}, EnvSNSTopicARNs},
+		{[]string{EnvGenericSecret, "not base64!"}, EnvGenericSecret},
+		{[]string{EnvSoftBounceLimit, "0"}, EnvSoftBounceLimit},
+		{[]string{EnvSoftBounceLimit, "three"}, EnvSoftBounceLimit},
+		{[]string{EnvSoftBounceWindow, "-1h"}, EnvSoftBounceWindow},
+		{[]string{EnvSoftBounceWindow, "a week"}, EnvSoftBounceWindow},
+	} {
+		if _, err := SettingsFromEnv(env(tc.kv...)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v; want an error naming %s", tc.kv, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,315 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox/postbox/internal/pgtext"
+)
+
+// EventType is what a delivery event says happened to a sent email. It is
+// the email_events.type column, whose CHECK lists the same values.
+type EventType string
+
+const (
+	EventDelivered  EventType = "delivered"  // the receiving server accepted it
+	EventBounced    EventType = "bounced"    // it came back (BounceClass says how badly)
+	EventComplained EventType = "complained" // the recipient marked it as spam
+	EventDeferred   EventType = "deferred"   // delivery is delayed; the provider keeps trying
+)
+
+func (t EventType) known() bool {
+	switch t {
+	case EventDelivered, EventBounced, EventComplained, EventDeferred:
+		return true
+	}
+	return false
+}
+
+// BounceClass is a bounce's severity: hard (the mailbox does not exist or
+// refuses mail for good — suppress now) or soft (full mailbox, a transient
+// refusal — suppress after SuppressionPolicy.SoftBounceLimit of them).
+type BounceClass string
+
+const (
+	BounceHard BounceClass = "hard"
+	BounceSoft BounceClass = "soft"
+)
+
+// ProviderSMTP is the provider name of events the dispatcher records from
+// the relay's own permanent replies (5.1.1 and similar).
+const ProviderSMTP = "smtp"
+
+// Limits of what an event stores (the email_events CHECKs hold the same).
+const (
+	MaxEventExcerptBytes = 4096 // raw_excerpt: the start of the provider's payload
+	maxEventTextBytes    = 1024 // detail, ref, provider ids, recipient
+)
+
+// Event is one email_events row: what a provider reported about a sent
+// email. It never changes the row's status: dispatched is the transport's
+// record, events are what happened afterwards.
+type Event struct {
+	ID    int64
+	RowID string // the email_outbox row; "" for an orphan
+	// Ref is the correlation key the event carried — the row id it named
+	// or the provider's message id — kept so an orphan can be traced.
+	Ref               string
+	Type              EventType
+	BounceClass       BounceClass // set for EventBounced only
+	Provider          string      // "postmark", "ses", "generic", "smtp"…
+	ProviderEventID   string      // unique per provider: a replay is recorded once
+	ProviderMessageID string      // the provider's id for the message, the correlation fallback
+	Recipient         string      // bare, lower-cased
+	Detail            string      // the provider's description, e.g. "550 5.1.1 user unknown"
+	RawExcerpt        string      // the payload's start, at most MaxEventExcerptBytes
+	OccurredAt        *time.Time  // when the provider says it happened
+	ReceivedAt        time.Time
+}
+
+// Orphan reports whether the event's row was not found.
+func (e Event) Orphan() bool { return e.RowID == "" }
+
+// SuppressionPolicy is when events put an address on the list: every hard
+// bounce and complaint at once; soft bounces once SoftBounceLimit of them
+// arrived for the address within SoftBounceWindow.
+type SuppressionPolicy struct {
+	SoftBounceLimit  int           // 0 means DefaultSoftBounceLimit
+	SoftBounceWindow time.Duration // 0 means DefaultSoftBounceWindow
+}
+
+// The soft-bounce defaults: three within a week is a mailbox that keeps
+// refusing, not a bad afternoon.
+const (
+	DefaultSoftBounceLimit  = 3
+	DefaultSoftBounceWindow = 7 * 24 * time.Hour
+)
+
+// Recorded is what RecordEvent did with one event.
+type Recorded struct {
+	Event      Event        // as stored (RowID resolved, ID and ReceivedAt set); the existing one for a duplicate
+	Duplicate  bool         // the provider event id was already recorded: nothing was written
+	Suppressed *Suppression // the entry this event added, if any
+}
+
+var (
+	uuidRE     = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+	providerRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+)
+
+// IsRowID reports whether s has the shape of an email_outbox id (a UUID).
+func IsRowID(s string) bool { return uuidRE.MatchString(s) }
+
+// recordEventSQL correlates and inserts in one statement. The row is the
+// one named ($1, when it exists), else the row of an earlier event from
+// the same provider about the same provider message id (the fallback for
+// an event that carries only the provider's id), else none: an orphan.
+// A duplicate provider event id inserts nothing.
+const recordEventSQL = `INSERT INTO email_events (row_id, ref, type, bounce_class, provider, provider_event_id,
+	provider_message_id, recipient, detail, raw_excerpt, occurred_at)
+SELECT coalesce(
+		(SELECT id FROM email_outbox WHERE id = $1::uuid),
+		(SELECT row_id FROM email_events WHERE provider = $5 AND provider_message_id = $7 AND $7 <> ''
+			AND row_id IS NOT NULL ORDER BY id LIMIT 1)),
+	$2, $3, $4, $5, $6, $7, $8, $9, $10, $11
+ON CONFLICT (provider, provider_event_id) DO NOTHING
+RETURNING ` + eventColumns
+
+const eventColumns = `id, coalesce(row_id::text, ''), ref, type, coalesce(bounce_class, ''), provider, provider_event_id,
+	provider_message_id, recipient, detail, raw_excerpt, occurred_at, received_at`
+
+// RecordEvent stores e (once per provider event id), correlating it to its
+// row, and applies the suppression lifecycle: a hard bounce or complaint
+// adds the recipient with the event's detail and row; a soft bounce adds it
+// once policy's limit is reached within its window. e.RowID is the row the
+// event names, "" if none; a value that is no row id (or no existing row)
+// is kept in Ref and the event is correlated by ProviderMessageID or
+// stored as an orphan. Invalid events are *ValidationError (ErrInvalid).
+func RecordEvent(ctx context.Context, db DB, e Event, policy SuppressionPolicy) (Recorded, error) {
+	if err := e.normalize(); err != nil {
+		return Recorded{}, err
+	}
+	var named *string
+	if IsRowID(e.RowID) {
+		named = &e.RowID
+	}
+	var bounceClass *string
+	if e.BounceClass != "" {
+		bounceClass = new(string(e.BounceClass))
+	}
+	stored, err := scanEvent(db.QueryRow(ctx, recordEventSQL, named, e.Ref, string(e.Type), bounceClass, e.Provider,
+		e.ProviderEventID, e.ProviderMessageID, e.Recipient, e.Detail, e.RawExcerpt, e.OccurredAt))
+	if errors.Is(err, pgx.ErrNoRows) {
+		existing, err := scanEvent(db.QueryRow(ctx, `SELECT `+eventColumns+` FROM email_events
+WHERE provider = $1 AND provider_event_id = $2`, e.Provider, e.ProviderEventID))
+		if err != nil {
+			return Recorded{}, fmt.Errorf("outbox: record event: read the duplicate: %w", err)
+		}
+		return Recorded{Event: existing, Duplicate: true}, nil
+	}
+	if err != nil {
+		return Recorded{}, fmt.Errorf("outbox: record event: %w", err)
+	}
+	rec := Recorded{Event: stored}
+	if rec.Suppressed, err = applySuppression(ctx, db, stored, policy); err != nil {
+		return rec, err
+	}
+	return rec, nil
+}
+
+// Validate reports what RecordEvent would refuse in e, without the
+// database: callers that record several events check them all first, so
+// a bad one writes none.
+func (e Event) Validate() error { return e.normalize() }
+
+// normalize checks e and brings it to what the columns hold.
+func (e *Event) normalize() error {
+	if !e.Type.known() {
+		return invalid("event.type", "is not one of delivered, bounced, complained, deferred")
+	}
+	switch {
+	case e.Type == EventBounced && e.BounceClass != BounceHard && e.BounceClass != BounceSoft:
+		return invalid("event.bounce_class", "must be hard or soft for a bounce")
+	case e.Type != EventBounced && e.BounceClass != "":
+		return invalid("event.bounce_class", "is only for bounces")
+	}
+	if !providerRE.MatchString(e.Provider) {
+		return invalid("event.provider", "must be 1-32 lower-case letters, digits, - or _")
+	}
+	clean := func(s string, n int) string { s, _ = pgtext.Clean(s, n); return s }
+	e.ProviderEventID = clean(e.ProviderEventID, maxEventTextBytes)
+	if e.ProviderEventID == "" {
+		return invalid("event.provider_event_id", "is required: it is what makes a replay harmless")
+	}
+	if e.Recipient != "" {
+		addr, err := recipient(e.Recipient)
+		if err != nil {
+			return invalid("event.recipient", "is not a single valid address: "+err.Error())
+		}
+		e.Recipient = addr
+	}
+	if e.Ref == "" {
+		e.Ref = e.RowID
+		if e.Ref == "" {
+			e.Ref = e.ProviderMessageID
+		}
+	}
+	e.Ref = clean(e.Ref, maxEventTextBytes)
+	e.ProviderMessageID = clean(e.ProviderMessageID, maxEventTextBytes)
+	e.Recipient = clean(e.Recipient, maxEventTextBytes)
+	e.Detail = clean(e.Detail, maxEventTextBytes)
+	e.RawExcerpt = clean(e.RawExcerpt, MaxEventExcerptBytes)
+	return nil
+}
+
+// countSoftBouncesSQL counts the recipient's soft bounces in the window,
+// the one just recorded included.
+const countSoftBouncesSQL = `SELECT count(*) FROM email_events
+WHERE recipient = $1 AND type = 'bounced' AND bounce_class = 'soft' AND received_at > now() - $2::interval`
+
+// applySuppression is the lifecycle step of one newly recorded event.
+func applySuppression(ctx context.Context, db DB, e Event, policy SuppressionPolicy) (*Suppression, error) {
+	if e.Recipient == "" {
+		return nil, nil
+	}
+	s := Suppression{Email: e.Recipient, SourceRow: e.RowID}
+	detail := e.Detail
+	if detail == "" {
+		detail = "no detail given"
+	}
+	switch {
+	case e.Type == EventBounced && e.BounceClass == BounceHard && e.Provider == ProviderSMTP:
+		s.Source, s.Reason = SourceSMTPReply, "the relay refused the mailbox: "+detail
+	case e.Type == EventBounced && e.BounceClass == BounceHard:
+		s.Source, s.Reason = SourceHardBounce, "hard bounce reported by "+e.Provider+": "+detail
+	case e.Type == EventComplained:
+		s.Source, s.Reason = SourceComplaint, "spam complaint reported by "+e.Provider
+	case e.Type == EventBounced && e.BounceClass == BounceSoft:
+		limit, window := policy.SoftBounceLimit, policy.SoftBounceWindow
+		if limit <= 0 {
+			limit = DefaultSoftBounceLimit
+		}
+		if window <= 0 {
+			window = DefaultSoftBounceWindow
+		}
+		var n int
+		if err := db.QueryRow(ctx, countSoftBouncesSQL, e.Recipient, window).Scan(&n); err != nil {
+			return nil, fmt.Errorf("outbox: count soft bounces: %w", err)
+		}
+		if n < limit {
+			return nil, nil
+		}
+		s.Source = SourceSoftBounces
+		s.Reason = strconv.Itoa(n) + " soft bounces within " + window.String() + ", the last reported by " + e.Provider + ": " + detail
+	default:
+		return nil, nil
+	}
+	if !IsRowID(s.SourceRow) {
+		s.SourceRow = ""
+	}
+	added, err := AddSuppression(ctx, db, s)
+	if err != nil || !added {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// EventsFor returns the row's events, oldest first: its delivery timeline.
+func EventsFor(ctx context.Context, db DB, rowID string) ([]Event, error) {
+	if !IsRowID(rowID) {
+		return nil, invalid("row_id", "is not a row id")
+	}
+	rows, err := db.Query(ctx, `SELECT `+eventColumns+` FROM email_events
+WHERE row_id = $1 ORDER BY received_at, id`, rowID)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: events for row: %w", err)
+	}
+	return collectEvents(rows, "events for row")
+}
+
+// EventFilter narrows ListEvents.
+type EventFilter struct {
+	Type        EventType // "" means every type
+	OrphansOnly bool      // only events whose row was not found
+	Limit       int       // 0 means DefaultListLimit; capped at MaxListLimit
+}
+
+// ListEvents returns the newest events first.
+func ListEvents(ctx context.Context, db DB, f EventFilter) ([]Event, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	rows, err := db.Query(ctx, `SELECT `+eventColumns+` FROM email_events
+WHERE ($1 = '' OR type = $1) AND (NOT $2 OR row_id IS NULL)
+ORDER BY received_at DESC, id DESC
+LIMIT $3`, string(f.Type), f.OrphansOnly, limit)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: list events: %w", err)
+	}
+	return collectEvents(rows, "list events")
+}
+
+func collectEvents(rows pgx.Rows, what string) ([]Event, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Event, error) { return scanEvent(r) })
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %s: %w", what, err)
+	}
+	return out, nil
+}
+
+func scanEvent(row pgx.Row) (Event, error) {
+	var e Event
+	var typ, class string
+	err := row.Scan(&e.ID, &e.RowID, &e.Ref, &typ, &class, &e.Provider, &e.ProviderEventID,
+		&e.ProviderMessageID, &e.Recipient, &e.Detail, &e.RawExcerpt, &e.OccurredAt, &e.ReceivedAt)
+	e.Type, e.BounceClass = EventType(typ), BounceClass(class)
+	return e, err
+}
