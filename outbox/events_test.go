@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/pgtest"
-	"github.com/postbox/postbox/internal/smtpsink"
+	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/smtp"
 )
 

@@ -35,6 +35,7 @@ func TestEveryCommandHelpAndUsage(t *testing.T) {
 	want := []string{"run", "demo", "migrate up", "migrate down", "migrate status", "stats",
 		"failed email", "failed webhook", "requeue email", "requeue webhook", "replay event",
 		"replay endpoint", "endpoints create", "endpoints list", "endpoints disable", "endpoints enable",
+		"suppressions list", "suppressions add", "suppressions remove", "suppressions check",
 		"rekey", "healthcheck", "version"}
 	got := slices.Clone(order)
 	slices.Sort(got)

@@ -15,9 +15,9 @@ import (
 
 	"github.com/postbox/postbox/internal/devserver/pgserver"
 	"github.com/postbox/postbox/leases"
-	"github.com/postbox/postbox/mailevents"
 	"github.com/postbox/postbox/migrations"
 	"github.com/postbox/postbox/outbox"
+	"github.com/postbox/postbox/outbox/mailevents"
 	"github.com/postbox/postbox/smtp"
 	"github.com/postbox/postbox/webhook"
 )

@@ -72,6 +72,14 @@ func registerGroup(g group) { groups[g.Name] = g }
 // parse but do not make sense together, or a value out of range.
 var errUsage = errors.New("usage")
 
+// usagef is a usage error with a message: runMain prints both.
+func usagef(format string, a ...any) error { return usageError{fmt.Sprintf(format, a...)} }
+
+type usageError struct{ msg string }
+
+func (e usageError) Error() string        { return e.msg }
+func (e usageError) Is(target error) bool { return target == errUsage }
+
 // exitError ends the command with its own exit code; err is printed.
 type exitError struct {
 	code int

@@ -14,9 +14,9 @@ import (
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
 
-	"github.com/postbox/postbox/mailevents"
 	"github.com/postbox/postbox/migrations"
 	"github.com/postbox/postbox/outbox"
+	"github.com/postbox/postbox/outbox/mailevents"
 )
 
 // newServer builds the replica's HTTP surface: /healthz (process alive),

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/pgtest"
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
 // TestSuppressionsCommands drives worker suppressions add, check, list and
