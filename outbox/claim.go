@@ -1,18 +1,18 @@
 package outbox
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/engine"
 )
 
 // DB is what the outbox needs from Postgres: a *pgxpool.Pool in
@@ -33,62 +33,6 @@ var table = claim.Table{
 	Returning: "id::text, kind, customer_id, coalesce(invoice_id, ''), payload, attempts, created_at",
 }
 
-// Row is one claimed email_outbox row.
-type Row struct {
-	ID         string
-	Kind       Kind
-	CustomerID string
-	InvoiceID  string
-	Attempts   int // including the claim that returned this row
-	CreatedAt  time.Time
-
-	// RawPayload is the payload as stored, for renderers that read keys
-	// Payload does not know. Its secret fields may be sealed envelopes (see
-	// Enqueuer.Keys); Payload holds them opened.
-	RawPayload json.RawMessage
-
-	// Payload is RawPayload decoded, sealed fields opened. Claim leaves it
-	// zero; the dispatcher fills it before the renderer sees the row.
-	Payload Payload
-
-	leaseEnd  time.Time // when the claim's lease runs out (by this clock); marks retry until then
-	recipient string    // bare lower-cased address, set by decode
-	decodeErr error     // why the payload cannot be sent, set by decode
-}
-
-// decode fills Payload and recipient, opening sealed fields with keys, or
-// sets decodeErr. A field that does not open is as permanent as a payload
-// that does not decode: no key appears on a later attempt unless an
-// operator adds it, and then the row's requeue is the way back.
-//
-// A key spelled other than exactly (see checkPayloadKeys) fails the row
-// before anything reads it.
-func (r *Row) decode(keys *KeyRing) {
-	var err error
-	if err = checkPayloadKeys(r.RawPayload); err != nil {
-		err = fmt.Errorf("decode payload: %w", err)
-	} else if bytes.Contains(r.RawPayload, envelopeMarker) {
-		r.Payload, err = keys.decodeSealed(r.ID, r.Kind, r.RawPayload)
-	} else {
-		r.Payload, err = decodePayload(r.Kind, r.RawPayload)
-	}
-	if err != nil {
-		r.decodeErr = permanent(err)
-		return
-	}
-	r.recipient, _ = recipient(r.Payload.To) // validated by the decode
-}
-
-func scanRow(row pgx.CollectableRow) (Row, error) {
-	var r Row
-	var kind string
-	// Into *[]byte pgx copies the jsonb's text; into a json.RawMessage it
-	// would run json.Unmarshal over it, a full parse that decode repeats.
-	err := row.Scan(&r.ID, &kind, &r.CustomerID, &r.InvoiceID, (*[]byte)(&r.RawPayload), &r.Attempts, &r.CreatedAt)
-	r.Kind = Kind(kind)
-	return r, err
-}
-
 // Claim takes up to n pending, due rows, oldest due first, in one short
 // statement of its own (ADR-072 decision 1): each row's attempts goes up by
 // one and its next_attempt_at moves to now() + lease, so no other claimer
@@ -106,4 +50,65 @@ func Claim(ctx context.Context, db DB, n int, lease time.Duration) ([]Row, error
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
 	return rows, err
+}
+
+// Claim claims up to n batches' rows in one statement (ADR-072 decision
+// 1: one short claim transaction), each row under the lease of a single
+// batch, and deals them out over the n slots: a full claim makes n batches
+// of Leases.BatchSize, and a short one — a few rows just committed — one
+// batch per row up to n, so they are sent side by side rather than one
+// after another. It also reads the suppression entries of every claimed
+// recipient in one query. It is the email lane's engine.Source.
+func (d *Dispatcher) Claim(ctx context.Context, n int) (engine.Claim, error) {
+	if d.stopping() {
+		return engine.Claim{}, nil
+	}
+	size := d.leases.BatchSize
+	start := time.Now()
+	deadline := start.Add(d.leases.BatchTimeout)
+	// A second short of the lease, for the clocks of this process and
+	// Postgres to disagree by.
+	leaseEnd := start.Add(d.leases.ClaimLease(size) - time.Second)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	rows, err := Claim(ctx, d.db, n*size, d.leases.ClaimLease(size))
+	if err != nil {
+		return engine.Claim{}, fmt.Errorf("outbox: %w", err)
+	}
+	d.metrics.engine().Claimed(table.Name, len(rows))
+	if len(rows) == 0 {
+		return engine.Claim{}, nil
+	}
+	// Decoding (JSON, and opening sealed fields) is most of a claim's CPU;
+	// done per batch in parallel it does not hold back the first sends.
+	chunks := deal(rows, n)
+	var wg sync.WaitGroup
+	for _, chunk := range chunks {
+		wg.Go(func() {
+			for i := range chunk {
+				chunk[i].leaseEnd = leaseEnd
+				d.decode(&chunk[i])
+			}
+		})
+	}
+	wg.Wait()
+	supp := d.loadSuppressions(ctx, rows)
+	units := make([]engine.Unit, 0, len(chunks))
+	for _, chunk := range chunks {
+		units = append(units, &batch{d: d, rows: chunk, deadline: deadline, supp: supp.view(chunk)})
+	}
+	return engine.Claim{Units: units, Rows: len(rows), Full: len(rows) == n*size}, nil
+}
+
+// deal splits rows, oldest first, into at most n batches as even as can
+// be, keeping each batch in claim order; no batch is larger than the
+// claim's BatchSize, since rows ≤ n × BatchSize.
+func deal(rows []Row, n int) [][]Row {
+	k := min(n, len(rows))
+	out := make([][]Row, 0, k)
+	for i := range k {
+		lo, hi := i*len(rows)/k, (i+1)*len(rows)/k
+		out = append(out, rows[lo:hi])
+	}
+	return out
 }

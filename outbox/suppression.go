@@ -274,3 +274,39 @@ func (v *suppressionView) recheck(ctx context.Context, db DB, addr string, maxAg
 	}
 	return v.s.check(ctx, db, addr, budget)
 }
+
+// SuppressionMaxAge bounds how stale the list may be when a claimed row is
+// sent: a batch older than this re-reads its recipients' entries (one
+// query) before its next send, so a suppression added mid-batch stops the
+// sends after it within a second, at most one extra query per batch per
+// second.
+const SuppressionMaxAge = time.Second
+
+// view is one batch's own view of s, over that batch's recipients.
+func (s suppressions) view(rows []Row) *suppressionView {
+	v := &suppressionView{s: s, addrs: make([]string, 0, len(rows))}
+	for i := range rows {
+		if rows[i].decodeErr == nil {
+			v.addrs = append(v.addrs, rows[i].recipient)
+		}
+	}
+	return v
+}
+
+// loadSuppressions reads the suppression entries of the batch's decodable
+// recipients in one query. On failure each row checks for itself.
+func (d *Dispatcher) loadSuppressions(ctx context.Context, rows []Row) suppressions {
+	addrs := make([]string, 0, len(rows))
+	for i := range rows {
+		if rows[i].decodeErr == nil {
+			addrs = append(addrs, rows[i].recipient)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.suppressionBudget)
+	defer cancel()
+	s, err := loadSuppressions(ctx, d.db, addrs)
+	if err != nil {
+		d.logger.Warn("batch suppression lookup failed; checking row by row", "error", err.Error())
+	}
+	return s
+}

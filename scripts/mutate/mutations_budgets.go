@@ -7,7 +7,7 @@ func init() {
 	register(
 		Mutation{
 			Name:    "budgets: no per-row context (PerRowBudget)",
-			File:    "outbox/row.go",
+			File:    "outbox/send.go",
 			Find:    "rowCtx, cancel := context.WithTimeout(batchCtx, d.leases.PerRowBudget)",
 			Replace: "rowCtx, cancel := context.WithCancel(batchCtx)",
 			Pkg:     "./outbox/",
@@ -15,7 +15,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "budgets: no branding budget around the renderer (BrandingBudget)",
-			File:    "outbox/row.go",
+			File:    "outbox/send.go",
 			Find:    "rctx, cancel := context.WithTimeout(ctx, d.brandingBudget)",
 			Replace: "rctx, cancel := context.WithCancel(ctx)",
 			Pkg:     "./outbox/",
@@ -23,7 +23,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "budgets: no suppression budget on the batch's lookup (SuppressionBudget)",
-			File:    "outbox/dispatcher.go",
+			File:    "outbox/suppression.go",
 			Find:    "ctx, cancel := context.WithTimeout(ctx, d.suppressionBudget)",
 			Replace: "ctx, cancel := context.WithCancel(ctx)",
 			Pkg:     "./outbox/",

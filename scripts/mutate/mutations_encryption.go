@@ -16,7 +16,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "encryption: drop the encrypt-on-failure step",
-			File:    "outbox/row.go",
+			File:    "outbox/send.go",
 			Find:    "seal = d.keys.sealWaiting(row)",
 			Replace: "seal = noSeal",
 			Pkg:     "./outbox/",

@@ -8,7 +8,7 @@ func init() {
 	register(
 		Mutation{
 			Name:    "suppressions: no re-check just before the send",
-			File:    "outbox/row.go",
+			File:    "outbox/send.go",
 			Find:    "if err = supp.recheck(ctx, d.db, row.recipient, d.suppressionMaxAge, d.suppressionBudget); err != nil {",
 			Replace: "if err = error(nil); err != nil {",
 			Pkg:     "./outbox/",
@@ -16,7 +16,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "suppressions: no claim-time check, a suppressed row is rendered",
-			File:    "outbox/row.go",
+			File:    "outbox/send.go",
 			Find:    "err = supp.check(ctx, d.db, row.recipient, d.suppressionBudget)",
 			Replace: `err = supp.check(ctx, d.db, "nobody@invalid.example", d.suppressionBudget)`,
 			Pkg:     "./outbox/",
@@ -72,7 +72,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "relay refusal: a 5.1.1 reply does not suppress",
-			File:    "outbox/row.go",
+			File:    "outbox/send.go",
 			Find:    "if res.Mark != nil || res.Outcome != OutcomeFailed || !errors.Is(res.Err, smtp.ErrBadMailbox) {",
 			Replace: "if true {",
 			Pkg:     "./outbox/",

@@ -74,7 +74,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "outbox claim: a multi-batch claim leases rows for the whole claim",
-			File:    "outbox/dispatcher.go",
+			File:    "outbox/claim.go",
 			Find:    "d.leases.ClaimLease(size))",
 			Replace: "d.leases.ClaimLease(n*size))",
 			Pkg:     "./outbox/",
@@ -138,7 +138,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "outbox dispatch: unstarted rows wait out their lease",
-			File:    "outbox/dispatcher.go",
+			File:    "outbox/batch.go",
 			Find:    "n, err := claim.Release(ctx, b.d.db, table, ids, why, b.d.logger)",
 			Replace: "n, err := claim.Release(ctx, b.d.db, table, nil, why, b.d.logger)",
 			Pkg:     "./outbox/",
@@ -146,7 +146,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "outbox dispatch: a row's panic is not recovered",
-			File:    "outbox/row.go",
+			File:    "outbox/send.go",
 			Find:    "if v := recover(); v != nil {\n\t\t\td.logger.Error(\"email row panicked",
 			Replace: "if v := any(nil); v != nil {\n\t\t\td.logger.Error(\"email row panicked",
 			Pkg:     "./outbox/",
@@ -154,7 +154,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "outbox dispatch: permanent errors ride the backoff",
-			File:    "outbox/row.go",
+			File:    "outbox/send.go",
 			Find:    "case errors.Is(err, smtp.ErrPermanent):\n\t\treturn OutcomeFailed",
 			Replace: "case false:\n\t\treturn OutcomeFailed",
 			Pkg:     "./outbox/",
@@ -162,7 +162,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "outbox dispatch: decode errors ride the backoff",
-			File:    "outbox/row.go",
+			File:    "outbox/send.go",
 			Find:    "\t\treturn OutcomeFailed, row.decodeErr",
 			Replace: "\t\treturn OutcomeRetry, row.decodeErr",
 			Pkg:     "./outbox/",
@@ -180,7 +180,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "outbox dispatch: transient failures never run out of slots",
-			File:    "outbox/row.go",
+			File:    "outbox/send.go",
 			Find:    "wait, ok := d.backoff.Next(row.Attempts)",
 			Replace: "wait, ok := d.backoff.Next(min(row.Attempts, len(d.backoff)))",
 			Pkg:     "./outbox/",

@@ -34,7 +34,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "caps: a short claim goes out as one batch, one row after another",
-			File:    "outbox/dispatcher.go",
+			File:    "outbox/claim.go",
 			Find:    "k := min(n, len(rows))",
 			Replace: "k := min(n, (len(rows)+4)/5)",
 			Pkg:     "./outbox/",
@@ -109,7 +109,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "panic: a decode panic is not recovered",
-			File:    "outbox/dispatcher.go",
+			File:    "outbox/row.go",
 			Find:    "if v := recover(); v != nil {\n\t\t\td.logger.Error(\"email row decode panicked",
 			Replace: "if v := any(nil); v != nil {\n\t\t\td.logger.Error(\"email row decode panicked",
 			Pkg:     "./outbox/",
@@ -118,7 +118,7 @@ func init() {
 
 		Mutation{
 			Name:    "panic: a mark's bookkeeping panic is not recovered",
-			File:    "outbox/dispatcher.go",
+			File:    "outbox/batch.go",
 			Find:    "if v := recover(); v != nil {\n\t\t\tb.d.logger.Error(\"email mark bookkeeping panicked",
 			Replace: "if v := any(nil); v != nil {\n\t\t\tb.d.logger.Error(\"email mark bookkeeping panicked",
 			Pkg:     "./outbox/",

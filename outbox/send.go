@@ -1,0 +1,283 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/leases"
+	"github.com/postbox/postbox/smtp"
+)
+
+// Result is what happened to one started row: the outcome its mark
+// recorded (or tried to), and why. AfterSend receives it.
+type Result struct {
+	RowID   string
+	Kind    Kind
+	Attempt int     // the row's attempts, counting this one
+	Outcome Outcome // as marked; OutcomeFailed also when the backoff ran out
+	Err     error   // why: the failure behind OutcomeFailed or OutcomeRetry, the skip reason
+	RetryIn time.Duration
+
+	// Mark is the mark's own error: nil when recorded, a *StaleMarkError
+	// when dropped because the row was no longer pending, else the
+	// database error that kept it from running.
+	Mark error
+}
+
+// attemptRow gives one row its per-row budget and attempts it. Its mark
+// and report follow in finishRow.
+func (d *Dispatcher) attemptRow(batchCtx context.Context, row *Row, supp *suppressionView) Result {
+	rowCtx, cancel := context.WithTimeout(batchCtx, d.leases.PerRowBudget)
+	defer cancel()
+	res := Result{RowID: row.ID, Kind: row.Kind, Attempt: row.Attempts}
+	res.Outcome, res.Err = d.attempt(rowCtx, row, supp)
+	return res
+}
+
+// finishRow marks an attempted row's outcome and runs the post-send
+// report. Both run on detached contexts (MarkContext, BounceReportBudget),
+// so ctx only carries values.
+func (d *Dispatcher) finishRow(ctx context.Context, row *Row, res Result) Result {
+	d.record(ctx, row, &res)
+	d.refusedMailbox(ctx, row, res)
+	d.report(ctx, res)
+	return res
+}
+
+// refusedMailbox records a failed row whose relay refused the mailbox for
+// good (smtp.ErrBadMailbox: 5.1.1 user unknown and the like) as a hard
+// bounce from ProviderSMTP, which puts the address on the suppression list
+// with the reply and the row (RecordEvent). It runs after the mark, on a
+// context detached from the row's and bounded by SuppressionBudget: the
+// failure is recorded whatever happens here, and a lost suppression costs
+// one more refused send, not a lost row.
+func (d *Dispatcher) refusedMailbox(ctx context.Context, row *Row, res Result) {
+	if res.Mark != nil || res.Outcome != OutcomeFailed || !errors.Is(res.Err, smtp.ErrBadMailbox) {
+		return
+	}
+	detail := res.Err.Error()
+	if re, ok := errors.AsType[*smtp.ReplyError](res.Err); ok {
+		detail = re.Error()
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.suppressionBudget)
+	defer cancel()
+	rec, err := RecordEvent(ctx, d.db, Event{
+		RowID:           row.ID,
+		Type:            EventBounced,
+		BounceClass:     BounceHard,
+		Provider:        ProviderSMTP,
+		ProviderEventID: row.ID + "/" + strconv.Itoa(row.Attempts),
+		Recipient:       row.recipient,
+		Detail:          detail,
+	}, SuppressionPolicy{})
+	if err != nil {
+		d.logger.Error("recording the relay's mailbox refusal failed; the address is not suppressed",
+			"row_id", row.ID, "error", err.Error())
+		return
+	}
+	d.metrics.CountEvent(rec)
+	if rec.Suppressed != nil {
+		d.logger.Info("recipient suppressed: the relay refused the mailbox", "row_id", row.ID, "reason", rec.Suppressed.Reason)
+	}
+}
+
+// attempt runs the steps of one send, each under its sub-budget, and
+// classifies the result. A panic anywhere in it is this row's transient
+// failure, not the batch's end.
+func (d *Dispatcher) attempt(ctx context.Context, row *Row, supp *suppressionView) (outcome Outcome, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			d.logger.Error("email row panicked; recorded as a transient failure",
+				"row_id", row.ID, "attempt", row.Attempts, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			outcome, err = OutcomeRetry, &engine.PanicError{Value: v}
+		}
+	}()
+
+	if row.decodeErr != nil {
+		if _, ok := errors.AsType[*engine.PanicError](row.decodeErr); ok {
+			return OutcomeRetry, row.decodeErr
+		}
+		return OutcomeFailed, row.decodeErr
+	}
+
+	if err = supp.check(ctx, d.db, row.recipient, d.suppressionBudget); err != nil {
+		return classify(err), err
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, d.brandingBudget)
+	msg, err := d.renderer.Render(rctx, row)
+	cancel()
+	if err != nil {
+		return classify(err), fmt.Errorf("render: %w", err)
+	}
+	msg.RowID, msg.To = row.ID, row.Payload.To
+	if err := checkMessage(msg); err != nil {
+		return OutcomeFailed, err
+	}
+	// Just before the send: a suppression added since the claim (a bounce
+	// that arrived, an operator's add) stops it.
+	if err = supp.recheck(ctx, d.db, row.recipient, d.suppressionMaxAge, d.suppressionBudget); err != nil {
+		return classify(err), err
+	}
+
+	// The sender splits this between dial (DialBudget) and exchange
+	// (min(ExchangeBudget, what is left)).
+	sendCtx, cancel := context.WithTimeout(ctx, leases.DialBudget+leases.ExchangeBudget)
+	start := time.Now()
+	err = d.sender.Send(sendCtx, msg)
+	cancel()
+	d.metrics.send(time.Since(start), err)
+	if err != nil {
+		return classify(err), err
+	}
+	return OutcomeSent, nil
+}
+
+// classify maps an error to the outcome it earns (ADR-072 decision 5).
+// STARTTLS refusals and forbidden plaintext are configuration problems:
+// transient, so fixing the relay resumes delivery without an operator.
+func classify(err error) Outcome {
+	switch {
+	case errors.Is(err, ErrSkip):
+		return OutcomeSkipped
+	case errors.Is(err, smtp.ErrPermanent):
+		return OutcomeFailed
+	default:
+		return OutcomeRetry
+	}
+}
+
+// permanentError makes errors.Is(err, smtp.ErrPermanent) true for failures
+// the outbox itself knows are final: an undecodable payload, a suppressed
+// recipient, a message that would inject headers.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string        { return e.err.Error() }
+func (e permanentError) Unwrap() error        { return e.err }
+func (e permanentError) Is(target error) bool { return target == smtp.ErrPermanent }
+
+func permanent(err error) error { return permanentError{err} }
+
+// checkMessage refuses a rendered message that cannot be sent as built.
+func checkMessage(msg smtp.Message) error {
+	switch {
+	case hasLineBreak(msg.Subject):
+		return permanent(errors.New("header injection: line break in subject"))
+	case hasControl(msg.PDFName):
+		return permanent(errors.New("header injection: control character in attachment name"))
+	case msg.Subject == "":
+		return permanent(errors.New("rendered message has no subject"))
+	case msg.Text == "" && msg.HTML == "":
+		return permanent(errors.New("rendered message has no text or HTML body"))
+	}
+	return nil
+}
+
+// record writes the outcome with its CAS mark and logs it. Every mark
+// error is handled here: a stale mark is logged with the outcome it would
+// have written and counted; any other mark error is logged at error level,
+// counted, and returned through Result.Mark to RunBatch.
+func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
+	// Built only for a line that is logged: most rows log nothing at info.
+	log := func(level slog.Level, msg string, args ...any) {
+		if d.logger.Enabled(ctx, level) {
+			d.logger.Log(ctx, level, msg, append([]any{"row_id", row.ID, "kind", string(row.Kind), "attempt", row.Attempts}, args...)...)
+		}
+	}
+	// A row that is not sent now is going to wait — pending for its backoff
+	// slot, or failed until a requeue — and must not wait with plaintext
+	// secrets: its mark seals them in the same UPDATE.
+	if h := d.hooks.record; h != nil {
+		h(row, res)
+	}
+	seal := noSeal
+	if res.Outcome == OutcomeFailed || res.Outcome == OutcomeRetry {
+		seal = d.keys.sealWaiting(row)
+	}
+	m, metric := d.markFor(row, res, seal)
+	m.until = row.leaseEnd
+	var age time.Duration
+	age, res.Mark = d.marks.mark(ctx, m)
+
+	switch {
+	case errors.Is(res.Mark, ErrStaleMark):
+		d.metrics.engine().Stale(table.Name)
+		log(slog.LevelWarn, "stale email mark dropped: the row was resolved elsewhere",
+			"outcome", string(res.Outcome), "cause", errString(res.Err))
+		return
+	case res.Mark != nil:
+		d.metrics.engine().MarkError(table.Name)
+		log(slog.LevelError, "email mark failed; the row is retried when its lease expires",
+			"outcome", string(res.Outcome), "cause", errString(res.Err), "error", res.Mark.Error())
+		return
+	}
+	d.metrics.outcome(metric)
+	switch res.Outcome {
+	case OutcomeSent:
+		d.metrics.delivered(age)
+		log(slog.LevelDebug, "email sent")
+	case OutcomeSkipped:
+		log(slog.LevelInfo, "email skipped by its renderer", "reason", errString(res.Err))
+	case OutcomeFailed:
+		log(slog.LevelWarn, "email failed; it waits for an operator's requeue", "error", res.Err.Error())
+	case OutcomeRetry:
+		level := slog.LevelWarn
+		if errors.Is(res.Err, smtp.ErrSTARTTLSRefused) || errors.Is(res.Err, smtp.ErrPlaintextForbidden) {
+			level = slog.LevelError // a relay or configuration problem someone must fix
+		}
+		log(level, "email send failed; will retry",
+			"retry_in", res.RetryIn.Round(time.Second).String(), "error", res.Err.Error())
+	}
+}
+
+// markFor picks the mark an outcome earns and the outcome metric it
+// counts under. A retry past the last backoff slot becomes a failure.
+func (d *Dispatcher) markFor(row *Row, res *Result, seal json.RawMessage) (markStmt, string) {
+	switch res.Outcome {
+	case OutcomeSent:
+		return dispatchedMark(row.ID), metricSent
+	case OutcomeSkipped:
+		return skippedMark(row.ID), metricSkipped
+	case OutcomeRetry:
+		wait, ok := d.backoff.Next(row.Attempts)
+		if ok {
+			res.RetryIn = wait
+			return retryMark(row.ID, wait, res.Err, seal), metricRetried
+		}
+		res.Outcome = OutcomeFailed
+		res.Err = fmt.Errorf("gave up after %d attempts: %w", row.Attempts, res.Err)
+		return failedMark(row.ID, res.Err, seal), metricFailedExhausted
+	default:
+		return failedMark(row.ID, res.Err, seal), metricFailedPermanent
+	}
+}
+
+// report runs the AfterSend hook, bounded by BounceReportBudget and shielded
+// from its panics.
+func (d *Dispatcher) report(rowCtx context.Context, res Result) {
+	if d.afterSend == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rowCtx), leases.BounceReportBudget)
+	defer cancel()
+	defer func() {
+		if v := recover(); v != nil {
+			d.logger.Error("email AfterSend hook panicked", "row_id", res.RowID, "panic", fmt.Sprint(v))
+		}
+	}()
+	d.afterSend(ctx, res)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
