@@ -49,6 +49,10 @@ type Record struct {
 
 	// Payload is the stored payload without the secret-bearing keys.
 	Payload json.RawMessage
+
+	// secrets is the secret keys the stored payload holds, each "sealed"
+	// or "present" (never a value); SecretFields reads it.
+	secrets map[string]string
 }
 
 // DefaultListLimit is ListByCustomer's limit when the caller gives none;
@@ -62,7 +66,7 @@ var recordColumns = `id::text, kind, customer_id, coalesce(invoice_id, ''), stat
 	coalesce(last_error, ''), created_at, dispatched_at,
 	coalesce(payload->>'to', ''), coalesce(payload->>'subject', ''), coalesce(payload->>'invoice_number', ''),
 	coalesce(payload->>'attempt_number', ''), coalesce(payload->>'trigger', ''),
-	payload - ` + scrubbedKeysSQL
+	payload - ` + scrubbedKeysSQL + `, ` + secretStatesSQL
 
 // ListByCustomer returns the customer's emails created within ReadWindow,
 // newest first, at most limit of them (0 means DefaultListLimit).
@@ -103,11 +107,12 @@ ORDER BY created_at DESC, id`, invoiceID)
 
 func scanRecord(row pgx.CollectableRow) (Record, error) {
 	var r Record
-	var kind, status, attemptNumber string
+	var kind, status, attemptNumber, secrets string
 	err := row.Scan(&r.ID, &kind, &r.CustomerID, &r.InvoiceID, &status, &r.Attempts, &r.NextAttemptAt,
 		&r.LastError, &r.CreatedAt, &r.DispatchedAt,
-		&r.To, &r.Subject, &r.InvoiceNumber, &attemptNumber, &r.Trigger, &r.Payload)
+		&r.To, &r.Subject, &r.InvoiceNumber, &attemptNumber, &r.Trigger, &r.Payload, &secrets)
 	r.Kind, r.Status = Kind(kind), Status(status)
+	r.secrets = parseSecretStates(secrets)
 	// Written by any language; a non-integer value reads as 0, not an error.
 	r.AttemptNumber, _ = strconv.Atoi(attemptNumber)
 	return r, err

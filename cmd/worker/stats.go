@@ -69,15 +69,7 @@ type RecentError struct {
 // the longest-waiting row has been due and not sent. It is served by the
 // claim's partial index, so it is cheap enough for every scrape.
 func readDue(ctx context.Context, db claim.DB, t outboxTable) (due int64, oldest time.Duration, err error) {
-	cond := t.DueColumn + " <= now()"
-	if t.Legacy {
-		cond = "(" + cond + " OR " + t.DueColumn + " IS NULL)"
-	}
-	var secs float64
-	err = db.QueryRow(ctx, fmt.Sprintf(`SELECT count(*),
-		COALESCE(EXTRACT(EPOCH FROM now() - min(COALESCE(%s, created_at))), 0)::float8
-		FROM %s WHERE status = 'pending' AND %s`, t.DueColumn, t.Table, cond)).Scan(&due, &secs)
-	return due, time.Duration(secs * float64(time.Second)), err
+	return claim.Table{Name: t.Table, DueColumn: t.DueColumn, LegacyNullDue: t.Legacy}.ReadDue(ctx, db)
 }
 
 // readStats is the full picture for an operator: exact counts of every
