@@ -60,7 +60,7 @@ func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaO
 	if err != nil {
 		return err
 	}
-	srv, startUI, err := newServer(env, pool, rep.client, reg)
+	srv, startUI, err := newServer(env, pool, rep.client, rep.pipeline, reg)
 	if err != nil {
 		return err
 	}

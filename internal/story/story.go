@@ -159,7 +159,7 @@ func load(ctx context.Context, db DB, q string, k Kind) (s Story, found bool, er
 		if len(recs) == 0 {
 			return s, false, nil
 		}
-		if s.Emails, err = emails(ctx, db, recs); err != nil {
+		if s.Emails, err = Emails(ctx, db, recs); err != nil {
 			return s, false, err
 		}
 	}
@@ -193,7 +193,9 @@ func (s Story) rowIDs() []string {
 	return ids
 }
 
-func emails(ctx context.Context, db DB, recs []outbox.Record) ([]Email, error) {
+// Emails turns records into the operator's view of each: secret states,
+// suppression, outcome and fix.
+func Emails(ctx context.Context, db DB, recs []outbox.Record) ([]Email, error) {
 	out := make([]Email, 0, len(recs))
 	type suppression struct {
 		on     bool
