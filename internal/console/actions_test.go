@@ -136,7 +136,6 @@ func TestActionsChangeRows(t *testing.T) {
 		t.Fatalf("enable: %d:\n%s", code, body)
 	}
 
-
 	logs := f.logs.String()
 	for _, action := range []string{"requeue-email", "replay-event", "requeue-webhook-outbox", "disable-endpoint", "enable-endpoint", "replay-endpoint"} {
 		if !strings.Contains(logs, `msg="console: action done" component=console user=alice action=`+action+` id=`) {

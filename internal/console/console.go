@@ -215,9 +215,9 @@ func (c *Console) funcs() template.FuncMap {
 			}
 			return d.Round(time.Second).String()
 		},
-		"pct": func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
-		"url": func(kind, q string) string { return c.URL(story.Kind(kind), q) },
-		"job": func(id int64) string { return fmt.Sprintf("%s/jobs/%d", c.riverUI, id) },
+		"pct":   func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
+		"url":   func(kind, q string) string { return c.URL(story.Kind(kind), q) },
+		"job":   func(id int64) string { return fmt.Sprintf("%s/jobs/%d", c.riverUI, id) },
 		"chart": func(outbox string) template.HTML { return c.samples.chart(outbox) },
 		"short": func(s string, n int) string {
 			if r := []rune(s); len(r) > n {

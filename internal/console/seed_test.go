@@ -29,10 +29,10 @@ type fixture struct {
 	// Email rows.
 	failedID, sentID, retryingID, skippedID, freshID, suppressedID string
 	// Webhook rows.
-	goodEP, badEP, offEP    webhook.Endpoint
-	eventID                 string
+	goodEP, badEP, offEP      webhook.Endpoint
+	eventID                   string
 	goodDelivery, badDelivery string
-	failedOutboxID          string
+	failedOutboxID            string
 
 	// secrets are every secret value written anywhere: none may reach a page.
 	secrets []string
