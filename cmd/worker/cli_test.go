@@ -105,6 +105,9 @@ func TestGroupsAndTopLevel(t *testing.T) {
 		{[]string{"replay", "endpoint", "ep_1", "--since", "yesterday"}, 2, "want an RFC3339 time"},
 		{[]string{"failed", "email", "--limit", "0"}, 2, "want at least 1"},
 		{[]string{"endpoints", "create"}, 2, "--url is required"},
+		{[]string{"show"}, 2, "missing argument <anything>"},
+		{[]string{"show", "INV-1", "--kind", "bogus"}, 2, `kind "bogus" is not one of email, event`},
+		{[]string{"show", "INV-1"}, 1, "APP_ENV"},
 	} {
 		code, out, errOut := run(tc.args...)
 		got := errOut

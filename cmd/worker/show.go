@@ -24,18 +24,15 @@ func init() {
 			"per endpoint with each attempt's status code, duration and response excerpt, and its replays. " +
 			"Exits 1 when nothing matches, naming what was searched; 2 for malformed input.",
 		Flags: func(fs *flag.FlagSet) runFunc {
-			kind := fs.String("kind", "", "force what <anything> is: email, invoice, customer, recipient, event, delivery, endpoint or webhook_outbox")
+			var kind kindValue
+			fs.Var(&kind, "kind", "force what <anything> is: `K` is email, invoice, customer, recipient, event, delivery, endpoint or webhook_outbox")
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, env *Env, args []string) error {
-				k, err := story.ParseKind(*kind)
-				if err != nil {
-					return usagef("%v", err)
-				}
 				pool, err := env.MigratedPool(ctx)
 				if err != nil {
 					return err
 				}
-				s, err := story.Find(ctx, pool, args[0], k)
+				s, err := story.Find(ctx, pool, args[0], story.Kind(kind))
 				switch {
 				case errors.Is(err, story.ErrMalformed):
 					return usagef("%v", err)
@@ -51,4 +48,23 @@ func init() {
 			}
 		},
 	})
+}
+
+// kindValue is --kind, checked while the arguments are parsed.
+type kindValue story.Kind
+
+func (v *kindValue) Set(s string) error {
+	k, err := story.ParseKind(s)
+	if err != nil {
+		return err
+	}
+	*v = kindValue(k)
+	return nil
+}
+
+func (v *kindValue) String() string {
+	if v == nil {
+		return ""
+	}
+	return string(*v)
 }
