@@ -29,7 +29,8 @@ func TestEndpointHealth(t *testing.T) {
 		return id
 	}
 	d, o := delivery(ep.ID), delivery(other.ID)
-	// Oldest first: two days ago a success (outside both windows), then in
+	// Oldest first: two days ago a success and a failure (outside both
+	// windows), then in
 	// the last day 4 successes of 100..400 ms, then in the last hour one
 	// success and three failures.
 	for _, a := range []struct {
@@ -40,6 +41,7 @@ func TestEndpointHealth(t *testing.T) {
 		err  any
 	}{
 		{d, 48 * time.Hour, 200, 5000, nil},
+		{d, 30 * time.Hour, 500, 5000, "HTTP 500"}, // before the last success: not in the streak
 		{d, 20 * time.Hour, 200, 100, nil},
 		{d, 19 * time.Hour, 204, 200, nil},
 		{d, 18 * time.Hour, 200, 300, nil},

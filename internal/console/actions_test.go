@@ -18,6 +18,10 @@ func TestActionsRefuseBadInput(t *testing.T) {
 	mallory := f.browser(t, "mallory")
 	malloryToken := mallory.token("requeue-email", f.failedID)
 
+	// Alice's browser, its cookie and her token, but another basic-auth
+	// user: the token is bound to the user as well as the session.
+	asMallory := &browser{t: t, c: alice.c, base: alice.base, user: "mallory"}
+
 	eventsBefore := f.count(t, `SELECT count(*) FROM webhook_events`)
 	for _, tc := range []struct {
 		name   string
@@ -29,7 +33,8 @@ func TestActionsRefuseBadInput(t *testing.T) {
 	}{
 		{"forged POST without a token", alice, "requeue-email", url.Values{"id": {f.failedID}, "confirm": {"yes"}}, 403, "CSRF token is missing or invalid"},
 		{"forged POST with a made-up token", alice, "requeue-email", url.Values{"id": {f.failedID}, "confirm": {"yes"}, "csrf": {"AAAA"}}, 403, "CSRF"},
-		{"another user's token", alice, "requeue-email", url.Values{"id": {f.failedID}, "confirm": {"yes"}, "csrf": {malloryToken}}, 403, "CSRF"},
+		{"another browser's token", alice, "requeue-email", url.Values{"id": {f.failedID}, "confirm": {"yes"}, "csrf": {malloryToken}}, 403, "CSRF"},
+		{"the session's token, another user", asMallory, "requeue-email", url.Values{"id": {f.failedID}, "confirm": {"yes"}, "csrf": {token}}, 403, "CSRF"},
 		{"no cookie (another browser)", f.browser(t, "alice"), "requeue-email", url.Values{"id": {f.failedID}, "confirm": {"yes"}, "csrf": {token}}, 403, "CSRF"},
 		{"forged replay", alice, "replay-event", url.Values{"id": {f.eventID}, "confirm": {"yes"}}, 403, "CSRF"},
 		{"forged disable", alice, "disable-endpoint", url.Values{"id": {f.goodEP.ID}, "confirm": {"yes"}}, 403, "CSRF"},

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/webhook"
 )
@@ -163,34 +165,48 @@ func load(ctx context.Context, db DB, q string, k Kind) (s Story, found bool, er
 			return s, false, err
 		}
 	}
-	if s.Jobs, err = jobsFor(ctx, db, s.rowIDs()); err != nil {
+	ids, since := s.rowIDs()
+	if s.Jobs, err = jobsFor(ctx, db, ids, since); err != nil {
 		return s, false, err
 	}
 	return s, true, nil
 }
 
-// rowIDs are the ids a shift's output could name: email rows, deliveries
-// and webhook_outbox rows.
-func (s Story) rowIDs() []string {
-	var ids []string
+// maxJobLookupIDs caps the row ids whose shift jobs a story looks up:
+// each id is a containment test on every kept shift's output.
+const maxJobLookupIDs = 20
+
+// rowIDs are the ids a shift's output could name — email rows, deliveries
+// and webhook_outbox rows, newest first, at most maxJobLookupIDs — and
+// the oldest row's creation: no shift finished before it touched them.
+func (s Story) rowIDs() (ids []string, since time.Time) {
+	add := func(id string, created time.Time) {
+		if len(ids) >= maxJobLookupIDs {
+			return
+		}
+		ids = append(ids, id)
+		if since.IsZero() || created.Before(since) {
+			since = created
+		}
+	}
 	for _, e := range s.Emails {
-		ids = append(ids, e.ID)
+		add(e.ID, e.CreatedAt)
 	}
 	if s.Event != nil {
 		for _, d := range s.Event.Deliveries {
-			ids = append(ids, d.ID)
+			add(d.ID, d.CreatedAt)
 		}
 		if s.Event.OutboxID != "" {
-			ids = append(ids, s.Event.OutboxID)
+			add(s.Event.OutboxID, s.Event.CreatedAt.Add(-time.Hour)) // the outbox row came first, by how much is unknown
 		}
 	}
 	if s.Delivery != nil {
-		ids = append(ids, s.Delivery.ID)
+		add(s.Delivery.ID, s.Delivery.CreatedAt)
 	}
 	if s.WebhookOutbox != nil {
-		ids = append(ids, s.WebhookOutbox.ID)
+		add(s.WebhookOutbox.ID, s.WebhookOutbox.CreatedAt)
 	}
-	return ids
+	return ids, since
 }
 
 // Emails turns records into the operator's view of each: secret states,
@@ -276,27 +292,32 @@ func orNone(s string) string {
 }
 
 // jobsSQL finds the shift jobs River still keeps whose recorded output
-// names one of the ids. River keeps finished jobs 24 h; a shift records at
-// most the first 50 ids of each list, so an older or busier row may have
-// none.
+// names one of the ids ($2), finished since the oldest row was created
+// ($3). River keeps finished jobs 24 h; a shift records at most the first
+// 50 ids of each list, so an older or busier row may have none. Each kept
+// shift's output is read once (?|), then matched to the ids it names.
 const jobsSQL = `SELECT j.id, j.queue, j.state::text, j.finalized_at, ids.id,
-	CASE WHEN j.metadata->'output'->'sent_ids' ? ids.id THEN 'sent' ELSE 'failed' END
-FROM river_job j, unnest($2::text[]) AS ids(id)
-WHERE j.kind = $1 AND (j.metadata->'output'->'sent_ids' ? ids.id OR j.metadata->'output'->'failed_ids' ? ids.id)
-ORDER BY j.id DESC LIMIT 20`
+	CASE WHEN j.o->'sent_ids' ? ids.id THEN 'sent' ELSE 'failed' END
+FROM (SELECT id, queue, state, finalized_at, metadata->'output' AS o FROM river_job
+	WHERE kind = $1 AND finalized_at >= $3
+	  AND (metadata->'output'->'sent_ids' ?| $2::text[] OR metadata->'output'->'failed_ids' ?| $2::text[])
+	ORDER BY id DESC LIMIT 20) j
+CROSS JOIN LATERAL unnest($2::text[]) AS ids(id)
+WHERE j.o->'sent_ids' ? ids.id OR j.o->'failed_ids' ? ids.id
+ORDER BY j.id DESC, ids.id`
 
 // ShiftKind is the River kind of a shift job (jobs.ShiftArgs), kept here
 // so the read model does not import River.
 const ShiftKind = "postbox_shift"
 
-func jobsFor(ctx context.Context, db DB, ids []string) ([]JobRef, error) {
+func jobsFor(ctx context.Context, db DB, ids []string, since time.Time) ([]JobRef, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := db.Query(ctx, jobsSQL, ShiftKind, ids)
+	rows, err := db.Query(ctx, jobsSQL, ShiftKind, ids, since)
 	if err != nil {
-		if strings.Contains(err.Error(), "river_job") { // River not migrated: the library used without the worker
-			return nil, nil
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "42P01" {
+			return nil, nil // no river_job: the library used without River's migrations
 		}
 		return nil, fmt.Errorf("story: shift jobs: %w", err)
 	}
