@@ -88,3 +88,18 @@ func TestConsoleAuth(t *testing.T) {
 		})
 	}
 }
+
+// Replicas with the same credentials derive the same CSRF key, so a form
+// from one is accepted by another; other credentials, another key.
+func TestConsoleCSRFKeyIsSharedByReplicas(t *testing.T) {
+	t.Parallel()
+	a := consoleCSRFKey(Config{RiverUIUser: "admin", RiverUIPassword: "pw"})
+	b := consoleCSRFKey(Config{RiverUIUser: "admin", RiverUIPassword: "pw"})
+	c := consoleCSRFKey(Config{RiverUIUser: "admin", RiverUIPassword: "pw2"})
+	if len(a) != 32 || !bytes.Equal(a, b) || bytes.Equal(a, c) {
+		t.Fatalf("keys %x %x %x", a, b, c)
+	}
+	if consoleCSRFKey(Config{}) != nil {
+		t.Fatal("a key without credentials: want a random one per process")
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"log/slog"
 	"net/http"
@@ -49,7 +50,7 @@ func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], repla
 	mux.Handle("/riverui/", riverUIAuth(env.Config, env.Logger, ui))
 
 	con, err := console.New(console.Config{DB: pool, Replayer: replayer, Logger: env.Logger,
-		Prefix: consolePrefix, RiverUIPrefix: "/riverui"})
+		Prefix: consolePrefix, RiverUIPrefix: "/riverui", CSRFKey: consoleCSRFKey(env.Config)})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -70,6 +71,18 @@ func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], repla
 		return ui.Start(ctx)
 	}
 	return srv, start, nil
+}
+
+// consoleCSRFKey derives the console's CSRF key from the operator
+// password, so every replica behind one load balancer accepts the tokens
+// of the others' pages. Without credentials (development only) it is nil:
+// a random key per process.
+func consoleCSRFKey(cfg Config) []byte {
+	if cfg.RiverUIPassword == "" {
+		return nil
+	}
+	sum := sha256.Sum256([]byte("postbox console csrf v1\x00" + cfg.RiverUIUser + "\x00" + cfg.RiverUIPassword))
+	return sum[:]
 }
 
 // consolePrefix is where the console is mounted; the shift jobs' output

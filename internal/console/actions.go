@@ -14,8 +14,10 @@ import (
 )
 
 // actionTimeout bounds an action: a replay makes its first attempts
-// (each within the webhook delivery budget) before it returns.
-const actionTimeout = 2 * time.Minute
+// (each within the webhook delivery budget) before it returns. It stays
+// under the HTTP server's write timeout (cmd/worker: 60 s), so the answer
+// reaches the browser; attempts it cuts short are the retry worker's.
+const actionTimeout = 45 * time.Second
 
 // An action is one thing the console changes. Every action takes a row
 // id; some take a --since or a reason.

@@ -38,8 +38,9 @@ type Config struct {
 	// RiverUIPrefix is River UI's mount, for links to the jobs that
 	// touched a row; empty leaves the links out.
 	RiverUIPrefix string
-	// CSRFKey signs the CSRF tokens; nil draws a random key, so tokens
-	// last as long as the process.
+	// CSRFKey signs the CSRF tokens. Replicas behind one load balancer
+	// need the same key; nil draws a random one, so tokens last as long as
+	// the process.
 	CSRFKey []byte
 	// SampleEvery is how often Run samples the due figures for the chart;
 	// zero means DefaultSampleEvery.
