@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -86,6 +87,8 @@ func TestPages(t *testing.T) {
 		{"customer", "/console/customer/cus_42", 200, []string{f.retryingID, f.failedID, "password_reset_url</code> present",
 			"connection refused", "none needed: it is retried at"}},
 		{"recipient", "/console/search?q=ada@example.com", 200, []string{"Emails to ada@example.com", f.retryingID, f.failedID}},
+		{"river ui link", "/console/email/" + f.sentID, 200, []string{fmt.Sprintf(`<a href="/riverui/jobs/%d">shift job %d</a>`, f.jobID, f.jobID),
+			"postbox_r_host_1", "<td>sent</td>"}},
 		{"suppressed", "/console/email/" + f.suppressedID, 200, []string{"suppressed</span> hard bounce: 550 no such user", "lift the suppression first"}},
 		{"skipped", "/console/email/" + f.skippedID, 200, []string{"skipped by its renderer", "organisation deleted"}},
 		{"fresh", "/console/search?q=" + f.freshID, 200, []string{"waiting for its first attempt"}},

@@ -33,6 +33,8 @@ type fixture struct {
 	eventID                   string
 	goodDelivery, badDelivery string
 	failedOutboxID            string
+	// jobID is a shift job whose recorded output lists sentID as sent.
+	jobID int64
 
 	// secrets are every secret value written anywhere: none may reach a page.
 	secrets []string
@@ -148,6 +150,13 @@ func newFixture(t *testing.T) *fixture {
 		($1, 3, NULL, 10000, 'context deadline exceeded (Client.Timeout exceeded while awaiting headers)', NULL, now() - interval '10 minutes')`, f.badDelivery)
 	f.failedOutboxID = insert(`INSERT INTO webhook_outbox (event_type, payload, status, attempts, last_error)
 		VALUES ('customer.updated', '{"customer":"cus_42"}', 'failed', 8, 'fan-out: connection reset') RETURNING id`)
+
+	if err := db.QueryRow(ctx, `INSERT INTO river_job (kind, args, metadata, state, max_attempts, queue, finalized_at)
+		VALUES ('postbox_shift', '{"lane":"email_outbox","replica":"host_1"}',
+		jsonb_build_object('output', jsonb_build_object('sent', 1, 'sent_ids', jsonb_build_array($1::text))),
+		'completed', 1, 'postbox_r_host_1', now()) RETURNING id`, f.sentID).Scan(&f.jobID); err != nil {
+		t.Fatal(err)
+	}
 
 	disp, err := webhook.NewDispatcher(db, webhook.Config{Settings: webhook.Settings{
 		AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}, Logger: testLogger()})

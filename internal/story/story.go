@@ -69,6 +69,11 @@ type Email struct {
 	// Requeueable: a failed row, which `worker requeue email` and the
 	// console's requeue accept.
 	Requeueable bool `json:"requeueable"`
+
+	// The row keeps no log of its attempts: the count, the last error and
+	// the next attempt's time are what it records. Story.Jobs lists the
+	// shifts of the last 24 h that attempted it. Provider events
+	// (email_events) are the next field to add here.
 }
 
 // JobRef is a River job that touched a row.
@@ -78,7 +83,7 @@ type JobRef struct {
 	State       string     `json:"state"`
 	FinalizedAt *time.Time `json:"finalized_at,omitempty"`
 	RowID       string     `json:"row_id"`
-	Outcome     string     `json:"outcome"` // "sent" or "failed" (failed or retried)
+	Outcome     string     `json:"outcome"` // "sent", or "failed" (failed or retried): the shift's lists
 }
 
 // Find detects what q names (or takes kind, when not "") and reads its

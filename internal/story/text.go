@@ -43,9 +43,13 @@ func WriteText(w io.Writer, s Story) error {
 		}
 	}
 	if len(s.Jobs) > 0 {
-		p.f("\nRiver shift jobs that touched these rows (River UI: /riverui/jobs/<id>):\n")
+		p.f("\nRiver shift jobs that attempted these rows (kept 24 h; River UI: /riverui/jobs/<id>):\n")
 		for _, j := range s.Jobs {
-			p.f("  job %d on %s (%s): %s row %s\n", j.ID, j.Queue, j.State, j.Outcome, j.RowID)
+			done := ""
+			if j.FinalizedAt != nil {
+				done = ", finished " + ts(*j.FinalizedAt)
+			}
+			p.f("  job %d on %s (%s%s): %s row %s\n", j.ID, j.Queue, j.State, done, j.Outcome, j.RowID)
 		}
 	}
 	return p.err

@@ -150,6 +150,14 @@ func init() {
 			Test:    "TestShiftOutputLinksTheConsole",
 		},
 		Mutation{
+			Name:    "River UI link-up: row pages link to River UI's queues, not the job",
+			File:    "internal/console/console.go",
+			Find:    `return fmt.Sprintf("%s/jobs/%d", c.riverUI, id)`,
+			Replace: `return fmt.Sprintf("%s/queues#%d", c.riverUI, id)`,
+			Pkg:     "./internal/console/",
+			Test:    "TestPages",
+		},
+		Mutation{
 			Name:    "console browser: the requeue link is gone",
 			File:    "internal/console/templates/story.html",
 			Find:    "{{if .Requeueable}}",
