@@ -158,6 +158,14 @@ func init() {
 			Test:    "TestPages",
 		},
 		Mutation{
+			Name:    "due figures: a legacy delivery with no due time is not due",
+			File:    "internal/claim/claim.go",
+			Find:    `cond = "(" + cond + " OR " + t.DueColumn + " IS NULL)"`,
+			Replace: `cond = "(" + cond + ")"`,
+			Pkg:     "./internal/story/",
+			Test:    "TestReadFigures",
+		},
+		Mutation{
 			Name:    "console browser: the requeue link is gone",
 			File:    "internal/console/templates/story.html",
 			Find:    "{{if .Requeueable}}",
