@@ -175,10 +175,52 @@ func (w *ShiftWorker) Work(ctx context.Context, job *river.Job[ShiftArgs]) error
 		s.logger.InfoContext(ctx, "shift", "lane", job.Args.Lane, "claims", t.Claims, "claimed", t.Claimed,
 			"sent", t.Sent, "failed", t.Failed, "retried", t.Retried, "released", t.Released, "stale", t.Stale, "panics", t.Panics)
 	}
-	if oerr := river.RecordOutput(ctx, t); oerr != nil {
+	if oerr := river.RecordOutput(ctx, shiftOutput(job.Args.Lane, t)); oerr != nil {
 		err = errors.Join(err, oerr)
 	}
 	return errors.Join(err, t.Err())
+}
+
+// ConsolePrefix is where cmd/worker mounts the console (internal/console):
+// a shift's output links each row it names to the row's console page.
+const ConsolePrefix = "/console"
+
+// ShiftOutput is a shift's recorded output: its Tally, whose fields stay
+// at the top level (sent_ids, failed_ids…), and the console pages of the
+// rows those lists name, so River UI links back to each row's story.
+type ShiftOutput struct {
+	outbox.Tally
+	Console *ConsoleLinks `json:"console,omitempty"`
+}
+
+// ConsoleLinks are console paths, on the server that serves River UI.
+type ConsoleLinks struct {
+	Sent   []string `json:"sent,omitempty"`
+	Failed []string `json:"failed,omitempty"`
+}
+
+// shiftOutput adds the console links to t: an email row's page for the
+// email lane; for the webhook lane, whose ids are deliveries (or, for a
+// failed fan-out, webhook_outbox rows), the console's find page, which
+// resolves either.
+func shiftOutput(lane string, t outbox.Tally) ShiftOutput {
+	out := ShiftOutput{Tally: t}
+	if len(t.SentIDs) == 0 && len(t.FailedIDs) == 0 {
+		return out
+	}
+	page := ConsolePrefix + "/find/"
+	if lane == LaneEmail {
+		page = ConsolePrefix + "/email/"
+	}
+	links := func(ids []string) []string {
+		var l []string
+		for _, id := range ids {
+			l = append(l, page+id)
+		}
+		return l
+	}
+	out.Console = &ConsoleLinks{Sent: links(t.SentIDs), Failed: links(t.FailedIDs)}
+	return out
 }
 
 func (s *Shifts) laneNames() []string {

@@ -56,6 +56,10 @@ type Record struct {
 	// dispatched with LastEvent bounced. EventsFor returns the whole
 	// timeline.
 	LastEvent EventType
+
+	// secrets is the secret keys the stored payload holds, each "sealed"
+	// or "present" (never a value); SecretFields reads it.
+	secrets map[string]string
 }
 
 // DefaultListLimit is ListByCustomer's limit when the caller gives none;
@@ -71,7 +75,7 @@ var recordColumns = `id::text, kind, customer_id, coalesce(invoice_id, ''), stat
 	coalesce(payload->>'attempt_number', ''), coalesce(payload->>'trigger', ''),
 	payload - ` + scrubbedKeysSQL + `,
 	coalesce((SELECT e.type FROM email_events e WHERE e.row_id = email_outbox.id
-		ORDER BY e.received_at DESC, e.id DESC LIMIT 1), '')`
+		ORDER BY e.received_at DESC, e.id DESC LIMIT 1), ''), ` + secretStatesSQL
 
 // ListByCustomer returns the customer's emails created within ReadWindow,
 // newest first, at most limit of them (0 means DefaultListLimit).
@@ -112,11 +116,12 @@ ORDER BY created_at DESC, id`, invoiceID)
 
 func scanRecord(row pgx.CollectableRow) (Record, error) {
 	var r Record
-	var kind, status, attemptNumber, lastEvent string
+	var kind, status, attemptNumber, lastEvent, secrets string
 	err := row.Scan(&r.ID, &kind, &r.CustomerID, &r.InvoiceID, &status, &r.Attempts, &r.NextAttemptAt,
 		&r.LastError, &r.CreatedAt, &r.DispatchedAt,
-		&r.To, &r.Subject, &r.InvoiceNumber, &attemptNumber, &r.Trigger, &r.Payload, &lastEvent)
+		&r.To, &r.Subject, &r.InvoiceNumber, &attemptNumber, &r.Trigger, &r.Payload, &lastEvent, &secrets)
 	r.Kind, r.Status, r.LastEvent = Kind(kind), Status(status), EventType(lastEvent)
+	r.secrets = parseSecretStates(secrets)
 	// Written by any language; a non-integer value reads as 0, not an error.
 	r.AttemptNumber, _ = strconv.Atoi(attemptNumber)
 	return r, err

@@ -32,7 +32,7 @@ func TestEveryCommandHelpAndUsage(t *testing.T) {
 	t.Parallel()
 	// The table: a command added or removed must show here, so its help
 	// and usage are checked on purpose, not by luck.
-	want := []string{"run", "demo", "migrate up", "migrate down", "migrate status", "stats",
+	want := []string{"run", "demo", "migrate up", "migrate down", "migrate status", "show", "stats",
 		"failed email", "failed webhook", "requeue email", "requeue webhook", "replay event",
 		"replay endpoint", "endpoints create", "endpoints list", "endpoints disable", "endpoints enable",
 		"suppressions list", "suppressions add", "suppressions remove", "suppressions check",
@@ -122,6 +122,9 @@ func TestGroupsAndTopLevel(t *testing.T) {
 		{[]string{"suppressions", "remove"}, 2, "missing argument"},
 		{[]string{"suppressions", "check", "a@example.com", "b@example.com"}, 2, "unexpected argument"},
 		{[]string{"suppressions", "list", "--limit", "0"}, 2, "want at least 1"},
+		{[]string{"show"}, 2, "missing argument <anything>"},
+		{[]string{"show", "INV-1", "--kind", "bogus"}, 2, `kind "bogus" is not one of email, event`},
+		{[]string{"show", "INV-1"}, 1, "APP_ENV"},
 	} {
 		code, out, errOut := run(tc.args...)
 		got := errOut

@@ -84,8 +84,8 @@ func runDemo(ctx context.Context, env *Env, exitAfterSummary bool) error {
 				return errDone
 			}
 			base := "http://" + addr
-			fmt.Fprintf(out, "\nRiver UI  %s/riverui/\nMetrics   %s/metrics\nStats     DATABASE_URL='%s' go run ./cmd/worker stats\n",
-				base, base, w.DBURL)
+			fmt.Fprintf(out, "\nConsole   %s/console/\nRiver UI  %s/riverui/\nMetrics   %s/metrics\nStats     DATABASE_URL='%s' go run ./cmd/worker stats\n",
+				base, base, base, w.DBURL)
 			fmt.Fprintln(out, "\nCtrl-C stops the demo and drops its database.")
 			<-ctx.Done()
 			return nil

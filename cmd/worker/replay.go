@@ -5,8 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -116,25 +114,8 @@ func attemptsText(s webhook.Tally, schedule leases.Backoff) string {
 	return text
 }
 
-// parseSince reads --since: an RFC3339 time, a Go duration (24h) or a
-// number of days (7d), the last two counted back from now.
-func parseSince(s string, now time.Time) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, fmt.Errorf("--since is required, e.g. --since 24h or --since 2026-09-01T00:00:00Z")
-	}
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		if n, err := strconv.Atoi(days); err == nil && n > 0 {
-			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
-		}
-	}
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		return now.Add(-d), nil
-	}
-	return time.Time{}, fmt.Errorf("--since %q: want an RFC3339 time (2026-09-01T00:00:00Z) or an age (24h, 7d)", s)
-}
+// parseSince reads --since (webhook.ParseSince).
+func parseSince(s string, now time.Time) (time.Time, error) { return webhook.ParseSince(s, now) }
 
 // requeueWebhook runs webhook.RequeueOutbox; its refusals say why.
 func requeueWebhook(ctx context.Context, pool *pgxpool.Pool, id string) (string, error) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
 
+	"github.com/postbox/postbox/internal/console"
+	"github.com/postbox/postbox/jobs"
 	"github.com/postbox/postbox/migrations"
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/outbox/mailevents"
@@ -21,10 +24,11 @@ import (
 
 // newServer builds the replica's HTTP surface: /healthz (process alive),
 // /readyz (database reachable and migrations current), /metrics, the
-// delivery-event endpoints under /events/ (package mailevents), and River
-// UI under /riverui/. The returned start function starts River UI's
-// background services; call it before serving.
-func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], reg *prometheus.Registry,
+// delivery-event endpoints under /events/ (package mailevents), River UI
+// under /riverui/ and the console under /console/, both behind the same
+// basic auth. The returned start function starts River UI's background
+// services and the console's sampler; call it before serving.
+func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], replayer console.Replayer, reg *prometheus.Registry,
 	emailMetrics *outbox.Metrics) (*http.Server, func(context.Context) error, error) {
 	// Built once: readiness probes arrive every few seconds, and loading
 	// both migration sets per probe would be work done on a hot path.
@@ -60,6 +64,14 @@ func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], reg *
 	}
 	mux.Handle("/riverui/", riverUIAuth(env.Config, env.Logger, ui))
 
+	con, err := console.New(console.Config{DB: pool, Replayer: replayer, Logger: env.Logger,
+		Prefix: consolePrefix, RiverUIPrefix: "/riverui", CSRFKey: consoleCSRFKey(env.Config)})
+	if err != nil {
+		return nil, nil, err
+	}
+	mux.Handle(consolePrefix+"/", operatorAuth(env.Config, env.Logger, "the console", con))
+	mux.Handle("GET "+consolePrefix, http.RedirectHandler(consolePrefix+"/", http.StatusMovedPermanently))
+
 	srv := &http.Server{
 		Addr:              env.Config.HTTPAddr,
 		Handler:           mux,
@@ -69,8 +81,28 @@ func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], reg *
 		IdleTimeout:       2 * time.Minute,
 	}
 	srv.RegisterOnShutdown(func() { migrator.Close() })
-	return srv, ui.Start, nil
+	start := func(ctx context.Context) error {
+		go con.Run(ctx)
+		return ui.Start(ctx)
+	}
+	return srv, start, nil
 }
+
+// consoleCSRFKey derives the console's CSRF key from the operator
+// password, so every replica behind one load balancer accepts the tokens
+// of the others' pages. Without credentials (development only) it is nil:
+// a random key per process.
+func consoleCSRFKey(cfg Config) []byte {
+	if cfg.RiverUIPassword == "" {
+		return nil
+	}
+	sum := sha256.Sum256([]byte("postbox console csrf v1\x00" + cfg.RiverUIUser + "\x00" + cfg.RiverUIPassword))
+	return sum[:]
+}
+
+// consolePrefix is where the console is mounted; the shift jobs' output
+// links to it (jobs.ConsolePrefix).
+const consolePrefix = jobs.ConsolePrefix
 
 func readyHandler(pool *pgxpool.Pool, m *migrations.Migrator) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -92,14 +124,22 @@ func readyHandler(pool *pgxpool.Pool, m *migrations.Migrator) http.HandlerFunc {
 // basic auth when credentials are configured. In production it refuses to
 // serve the UI without them: the dashboard can cancel and retry jobs.
 func riverUIAuth(cfg Config, logger *slog.Logger, next http.Handler) http.Handler {
+	return operatorAuth(cfg, logger, "River UI", next)
+}
+
+// operatorAuth is the one auth of the operator surfaces — River UI and the
+// console, which can requeue and replay: HTTP basic auth with
+// RIVERUI_USERNAME and RIVERUI_PASSWORD, and in production a refusal when
+// they are not set. what names the surface in the refusal and the logs.
+func operatorAuth(cfg Config, logger *slog.Logger, what string, next http.Handler) http.Handler {
 	if cfg.RiverUIUser == "" {
 		if cfg.Production() {
-			logger.Warn("River UI disabled: APP_ENV=production requires RIVERUI_USERNAME and RIVERUI_PASSWORD")
+			logger.Warn(what+" disabled: APP_ENV=production requires RIVERUI_USERNAME and RIVERUI_PASSWORD", "surface", what)
 			return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				http.Error(w, "River UI is disabled: set RIVERUI_USERNAME and RIVERUI_PASSWORD", http.StatusForbidden)
+				http.Error(w, what+" is disabled: set RIVERUI_USERNAME and RIVERUI_PASSWORD", http.StatusForbidden)
 			})
 		}
-		logger.Warn("River UI is served without authentication; set RIVERUI_USERNAME and RIVERUI_PASSWORD")
+		logger.Warn(what+" is served without authentication; set RIVERUI_USERNAME and RIVERUI_PASSWORD", "surface", what)
 		return next
 	}
 	user, pass := []byte(cfg.RiverUIUser), []byte(cfg.RiverUIPassword)
@@ -109,7 +149,7 @@ func riverUIAuth(cfg Config, logger *slog.Logger, next http.Handler) http.Handle
 		userOK := subtle.ConstantTimeCompare([]byte(u), user) == 1
 		passOK := subtle.ConstantTimeCompare([]byte(p), pass) == 1
 		if !ok || !userOK || !passOK {
-			w.Header().Set("WWW-Authenticate", `Basic realm="postbox River UI", charset="UTF-8"`)
+			w.Header().Set("WWW-Authenticate", `Basic realm="postbox operator (River UI, console)", charset="UTF-8"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}

@@ -2,7 +2,6 @@ package backlog
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -44,23 +43,15 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	for _, t := range Tables {
-		var pending, failed int64
-		err := c.db.QueryRow(ctx, fmt.Sprintf(`SELECT
-			(SELECT count(*) FROM %[1]s WHERE status = 'pending'),
-			(SELECT count(*) FROM %[1]s WHERE status = 'failed')`, t.Table)).Scan(&pending, &failed)
-		if err != nil {
-			c.logger.Warn("outbox gauges: query failed", "outbox", t.Name, "error", err)
-			continue
-		}
-		due, age, err := ReadDue(ctx, c.db, t)
-		if err != nil {
-			c.logger.Warn("outbox gauges: query failed", "outbox", t.Name, "error", err)
-			continue
-		}
-		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(pending), t.Name)
-		ch <- prometheus.MustNewConstMetric(c.due, prometheus.GaugeValue, float64(due), t.Name)
-		ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, float64(failed), t.Name)
-		ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, age.Seconds(), t.Name)
+	figs, err := ReadFigures(ctx, c.db)
+	if err != nil {
+		c.logger.Warn("outbox gauges: query failed", "error", err)
+		return
+	}
+	for _, f := range figs {
+		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(f.Pending), f.Outbox)
+		ch <- prometheus.MustNewConstMetric(c.due, prometheus.GaugeValue, float64(f.Due), f.Outbox)
+		ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, float64(f.Failed), f.Outbox)
+		ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, f.OldestDue.Seconds(), f.Outbox)
 	}
 }

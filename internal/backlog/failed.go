@@ -5,9 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/outbox"
+	"github.com/postbox/postbox/webhook"
 )
 
 // Failed is one row that failed for good and waits for an operator.
@@ -23,45 +22,45 @@ type Failed struct {
 	EndpointID string `json:"endpoint_id,omitempty"`
 }
 
-// failedQueries read the newest failed rows of each outbox through the
-// failed partial indexes; $1 is the limit.
-var failedQueries = map[string][]string{
-	"email": {`SELECT 'email_outbox', id::text, created_at, attempts,
-		kind || ' to ' || COALESCE(payload->>'to', '?'), COALESCE(last_error, ''), '', ''
-		FROM email_outbox WHERE status = 'failed' ORDER BY created_at DESC LIMIT $1`},
-	"webhook": {
-		`SELECT 'webhook_deliveries', d.id::text, d.created_at, d.attempts,
-			e.event_type || ' → ' || p.url, COALESCE(d.last_error, ''), d.event_id::text, d.endpoint_id::text
-			FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
-			JOIN webhook_endpoints p ON p.id = d.endpoint_id
-			WHERE d.status = 'failed' ORDER BY d.created_at DESC LIMIT $1`,
-		`SELECT 'webhook_outbox', id::text, created_at, attempts, event_type, COALESCE(last_error, ''), '', ''
-			FROM webhook_outbox WHERE status = 'failed' ORDER BY created_at DESC LIMIT $1`,
-	},
-}
-
 // ListFailed reads the newest rows of one outbox ("email" or "webhook")
-// that failed for good, at most limit per table.
-func ListFailed(ctx context.Context, db claim.DB, outbox string, limit int) ([]Failed, error) {
-	queries, ok := failedQueries[outbox]
-	if !ok {
-		return nil, fmt.Errorf("backlog: outbox %q: want email or webhook", outbox)
-	}
+// that failed for good, at most limit per table, through the packages that
+// own the tables: for webhooks, the failed deliveries and then the failed
+// webhook_outbox rows.
+func ListFailed(ctx context.Context, db outbox.DB, outboxName string, limit int) ([]Failed, error) {
 	out := []Failed{}
-	for _, q := range queries {
-		rows, err := db.Query(ctx, q, limit)
+	switch outboxName {
+	case "email":
+		recs, err := outbox.ListFailed(ctx, db, limit)
 		if err != nil {
 			return nil, err
 		}
-		got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Failed, error) {
-			var f Failed
-			err := r.Scan(&f.Table, &f.ID, &f.CreatedAt, &f.Attempts, &f.What, &f.Error, &f.EventID, &f.EndpointID)
-			return f, err
-		})
+		for _, r := range recs {
+			to := r.To
+			if to == "" {
+				to = "?"
+			}
+			out = append(out, Failed{Table: "email_outbox", ID: r.ID, CreatedAt: r.CreatedAt, Attempts: r.Attempts,
+				What: string(r.Kind) + " to " + to, Error: r.LastError})
+		}
+	case "webhook":
+		ds, err := webhook.ListFailedDeliveries(ctx, db, limit)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, got...)
+		for _, d := range ds {
+			out = append(out, Failed{Table: "webhook_deliveries", ID: d.ID, CreatedAt: d.CreatedAt, Attempts: d.Attempts,
+				What: d.EventType + " → " + d.EndpointURL, Error: d.LastError, EventID: d.EventID, EndpointID: d.EndpointID})
+		}
+		obs, err := webhook.ListFailedOutbox(ctx, db, limit)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range obs {
+			out = append(out, Failed{Table: "webhook_outbox", ID: o.ID, CreatedAt: o.CreatedAt, Attempts: o.Attempts,
+				What: o.EventType, Error: o.LastError})
+		}
+	default:
+		return nil, fmt.Errorf("backlog: outbox %q: want email or webhook", outboxName)
 	}
 	return out, nil
 }

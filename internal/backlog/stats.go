@@ -8,19 +8,17 @@ import (
 	"github.com/postbox/postbox/internal/claim"
 )
 
-// Table is one table the figures report on.
+// Table is one outbox-shaped table as the operator's figures read it.
 type Table struct {
-	Name      string // label: email, webhook_outbox, webhook_deliveries
-	Table     string
-	DueColumn string
-	Legacy    bool // NULL due column counts as due (webhook_deliveries)
+	Name  string // label: email, webhook_outbox, webhook_deliveries
+	Table claim.Table
 }
 
 // Tables are the outbox tables, in the order they are reported.
 var Tables = []Table{
-	{"email", "email_outbox", "next_attempt_at", false},
-	{"webhook_outbox", "webhook_outbox", "next_attempt_at", false},
-	{"webhook_deliveries", "webhook_deliveries", "next_retry_at", true},
+	{"email", claim.Table{Name: "email_outbox", DueColumn: "next_attempt_at"}},
+	{"webhook_outbox", claim.Table{Name: "webhook_outbox", DueColumn: "next_attempt_at"}},
+	{"webhook_deliveries", claim.Table{Name: "webhook_deliveries", DueColumn: "next_retry_at", LegacyNullDue: true}},
 }
 
 // Stats is one table's state.
@@ -41,30 +39,15 @@ type RecentError struct {
 	Error    string `json:"error"`
 }
 
-// ReadDue reads the due count and the age of the oldest due row: how long
-// the longest-waiting row has been due and not sent. It is served by the
-// claim's partial index, so it is cheap enough for every scrape.
-func ReadDue(ctx context.Context, db claim.DB, t Table) (due int64, oldest time.Duration, err error) {
-	cond := t.DueColumn + " <= now()"
-	if t.Legacy {
-		cond = "(" + cond + " OR " + t.DueColumn + " IS NULL)"
-	}
-	var secs float64
-	err = db.QueryRow(ctx, fmt.Sprintf(`SELECT count(*),
-		COALESCE(EXTRACT(EPOCH FROM now() - min(COALESCE(%s, created_at))), 0)::float8
-		FROM %s WHERE status = 'pending' AND %s`, t.DueColumn, t.Table, cond)).Scan(&due, &secs)
-	return due, time.Duration(secs * float64(time.Second)), err
-}
-
 // ReadStats is the full picture for an operator: exact counts of every
 // status (a scan of the table; fine for a command, not for a scrape).
 func ReadStats(ctx context.Context, db claim.DB, recent int) ([]Stats, error) {
 	var out []Stats
 	for _, t := range Tables {
 		s := Stats{Outbox: t.Name, ByStatus: map[string]int64{}}
-		rows, err := db.Query(ctx, fmt.Sprintf(`SELECT status, count(*) FROM %s GROUP BY status`, t.Table))
+		rows, err := db.Query(ctx, fmt.Sprintf(`SELECT status, count(*) FROM %s GROUP BY status`, t.Table.Name))
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", t.Table, err)
+			return nil, fmt.Errorf("%s: %w", t.Table.Name, err)
 		}
 		for rows.Next() {
 			var st string
@@ -76,14 +59,14 @@ func ReadStats(ctx context.Context, db claim.DB, recent int) ([]Stats, error) {
 			s.ByStatus[st] = n
 		}
 		rows.Close()
-		if s.Due, s.OldestDueAge, err = ReadDue(ctx, db, t); err != nil {
-			return nil, fmt.Errorf("%s: %w", t.Table, err)
+		if s.Due, s.OldestDueAge, err = t.Table.ReadDue(ctx, db); err != nil {
+			return nil, fmt.Errorf("%s: %w", t.Table.Name, err)
 		}
 		s.OldestDueSecs = s.OldestDueAge.Seconds()
 		rows, err = db.Query(ctx, fmt.Sprintf(`SELECT id::text, status, attempts, last_error FROM %s
-			WHERE last_error IS NOT NULL ORDER BY created_at DESC LIMIT $1`, t.Table), recent)
+			WHERE last_error IS NOT NULL ORDER BY created_at DESC LIMIT $1`, t.Table.Name), recent)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", t.Table, err)
+			return nil, fmt.Errorf("%s: %w", t.Table.Name, err)
 		}
 		for rows.Next() {
 			var e RecentError

@@ -185,3 +185,19 @@ func Landed(ctx context.Context, db DB, t Table, id, status string) bool {
 	err := db.QueryRow(ctx, fmt.Sprintf(`SELECT status FROM %s WHERE id = $1`, t.Name), id).Scan(&got)
 	return err == nil && got == status
 }
+
+// ReadDue reads how many pending rows of t are due now and how long the
+// oldest of them has been due (zero when none is). The claim's partial
+// index serves it, so it is cheap enough for every scrape and every
+// console sample.
+func (t Table) ReadDue(ctx context.Context, db DB) (due int64, oldest time.Duration, err error) {
+	cond := t.DueColumn + " <= now()"
+	if t.LegacyNullDue {
+		cond = "(" + cond + " OR " + t.DueColumn + " IS NULL)"
+	}
+	var secs float64
+	err = db.QueryRow(ctx, fmt.Sprintf(`SELECT count(*),
+		COALESCE(EXTRACT(EPOCH FROM now() - min(COALESCE(%s, created_at))), 0)::float8
+		FROM %s WHERE status = 'pending' AND %s`, t.DueColumn, t.Name, cond)).Scan(&due, &secs)
+	return due, time.Duration(secs * float64(time.Second)), err
+}

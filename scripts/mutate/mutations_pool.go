@@ -169,7 +169,7 @@ func init() {
 		Mutation{
 			Name:    "shift: what it did is not recorded as its River output",
 			File:    shiftGo,
-			Find:    "if oerr := river.RecordOutput(ctx, t); oerr != nil {",
+			Find:    "if oerr := river.RecordOutput(ctx, shiftOutput(job.Args.Lane, t)); oerr != nil {",
 			Replace: "if oerr := error(nil); oerr != nil {",
 			Pkg:     "./jobs/",
 			Test:    "TestShift_DrainsHandsOverAndRecordsItsOutput",

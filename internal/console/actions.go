@@ -1,0 +1,213 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"time"
+
+	"github.com/postbox/postbox/internal/story"
+	"github.com/postbox/postbox/outbox"
+	"github.com/postbox/postbox/webhook"
+)
+
+// actionTimeout bounds an action: a replay makes its first attempts
+// (each within the webhook delivery budget) before it returns. It stays
+// under the HTTP server's write timeout (cmd/worker: 60 s), so the answer
+// reaches the browser; attempts it cuts short are the retry worker's.
+const actionTimeout = 45 * time.Second
+
+// An action is one thing the console changes. Every action takes a row
+// id; some take a --since or a reason.
+type action struct {
+	Title  string // the confirmation page's question
+	Button string
+	Since  bool // takes a since (ReplayFailedSince)
+	Reason bool // takes a reason (disable)
+	// Replay: needs Config.Replayer.
+	Replay bool
+	// Explain is what the confirmation page says will happen.
+	Explain string
+	// back is the page of the row the action is about.
+	back story.Kind
+	run  func(ctx context.Context, c *Console, id string, in actionInput) (string, error)
+}
+
+type actionInput struct {
+	since  time.Time
+	reason string
+}
+
+var actions = map[string]action{
+	"requeue-email": {
+		Title: "Requeue this failed email?", Button: "Requeue",
+		Explain: "The row goes back to pending with attempts 0, due now: the workers send it again within seconds. " +
+			"Only a failed row is requeued; any other state is refused with the reason.",
+		back: story.KindEmail,
+		run: func(ctx context.Context, c *Console, id string, _ actionInput) (string, error) {
+			if err := outbox.Requeue(ctx, c.db, id); err != nil {
+				return "", err
+			}
+			return "email " + id + " requeued: pending, attempts 0, due now", nil
+		},
+	},
+	"requeue-webhook-outbox": {
+		Title: "Requeue this failed webhook_outbox row?", Button: "Requeue",
+		Explain: "The row goes back to pending with attempts 0, due now, and the workers fan its event out to every " +
+			"matching enabled endpoint.",
+		back: story.KindWebhookOutbox,
+		run: func(ctx context.Context, c *Console, id string, _ actionInput) (string, error) {
+			if err := webhook.RequeueOutbox(ctx, c.db, id); err != nil {
+				return "", err
+			}
+			return "webhook outbox row " + id + " requeued: pending, attempts 0, due now", nil
+		},
+	},
+	"replay-event": {
+		Title: "Replay this event?", Button: "Replay", Replay: true,
+		Explain: "A new event with the same type and payload (a new id, so receivers do not dedupe it away, and " +
+			"replay_of naming the original) is delivered to every enabled endpoint now subscribed to its type. " +
+			"This is how a failed delivery is sent again. The first attempts are made before the page returns.",
+		back: story.KindEvent,
+		run: func(ctx context.Context, c *Console, id string, _ actionInput) (string, error) {
+			rep, err := c.replayer.ReplayEvent(ctx, id)
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("event %s replayed as %s: %d deliveries; %d succeeded, %d will retry, %d failed",
+				rep.ReplayOf, rep.EventID, rep.Deliveries, rep.Attempts.Sent, rep.Attempts.Retried, rep.Attempts.Failed), nil
+		},
+	},
+	"replay-endpoint": {
+		Title: "Replay this endpoint's failed deliveries?", Button: "Replay", Replay: true, Since: true,
+		Explain: "Every event whose delivery to this endpoint failed since the time given, and has not reached it " +
+			"since, is replayed to this endpoint only, each once. The endpoint must be enabled.",
+		back: story.KindEndpoint,
+		run: func(ctx context.Context, c *Console, id string, in actionInput) (string, error) {
+			rb, err := c.replayer.ReplayFailedSince(ctx, id, in.since)
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("endpoint %s: %d events replayed (failed since %s): %d deliveries; %d succeeded, %d will retry, %d failed",
+				id, rb.Events, in.since.UTC().Format(time.RFC3339), rb.Deliveries, rb.Attempts.Sent, rb.Attempts.Retried, rb.Attempts.Failed), nil
+		},
+	},
+	"disable-endpoint": {
+		Title: "Disable this endpoint?", Button: "Disable", Reason: true,
+		Explain: "New events stop fanning out to it; its pending deliveries fail when the retry worker reaches them " +
+			"(replay them once it is enabled again).",
+		back: story.KindEndpoint,
+		run: func(ctx context.Context, c *Console, id string, in actionInput) (string, error) {
+			if err := webhook.DisableEndpoint(ctx, c.db, id, in.reason); err != nil {
+				return "", err
+			}
+			return "endpoint " + id + " disabled", nil
+		},
+	},
+	"enable-endpoint": {
+		Title: "Enable this endpoint?", Button: "Enable",
+		Explain: "New events fan out to it again. Events it missed while disabled are not sent by this: replay " +
+			"them with \"Replay failed since\".",
+		back: story.KindEndpoint,
+		run: func(ctx context.Context, c *Console, id string, _ actionInput) (string, error) {
+			if err := webhook.EnableEndpoint(ctx, c.db, id); err != nil {
+				return "", err
+			}
+			return "endpoint " + id + " enabled", nil
+		},
+	},
+}
+
+var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+type confirmView struct {
+	Name   string
+	Action action
+	ID     string
+	Since  string
+	Back   string
+}
+
+// confirm is the confirmation step: a page that says what the action will
+// do, with the POST form that does it.
+func (c *Console) confirm(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("action")
+	a, ok := actions[name]
+	if !ok || (a.Replay && c.replayer == nil) {
+		c.problem(w, r, http.StatusNotFound, fmt.Sprintf("No such action %q.", name))
+		return
+	}
+	id := r.FormValue("id")
+	if !uuidRE.MatchString(id) {
+		c.problem(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a row id (a UUID).", id))
+		return
+	}
+	since := r.FormValue("since")
+	if a.Since && since == "" {
+		since = "24h"
+	}
+	c.render(w, r, http.StatusOK, "confirm", a.Title, confirmView{Name: name, Action: a, ID: id, Since: since, Back: c.URL(a.back, id)})
+}
+
+// do runs a confirmed action. Each refusal changes nothing: the CSRF token
+// is checked first, then the confirmation, then the input.
+func (c *Console) do(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	name := r.PathValue("action")
+	u := user(r)
+	if !c.checkCSRF(r) {
+		c.logger.Warn("console: action refused: missing or invalid CSRF token", "user", u, "action", name)
+		c.problem(w, r, http.StatusForbidden, "Refused: the form's CSRF token is missing or invalid. Nothing was changed. "+
+			"Reload the page and try again.")
+		return
+	}
+	a, ok := actions[name]
+	if !ok || (a.Replay && c.replayer == nil) {
+		c.problem(w, r, http.StatusNotFound, fmt.Sprintf("No such action %q. Nothing was changed.", name))
+		return
+	}
+	if r.PostFormValue("confirm") != "yes" {
+		c.problem(w, r, http.StatusBadRequest, "Refused: the action was not confirmed. Nothing was changed.")
+		return
+	}
+	id := r.PostFormValue("id")
+	if !uuidRE.MatchString(id) {
+		c.problem(w, r, http.StatusBadRequest, fmt.Sprintf("Refused: %q is not a row id (a UUID). Nothing was changed.", id))
+		return
+	}
+	var in actionInput
+	if a.Since {
+		var err error
+		if in.since, err = webhook.ParseSince(r.PostFormValue("since"), c.now()); err != nil {
+			c.problem(w, r, http.StatusBadRequest, "Refused: "+err.Error()+". Nothing was changed.")
+			return
+		}
+	}
+	if a.Reason {
+		in.reason = r.PostFormValue("reason")
+		if in.reason != "" {
+			in.reason += " (" + u + ")"
+		} else {
+			in.reason = "disabled by " + u + " in the console"
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), actionTimeout)
+	defer cancel()
+	msg, err := a.run(ctx, c, id, in)
+	if err != nil {
+		c.logger.Warn("console: action refused", "user", u, "action", name, "id", id, "error", err.Error())
+		status := http.StatusConflict
+		switch {
+		case errors.Is(err, outbox.ErrNotFound), errors.Is(err, webhook.ErrNotFound):
+			status = http.StatusNotFound
+		case ctx.Err() != nil:
+			status = http.StatusGatewayTimeout
+		}
+		c.problem(w, r, status, "Refused: "+err.Error())
+		return
+	}
+	c.logger.Info("console: action done", "user", u, "action", name, "id", id, "result", msg)
+	c.redirectDone(w, r, c.URL(a.back, id), msg)
+}

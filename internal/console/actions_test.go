@@ -1,0 +1,157 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// A POST that is forged, unconfirmed or malformed is refused with a clear
+// error and changes nothing.
+func TestActionsRefuseBadInput(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	alice := f.browser(t, "alice")
+	token := alice.token("requeue-email", f.failedID)
+	epToken := alice.token("replay-endpoint", f.badEP.ID)
+	mallory := f.browser(t, "mallory")
+	malloryToken := mallory.token("requeue-email", f.failedID)
+
+	// Alice's browser, its cookie and her token, but another basic-auth
+	// user: the token is bound to the user as well as the session.
+	asMallory := &browser{t: t, c: alice.c, base: alice.base, user: "mallory"}
+
+	eventsBefore := f.count(t, `SELECT count(*) FROM webhook_events`)
+	for _, tc := range []struct {
+		name   string
+		b      *browser
+		action string
+		form   url.Values
+		code   int
+		want   string
+	}{
+		{"forged POST without a token", alice, "requeue-email", url.Values{"id": {f.failedID}, "confirm": {"yes"}}, 403, "CSRF token is missing or invalid"},
+		{"forged POST with a made-up token", alice, "requeue-email", url.Values{"id": {f.failedID}, "confirm": {"yes"}, "csrf": {"AAAA"}}, 403, "CSRF"},
+		{"another browser's token", alice, "requeue-email", url.Values{"id": {f.failedID}, "confirm": {"yes"}, "csrf": {malloryToken}}, 403, "CSRF"},
+		{"the session's token, another user", asMallory, "requeue-email", url.Values{"id": {f.failedID}, "confirm": {"yes"}, "csrf": {token}}, 403, "CSRF"},
+		{"no cookie (another browser)", f.browser(t, "alice"), "requeue-email", url.Values{"id": {f.failedID}, "confirm": {"yes"}, "csrf": {token}}, 403, "CSRF"},
+		{"forged replay", alice, "replay-event", url.Values{"id": {f.eventID}, "confirm": {"yes"}}, 403, "CSRF"},
+		{"forged disable", alice, "disable-endpoint", url.Values{"id": {f.goodEP.ID}, "confirm": {"yes"}}, 403, "CSRF"},
+		{"not confirmed", alice, "requeue-email", url.Values{"id": {f.failedID}, "csrf": {token}}, 400, "not confirmed"},
+		{"malformed UUID", alice, "requeue-email", url.Values{"id": {"1234-not-a-uuid"}, "confirm": {"yes"}, "csrf": {token}}, 400, "is not a row id (a UUID)"},
+		{"unknown id", alice, "requeue-email", url.Values{"id": {"00000000-0000-4000-8000-000000000000"}, "confirm": {"yes"}, "csrf": {token}}, 404, "no such email"},
+		{"not failed", alice, "requeue-email", url.Values{"id": {f.sentID}, "confirm": {"yes"}, "csrf": {token}}, 409, "send a new email instead"},
+		{"since that does not parse", alice, "replay-endpoint", url.Values{"id": {f.badEP.ID}, "confirm": {"yes"}, "csrf": {epToken}, "since": {"last tuesday"}}, 400, `--since &#34;last tuesday&#34;: want an RFC3339 time`},
+		{"empty since", alice, "replay-endpoint", url.Values{"id": {f.badEP.ID}, "confirm": {"yes"}, "csrf": {epToken}, "since": {""}}, 400, "--since is required"},
+		{"unknown action", alice, "drop-table", url.Values{"id": {f.failedID}, "confirm": {"yes"}, "csrf": {token}}, 404, "No such action"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body, _ := tc.b.do(http.MethodPost, "/console/do/"+tc.action, tc.form)
+			if code != tc.code || !strings.Contains(body, tc.want) {
+				t.Fatalf("POST %s: %d, want %d with %q:\n%s", tc.action, code, tc.code, tc.want, body)
+			}
+			if !strings.Contains(body, "Nothing was changed") && tc.code != 404 && tc.code != 409 {
+				t.Errorf("the refusal does not say nothing was changed:\n%s", body)
+			}
+		})
+	}
+	if s := f.status(t, "email_outbox", f.failedID); s != "failed" {
+		t.Errorf("after the refusals the failed email is %s", s)
+	}
+	if s := f.status(t, "email_outbox", f.sentID); s != "dispatched" {
+		t.Errorf("after the refusals the sent email is %s", s)
+	}
+	if n := f.count(t, `SELECT count(*) FROM webhook_events`); n != eventsBefore {
+		t.Errorf("the refusals made %d events", n-eventsBefore)
+	}
+	if n := f.count(t, `SELECT count(*) FROM webhook_endpoints WHERE enabled`); n != 2 {
+		t.Errorf("after the refusals %d endpoints are enabled, want 2", n)
+	}
+	if !strings.Contains(f.logs.String(), "CSRF") {
+		t.Error("the CSRF refusals were not logged")
+	}
+
+	t.Run("GET cannot act", func(t *testing.T) {
+		code, _, _ := alice.do(http.MethodGet, "/console/do/requeue-email?id="+f.failedID+"&confirm=yes&csrf="+url.QueryEscape(token), nil)
+		if code == http.StatusOK || code == http.StatusSeeOther {
+			t.Fatalf("GET /console/do: %d", code)
+		}
+		if s := f.status(t, "email_outbox", f.failedID); s != "failed" {
+			t.Fatalf("a GET changed the row to %s", s)
+		}
+	})
+	t.Run("confirm page refuses a malformed id", func(t *testing.T) {
+		if code, body := alice.get("/console/confirm/requeue-email?id=nope"); code != 400 || !strings.Contains(body, "UUID") {
+			t.Fatalf("confirm with a malformed id: %d\n%s", code, body)
+		}
+	})
+}
+
+// Confirmed actions with the session's token do what they say, and each
+// is logged with the basic-auth user.
+func TestActionsChangeRows(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	b := f.browser(t, "alice")
+	post := func(action, id string, extra url.Values) (int, string, string) {
+		t.Helper()
+		form := url.Values{"id": {id}, "confirm": {"yes"}, "csrf": {b.token(action, id)}}
+		for k, v := range extra {
+			form[k] = v
+		}
+		return b.do(http.MethodPost, "/console/do/"+action, form)
+	}
+
+	code, body, final := post("requeue-email", f.failedID, nil)
+	if code != 200 || final != "/console/email/"+f.failedID || !strings.Contains(body, "requeued: pending, attempts 0") {
+		t.Fatalf("requeue: %d at %s:\n%s", code, final, body)
+	}
+	if s := f.status(t, "email_outbox", f.failedID); s != "pending" {
+		t.Fatalf("requeued row is %s", s)
+	}
+
+	// The endpoint's failed delivery first: once the event's replay has a
+	// delivery to it pending, its family is settled for that endpoint.
+	code, body, _ = post("replay-endpoint", f.badEP.ID, url.Values{"since": {"2h"}})
+	if code != 200 || !strings.Contains(body, "1 events replayed") {
+		t.Fatalf("replay endpoint: %d:\n%s", code, body)
+	}
+
+	before := f.count(t, `SELECT count(*) FROM webhook_events WHERE replay_of = $1`, f.eventID)
+	code, body, _ = post("replay-event", f.eventID, nil)
+	if code != 200 || !strings.Contains(body, "replayed as") {
+		t.Fatalf("replay: %d:\n%s", code, body)
+	}
+	if n := f.count(t, `SELECT count(*) FROM webhook_events WHERE replay_of = $1`, f.eventID); n != before+1 {
+		t.Fatalf("replay made %d clones", n-before)
+	}
+
+	code, body, _ = post("requeue-webhook-outbox", f.failedOutboxID, nil)
+	if code != 200 || f.status(t, "webhook_outbox", f.failedOutboxID) != "pending" {
+		t.Fatalf("requeue webhook outbox: %d:\n%s", code, body)
+	}
+
+	code, body, _ = post("disable-endpoint", f.goodEP.ID, url.Values{"reason": {"maintenance"}})
+	if code != 200 || !strings.Contains(body, "maintenance (alice)") {
+		t.Fatalf("disable: %d:\n%s", code, body)
+	}
+	code, body, _ = post("enable-endpoint", f.goodEP.ID, nil)
+	if code != 200 || !strings.Contains(body, "endpoint "+f.goodEP.ID+" enabled") {
+		t.Fatalf("enable: %d:\n%s", code, body)
+	}
+
+	logs := f.logs.String()
+	for _, action := range []string{"requeue-email", "replay-event", "requeue-webhook-outbox", "disable-endpoint", "enable-endpoint", "replay-endpoint"} {
+		if !strings.Contains(logs, `msg="console: action done" component=console user=alice action=`+action+` id=`) {
+			t.Errorf("no log line names alice for %s:\n%s", action, logs)
+		}
+	}
+
+	t.Run("a crafted result message is not shown", func(t *testing.T) {
+		_, body := b.get("/console/email/" + f.failedID + "?done=" + url.QueryEscape("all your rows were deleted") + "&sig=x")
+		if strings.Contains(body, "all your rows were deleted") {
+			t.Fatal("the console shows an unsigned result message")
+		}
+	})
+}

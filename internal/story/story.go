@@ -1,0 +1,342 @@
+package story
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/postbox/postbox/outbox"
+	"github.com/postbox/postbox/webhook"
+)
+
+// DB is what Find reads through: a pool.
+type DB = outbox.DB
+
+// Story is everything known about one input. Exactly the part its Kind
+// names is set. The slices are the read model's extension points: a new
+// table (email events, a suppression's history, a breaker's state) adds a
+// field here and a loader in Find, and both printers show it.
+type Story struct {
+	Query string `json:"query"`
+	Kind  Kind   `json:"kind"`
+
+	// Emails are the rows of an email id (one), an invoice (all, newest
+	// first), a customer or a recipient (the last 30 days).
+	Emails []Email `json:"emails,omitempty"`
+
+	Event         *webhook.EventRecord    `json:"event,omitempty"`
+	Delivery      *webhook.DeliveryRecord `json:"delivery,omitempty"`
+	Endpoint      *webhook.Health         `json:"endpoint,omitempty"`
+	WebhookOutbox *webhook.OutboxRecord   `json:"webhook_outbox,omitempty"`
+
+	// Jobs are the River shift jobs still kept (24 h) whose output names
+	// a row of this story.
+	Jobs []JobRef `json:"jobs,omitempty"`
+}
+
+// Email is one email_outbox row as an operator reads it.
+type Email struct {
+	ID            string     `json:"id"`
+	Kind          string     `json:"kind"`
+	CustomerID    string     `json:"customer_id"`
+	InvoiceID     string     `json:"invoice_id,omitempty"`
+	To            string     `json:"to"`
+	Subject       string     `json:"subject"`
+	Trigger       string     `json:"trigger,omitempty"`
+	AttemptNumber int        `json:"attempt_number,omitempty"` // the dunning attempt, from the payload
+	Status        string     `json:"status"`
+	Attempts      int        `json:"attempts"`
+	NextAttemptAt time.Time  `json:"next_attempt_at"`
+	LastError     string     `json:"last_error,omitempty"`
+	CreatedAt     time.Time  `json:"created_at"`
+	DispatchedAt  *time.Time `json:"dispatched_at,omitempty"`
+
+	// Secrets is each secret payload key and its state (sealed, present,
+	// scrubbed); never a value.
+	Secrets []outbox.SecretField `json:"secrets"`
+
+	Suppressed        bool   `json:"suppressed"`
+	SuppressionReason string `json:"suppression_reason,omitempty"`
+
+	// Outcome says in a sentence where the row stands; Fix is the command
+	// that would fix it, or why there is none.
+	Outcome string `json:"outcome"`
+	Fix     string `json:"fix"`
+	// Requeueable: a failed row, which `worker requeue email` and the
+	// console's requeue accept.
+	Requeueable bool `json:"requeueable"`
+
+	// The row keeps no log of its attempts: the count, the last error and
+	// the next attempt's time are what it records. Story.Jobs lists the
+	// shifts of the last 24 h that attempted it. Provider events
+	// (email_events) are the next field to add here.
+}
+
+// JobRef is a River job that touched a row.
+type JobRef struct {
+	ID          int64      `json:"id"`
+	Queue       string     `json:"queue"`
+	State       string     `json:"state"`
+	FinalizedAt *time.Time `json:"finalized_at,omitempty"`
+	RowID       string     `json:"row_id"`
+	Outcome     string     `json:"outcome"` // "sent", or "failed" (failed or retried): the shift's lists
+}
+
+// Find detects what q names (or takes kind, when not "") and reads its
+// story. Input that cannot name anything is ErrMalformed; input that names
+// nothing stored is a *NotFoundError saying what was searched.
+func Find(ctx context.Context, db DB, q string, kind Kind) (Story, error) {
+	q = strings.TrimSpace(q)
+	if q == "" {
+		return Story{}, fmt.Errorf("%w: nothing to look up: give an email, event, delivery or endpoint id, an invoice id, a customer id or an address", ErrMalformed)
+	}
+	kinds := []Kind{kind}
+	if kind == "" {
+		var err error
+		if kinds, err = detect(q); err != nil {
+			return Story{}, err
+		}
+	} else if err := checkForced(q, kind); err != nil {
+		return Story{}, err
+	}
+	for _, k := range kinds {
+		s, found, err := load(ctx, db, q, k)
+		if err != nil {
+			return Story{}, err
+		}
+		if found {
+			return s, nil
+		}
+	}
+	return Story{}, &NotFoundError{Query: q, Searched: kinds}
+}
+
+// load reads q as kind k; found is false when nothing matches.
+func load(ctx context.Context, db DB, q string, k Kind) (s Story, found bool, err error) {
+	s = Story{Query: q, Kind: k}
+	var recs []outbox.Record
+	switch k {
+	case KindEmail:
+		var r outbox.Record
+		r, err = outbox.Get(ctx, db, q)
+		recs = []outbox.Record{r}
+	case KindInvoice:
+		recs, err = outbox.ListByInvoice(ctx, db, q)
+	case KindCustomer:
+		recs, err = outbox.ListByCustomer(ctx, db, q, outbox.MaxListLimit)
+	case KindRecipient:
+		recs, err = outbox.ListByRecipient(ctx, db, q, outbox.MaxListLimit)
+		if errors.Is(err, outbox.ErrInvalid) {
+			return s, false, fmt.Errorf("%w: %v", ErrMalformed, err)
+		}
+	case KindEvent:
+		var e webhook.EventRecord
+		if e, err = webhook.GetEvent(ctx, db, q); err == nil {
+			s.Event = &e
+		}
+	case KindDelivery:
+		var d webhook.DeliveryRecord
+		if d, err = webhook.GetDelivery(ctx, db, q); err == nil {
+			s.Delivery = &d
+		}
+	case KindEndpoint:
+		var h webhook.Health
+		if h, err = webhook.EndpointHealth(ctx, db, q); err == nil {
+			s.Endpoint = &h
+		}
+	case KindWebhookOutbox:
+		var o webhook.OutboxRecord
+		if o, err = webhook.GetOutbox(ctx, db, q); err == nil {
+			s.WebhookOutbox = &o
+		}
+	default:
+		return s, false, fmt.Errorf("%w: unknown kind %q", ErrMalformed, k)
+	}
+	switch {
+	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, webhook.ErrNotFound):
+		return s, false, nil
+	case err != nil:
+		return s, false, err
+	}
+	if recs != nil || k == KindInvoice || k == KindCustomer || k == KindRecipient {
+		if len(recs) == 0 {
+			return s, false, nil
+		}
+		if s.Emails, err = Emails(ctx, db, recs); err != nil {
+			return s, false, err
+		}
+	}
+	ids, since := s.rowIDs()
+	if s.Jobs, err = jobsFor(ctx, db, ids, since); err != nil {
+		return s, false, err
+	}
+	return s, true, nil
+}
+
+// maxJobLookupIDs caps the row ids whose shift jobs a story looks up:
+// each id is a containment test on every kept shift's output.
+const maxJobLookupIDs = 20
+
+// rowIDs are the ids a shift's output could name — email rows, deliveries
+// and webhook_outbox rows, newest first, at most maxJobLookupIDs — and
+// the oldest row's creation: no shift finished before it touched them.
+func (s Story) rowIDs() (ids []string, since time.Time) {
+	add := func(id string, created time.Time) {
+		if len(ids) >= maxJobLookupIDs {
+			return
+		}
+		ids = append(ids, id)
+		if since.IsZero() || created.Before(since) {
+			since = created
+		}
+	}
+	for _, e := range s.Emails {
+		add(e.ID, e.CreatedAt)
+	}
+	if s.Event != nil {
+		for _, d := range s.Event.Deliveries {
+			add(d.ID, d.CreatedAt)
+		}
+		if s.Event.OutboxID != "" {
+			add(s.Event.OutboxID, s.Event.CreatedAt.Add(-time.Hour)) // the outbox row came first, by how much is unknown
+		}
+	}
+	if s.Delivery != nil {
+		add(s.Delivery.ID, s.Delivery.CreatedAt)
+	}
+	if s.WebhookOutbox != nil {
+		add(s.WebhookOutbox.ID, s.WebhookOutbox.CreatedAt)
+	}
+	return ids, since
+}
+
+// Emails turns records into the operator's view of each: secret states,
+// suppression, outcome and fix.
+func Emails(ctx context.Context, db DB, recs []outbox.Record) ([]Email, error) {
+	out := make([]Email, 0, len(recs))
+	type suppression struct {
+		on     bool
+		reason string
+	}
+	supp := map[string]suppression{} // per address: one lookup
+	for _, r := range recs {
+		e := Email{
+			ID: r.ID, Kind: string(r.Kind), CustomerID: r.CustomerID, InvoiceID: r.InvoiceID, To: r.To, Subject: r.Subject,
+			Trigger: r.Trigger, AttemptNumber: r.AttemptNumber, Status: string(r.Status), Attempts: r.Attempts,
+			NextAttemptAt: r.NextAttemptAt, LastError: r.LastError, CreatedAt: r.CreatedAt, DispatchedAt: r.DispatchedAt,
+			Secrets: r.SecretFields(), Requeueable: r.Status == outbox.StatusFailed,
+		}
+		if e.Secrets == nil {
+			e.Secrets = []outbox.SecretField{}
+		}
+		got, ok := supp[r.To]
+		if !ok {
+			on, reason, err := outbox.IsSuppressed(ctx, db, r.To)
+			if err != nil {
+				return nil, err
+			}
+			got = suppression{on, reason}
+			supp[r.To] = got
+		}
+		e.Suppressed, e.SuppressionReason = got.on, got.reason
+		e.Outcome, e.Fix = verdict(e)
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// verdict is where an email stands and what would fix it.
+func verdict(e Email) (outcome, fix string) {
+	switch e.Status {
+	case "dispatched":
+		at := ""
+		if e.DispatchedAt != nil {
+			at = " at " + e.DispatchedAt.UTC().Format(time.RFC3339)
+		}
+		return "sent: the relay accepted it" + at + " after " + plural(e.Attempts, "attempt"),
+			"nothing to requeue. To send it again, send a new email: a sent row's links and PDF are gone (scrubbed)"
+	case "skipped":
+		return "skipped by its renderer: " + orNone(e.LastError),
+			"send a new email: a skipped row's links and PDF are gone (scrubbed)"
+	case "failed":
+		fix = "worker requeue email " + e.ID
+		if e.Suppressed {
+			fix = "the recipient is suppressed (" + orNone(e.SuppressionReason) + "): lift the suppression first, then " + fix
+		}
+		return "failed for good after " + plural(e.Attempts, "attempt") + ": " + orNone(e.LastError), fix
+	case "pending":
+		next := e.NextAttemptAt.UTC().Format(time.RFC3339)
+		if e.Attempts == 0 {
+			return "waiting for its first attempt (due " + next + ")", "none needed: the workers send it when due"
+		}
+		fix = "none needed: it is retried at " + next + "; if it keeps failing, fix the cause in last_error"
+		if e.Suppressed {
+			fix = "the recipient is suppressed (" + orNone(e.SuppressionReason) + "): its next attempt fails for good unless the suppression is lifted"
+		}
+		return plural(e.Attempts, "attempt") + " so far, next at " + next + "; last error: " + orNone(e.LastError), fix
+	}
+	return "status " + e.Status, "none known"
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none recorded"
+	}
+	return s
+}
+
+// jobsSQL finds the shift jobs River still keeps whose recorded output
+// names one of the ids ($2), finished since the oldest row was created
+// ($3). River keeps finished jobs 24 h; a shift records at most the first
+// 50 ids of each list, so an older or busier row may have none. Each kept
+// shift's output is read once (?|), then matched to the ids it names.
+const jobsSQL = `SELECT j.id, j.queue, j.state::text, j.finalized_at, ids.id,
+	CASE WHEN j.o->'sent_ids' ? ids.id THEN 'sent' ELSE 'failed' END
+FROM (SELECT id, queue, state, finalized_at, metadata->'output' AS o FROM river_job
+	WHERE kind = $1 AND finalized_at >= $3
+	  AND (metadata->'output'->'sent_ids' ?| $2::text[] OR metadata->'output'->'failed_ids' ?| $2::text[])
+	ORDER BY id DESC LIMIT 20) j
+CROSS JOIN LATERAL unnest($2::text[]) AS ids(id)
+WHERE j.o->'sent_ids' ? ids.id OR j.o->'failed_ids' ? ids.id
+ORDER BY j.id DESC, ids.id`
+
+// ShiftKind is the River kind of a shift job (jobs.ShiftArgs), kept here
+// so the read model does not import River.
+const ShiftKind = "postbox_shift"
+
+func jobsFor(ctx context.Context, db DB, ids []string, since time.Time) ([]JobRef, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := db.Query(ctx, jobsSQL, ShiftKind, ids, since)
+	if err != nil {
+		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "42P01" {
+			return nil, nil // no river_job: the library used without River's migrations
+		}
+		return nil, fmt.Errorf("story: shift jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []JobRef
+	for rows.Next() {
+		var j JobRef
+		if err := rows.Scan(&j.ID, &j.Queue, &j.State, &j.FinalizedAt, &j.RowID, &j.Outcome); err != nil {
+			return nil, fmt.Errorf("story: shift jobs: %w", err)
+		}
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("story: shift jobs: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,212 @@
+package story
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/postbox/postbox/webhook"
+)
+
+// WriteText prints the story for a terminal: `worker show`.
+func WriteText(w io.Writer, s Story) error {
+	p := &printer{w: w}
+	switch {
+	case len(s.Emails) > 0:
+		p.f("%s %q: %s\n", s.Kind, s.Query, plural(len(s.Emails), "email"))
+		for _, e := range s.Emails {
+			p.email(e)
+		}
+	case s.Event != nil:
+		p.event(*s.Event)
+	case s.Delivery != nil:
+		p.f("delivery %s of event %s (%s)\n", s.Delivery.ID, s.Delivery.EventID, s.Delivery.EventType)
+		p.delivery(*s.Delivery, "  ")
+		if s.Delivery.Status == webhook.StatusFailed {
+			p.f("  fix: worker replay event %s   (a delivery is sent again as a new event)\n", s.Delivery.EventID)
+		}
+	case s.Endpoint != nil:
+		p.endpoint(*s.Endpoint)
+	case s.WebhookOutbox != nil:
+		o := s.WebhookOutbox
+		p.f("webhook_outbox row %s (%s): %s, %s, created %s\n", o.ID, o.EventType, o.Status, plural(o.Attempts, "attempt"), ts(o.CreatedAt))
+		if o.LastError != "" {
+			p.f("  last error: %s\n", o.LastError)
+		}
+		switch {
+		case o.EventID != "":
+			p.f("  fanned out as event %s: worker show %s\n", o.EventID, o.EventID)
+		case o.Status == "failed":
+			p.f("  fix: worker requeue webhook %s\n", o.ID)
+		}
+	}
+	if len(s.Jobs) > 0 {
+		p.f("\nRiver shift jobs that attempted these rows (kept 24 h; River UI: /riverui/jobs/<id>):\n")
+		for _, j := range s.Jobs {
+			done := ""
+			if j.FinalizedAt != nil {
+				done = ", finished " + ts(*j.FinalizedAt)
+			}
+			p.f("  job %d on %s (%s%s): %s row %s\n", j.ID, j.Queue, j.State, done, j.Outcome, j.RowID)
+		}
+	}
+	return p.err
+}
+
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) f(format string, a ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, a...)
+	}
+}
+
+func (p *printer) email(e Email) {
+	p.f("\nemail %s  %s  %s\n", e.ID, e.Kind, strings.ToUpper(e.Status))
+	p.f("  to %s, subject %q\n", e.To, e.Subject)
+	p.f("  customer %s", e.CustomerID)
+	if e.InvoiceID != "" {
+		p.f(", invoice %s", e.InvoiceID)
+	}
+	if e.Trigger != "" {
+		p.f(", trigger %s", e.Trigger)
+	}
+	if e.AttemptNumber > 0 {
+		p.f(", dunning attempt %d", e.AttemptNumber)
+	}
+	p.f("\n  created %s, attempts %d, next attempt %s", ts(e.CreatedAt), e.Attempts, ts(e.NextAttemptAt))
+	if e.DispatchedAt != nil {
+		p.f(", dispatched %s", ts(*e.DispatchedAt))
+	}
+	p.f("\n")
+	if e.LastError != "" {
+		p.f("  last error: %s\n", e.LastError)
+	}
+	supp := "not suppressed"
+	if e.Suppressed {
+		supp = "SUPPRESSED: " + orNone(e.SuppressionReason)
+	}
+	p.f("  recipient: %s\n", supp)
+	if len(e.Secrets) > 0 {
+		parts := make([]string, len(e.Secrets))
+		for i, s := range e.Secrets {
+			parts[i] = s.Key + " " + s.State
+		}
+		p.f("  secret keys: %s\n", strings.Join(parts, ", "))
+	} else {
+		p.f("  secret keys: none held\n")
+	}
+	p.f("  outcome: %s\n  fix: %s\n", e.Outcome, e.Fix)
+}
+
+func (p *printer) event(e webhook.EventRecord) {
+	p.f("event %s (%s), created %s", e.ID, e.EventType, ts(e.CreatedAt))
+	if e.ReplayOf != "" {
+		p.f(", a replay of %s", e.ReplayOf)
+	}
+	if e.OutboxID != "" {
+		p.f(", from webhook_outbox row %s", e.OutboxID)
+	}
+	p.f("\n")
+	if len(e.Deliveries) == 0 {
+		p.f("  no deliveries: no enabled endpoint was subscribed, or the replay was interrupted (run it again)\n")
+	}
+	failed := false
+	for _, d := range e.Deliveries {
+		p.f("  → %s (endpoint %s)\n", d.EndpointURL, d.EndpointID)
+		p.delivery(d, "    ")
+		failed = failed || d.Status == webhook.StatusFailed
+	}
+	if len(e.Replays) > 0 {
+		p.f("  replays in this family:\n")
+		for _, r := range e.Replays {
+			what := "replay"
+			if r.ReplayOf == "" {
+				what = "original"
+			}
+			var states []string
+			for _, d := range r.Deliveries {
+				states = append(states, string(d.Status))
+			}
+			p.f("    %s %s, created %s: %d deliveries %v\n", what, r.ID, ts(r.CreatedAt), len(r.Deliveries), states)
+		}
+	}
+	if failed {
+		p.f("  fix: worker replay event %s\n", e.ID)
+	}
+}
+
+func (p *printer) delivery(d webhook.DeliveryRecord, indent string) {
+	p.f("%sdelivery %s: %s, %s", indent, d.ID, strings.ToUpper(string(d.Status)), plural(d.Attempts, "attempt"))
+	if d.DeliveredAt != nil {
+		p.f(", delivered %s", ts(*d.DeliveredAt))
+	}
+	if d.Status == webhook.StatusPending && d.NextRetryAt != nil {
+		p.f(", next try %s", ts(*d.NextRetryAt))
+	}
+	p.f("\n")
+	if d.LastError != "" {
+		p.f("%slast error: %s\n", indent, d.LastError)
+	}
+	if len(d.Log) == 0 {
+		return
+	}
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "%s  #\tAT\tSTATUS\tDURATION\tRESPONSE / ERROR\n", indent)
+	for _, a := range d.Log {
+		code := "-"
+		if a.StatusCode != 0 {
+			code = fmt.Sprint(a.StatusCode)
+		}
+		text := a.Excerpt
+		if a.Error != "" {
+			text = a.Error
+		}
+		fmt.Fprintf(tw, "%s  %d\t%s\t%s\t%s\t%s\n", indent, a.Attempt, ts(a.At), code, a.Duration, oneLine(text, 100))
+	}
+	tw.Flush()
+	p.f("%s", b.String())
+}
+
+func (p *printer) endpoint(h webhook.Health) {
+	e := h.Endpoint
+	state := "enabled"
+	if !e.Enabled {
+		state = "DISABLED: " + orNone(e.DisabledReason)
+	}
+	p.f("endpoint %s %s\n  %s; event types %v; secret: present (never shown)\n", e.ID, e.URL, state, e.EventTypes)
+	for _, w := range h.Windows {
+		if w.Attempts == 0 {
+			p.f("  %s: no attempts\n", w.Name)
+			continue
+		}
+		p.f("  %s: %d attempts, %.1f%% succeeded, p50 %s, p99 %s\n", w.Name, w.Attempts, 100*w.SuccessRate(), w.P50, w.P99)
+	}
+	p.f("  consecutive failures: %d\n", h.ConsecutiveFailures)
+	if h.LastError != "" {
+		p.f("  last error (%s): %s\n", ts(*h.LastErrorAt), h.LastError)
+	}
+	if h.LastSuccessAt != nil {
+		p.f("  last success: %s\n", ts(*h.LastSuccessAt))
+	}
+	if !e.Enabled {
+		p.f("  fix: worker endpoints enable %s, then worker replay endpoint %s --since <when it broke>\n", e.ID, e.ID)
+	}
+}
+
+func ts(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// oneLine folds text onto one line, at most n runes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}

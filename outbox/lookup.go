@@ -1,0 +1,156 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// The operator's lookups (worker show, the console): one row by id, a
+// recipient's rows, the failed rows. Like ListByInvoice they return
+// Records, which never carry a secret field's value.
+
+// Get returns the email_outbox row id, or an error matching ErrNotFound.
+func Get(ctx context.Context, db DB, id string) (Record, error) {
+	if !uuidPattern.MatchString(id) {
+		return Record{}, fmt.Errorf("%w: %q is not an email id (a UUID)", ErrNotFound, id)
+	}
+	rows, err := db.Query(ctx, `SELECT `+recordColumns+` FROM email_outbox WHERE id = $1`, id)
+	if err != nil {
+		return Record{}, fmt.Errorf("outbox: get %s: %w", id, err)
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, scanRecord)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return Record{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	case err != nil:
+		return Record{}, fmt.Errorf("outbox: get %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// ListByRecipient returns the emails to address (compared as the
+// suppression list compares it: the bare address, lower-cased) created
+// within ReadWindow, newest first, at most limit (0 means
+// DefaultListLimit). No index serves it: it reads the window's rows, which
+// is fine for an operator's lookup and never runs on a hot path.
+func ListByRecipient(ctx context.Context, db DB, address string, limit int) ([]Record, error) {
+	addr, err := recipient(address)
+	if err != nil {
+		return nil, invalid("address", "is not a single valid address: "+err.Error())
+	}
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	// The stored "to" may carry a display name ("Ada <ada@example.com>"):
+	// match the bare address inside it, then check it exactly in Go.
+	rows, err := db.Query(ctx, `SELECT `+recordColumns+` FROM email_outbox
+WHERE created_at > now() - $2::interval AND strpos(lower(payload->>'to'), $1) > 0
+ORDER BY created_at DESC, id
+LIMIT $3`, addr, ReadWindow, limit)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: list by recipient: %w", err)
+	}
+	recs, err := pgx.CollectRows(rows, scanRecord)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: list by recipient: %w", err)
+	}
+	out := recs[:0]
+	for _, r := range recs {
+		if got, err := recipient(r.To); err == nil && got == addr {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// ListFailed returns the newest failed rows, at most limit (0 means
+// DefaultListLimit), through the failed partial index.
+func ListFailed(ctx context.Context, db DB, limit int) ([]Record, error) {
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	rows, err := db.Query(ctx, `SELECT `+recordColumns+` FROM email_outbox
+WHERE status = 'failed' ORDER BY created_at DESC LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: list failed: %w", err)
+	}
+	recs, err := pgx.CollectRows(rows, scanRecord)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: list failed: %w", err)
+	}
+	return recs, nil
+}
+
+// IsSuppressed reports whether address is on the suppression list, and
+// why.
+func IsSuppressed(ctx context.Context, db DB, address string) (suppressed bool, reason string, err error) {
+	addr, err := recipient(address)
+	if err != nil {
+		return false, "", nil // an address that does not parse cannot be on the list
+	}
+	err = db.QueryRow(ctx, `SELECT reason FROM email_suppressions WHERE email = $1`, addr).Scan(&reason)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, "", nil
+	case err != nil:
+		return false, "", fmt.Errorf("outbox: suppression of %s: %w", addr, err)
+	}
+	return true, reason, nil
+}
+
+// Secret states: what an operator is told about a secret payload field in
+// place of its value.
+const (
+	SecretSealed   = "sealed"   // stored as an envelope under OUTBOX_ENCRYPTION_KEYS
+	SecretPresent  = "present"  // stored in plaintext (no key ring, or written by plain SQL)
+	SecretScrubbed = "scrubbed" // removed by the dispatched or skipped mark
+)
+
+// SecretField is one secret key of a row and its state; never its value.
+type SecretField struct {
+	Key   string `json:"key"`
+	State string `json:"state"`
+}
+
+// SecretFields says, for each secret key (scrubbedPayloadKeys), what the
+// row holds: sealed or present while it is pending or failed; scrubbed
+// once it is dispatched or skipped (the mark removes all six, so each is
+// listed whether or not the row had it). Keys a waiting row does not hold
+// are left out.
+func (r Record) SecretFields() []SecretField {
+	var out []SecretField
+	for _, k := range scrubbedPayloadKeys {
+		state, held := r.secrets[k]
+		switch {
+		case held:
+			out = append(out, SecretField{k, state})
+		case r.Status == StatusDispatched || r.Status == StatusSkipped:
+			out = append(out, SecretField{k, SecretScrubbed})
+		}
+	}
+	return out
+}
+
+// secretStatesSQL is, per row, the secret keys the payload holds and
+// whether each is sealed: "k=sealed,k2=present". It reads key names and
+// envelope markers only; no value leaves the database.
+var secretStatesSQL = `coalesce((SELECT string_agg(k || '=' || CASE WHEN jsonb_typeof(payload->k) = 'object' AND payload->k ? 'enc'
+	THEN 'sealed' ELSE 'present' END, ',') FROM unnest(` + scrubbedKeysSQL + `) AS k WHERE payload ? k AND payload->k <> 'null'::jsonb), '')`
+
+func parseSecretStates(s string) map[string]string {
+	if s == "" {
+		return nil
+	}
+	m := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
