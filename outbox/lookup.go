@@ -87,23 +87,6 @@ WHERE status = 'failed' ORDER BY created_at DESC LIMIT $1`, limit)
 	return recs, nil
 }
 
-// IsSuppressed reports whether address is on the suppression list, and
-// why.
-func IsSuppressed(ctx context.Context, db DB, address string) (suppressed bool, reason string, err error) {
-	addr, err := recipient(address)
-	if err != nil {
-		return false, "", nil // an address that does not parse cannot be on the list
-	}
-	err = db.QueryRow(ctx, `SELECT reason FROM email_suppressions WHERE email = $1`, addr).Scan(&reason)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return false, "", nil
-	case err != nil:
-		return false, "", fmt.Errorf("outbox: suppression of %s: %w", addr, err)
-	}
-	return true, reason, nil
-}
-
 // Secret states: what an operator is told about a secret payload field in
 // place of its value.
 const (

@@ -38,6 +38,7 @@ type action struct {
 type actionInput struct {
 	since  time.Time
 	reason string
+	user   string // the operator, for what records who did it
 }
 
 var actions = map[string]action{
@@ -51,6 +52,23 @@ var actions = map[string]action{
 				return "", err
 			}
 			return "email " + id + " requeued: pending, attempts 0, due now", nil
+		},
+	},
+	"lift-suppression": {
+		Title: "Lift the suppression of this email's recipient?", Button: "Lift",
+		Explain: "The recipient's address comes off the suppression list (the lifting is logged with your name), so " +
+			"the next email to it is sent. A failed email is not sent again by this: requeue it afterwards.",
+		back: story.KindEmail,
+		run: func(ctx context.Context, c *Console, id string, in actionInput) (string, error) {
+			rec, err := outbox.Get(ctx, c.db, id)
+			if err != nil {
+				return "", err
+			}
+			lifted, err := outbox.LiftSuppression(ctx, c.db, rec.To, in.user, c.logger)
+			if err != nil {
+				return "", err
+			}
+			return "suppression of " + lifted.Email + " lifted (it was: " + lifted.Reason + ")", nil
 		},
 	},
 	"requeue-webhook-outbox": {
@@ -177,7 +195,7 @@ func (c *Console) do(w http.ResponseWriter, r *http.Request) {
 		c.problem(w, r, http.StatusBadRequest, fmt.Sprintf("Refused: %q is not a row id (a UUID). Nothing was changed.", id))
 		return
 	}
-	var in actionInput
+	in := actionInput{user: u}
 	if a.Since {
 		var err error
 		if in.since, err = webhook.ParseSince(r.PostFormValue("since"), c.now()); err != nil {
@@ -200,7 +218,7 @@ func (c *Console) do(w http.ResponseWriter, r *http.Request) {
 		c.logger.Warn("console: action refused", "user", u, "action", name, "id", id, "error", err.Error())
 		status := http.StatusConflict
 		switch {
-		case errors.Is(err, outbox.ErrNotFound), errors.Is(err, webhook.ErrNotFound):
+		case errors.Is(err, outbox.ErrNotFound), errors.Is(err, webhook.ErrNotFound), errors.Is(err, outbox.ErrNotSuppressed):
 			status = http.StatusNotFound
 		case ctx.Err() != nil:
 			status = http.StatusGatewayTimeout

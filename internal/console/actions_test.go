@@ -141,8 +141,28 @@ func TestActionsChangeRows(t *testing.T) {
 		t.Fatalf("enable: %d:\n%s", code, body)
 	}
 
+	// The suppressed row's page offers the lift; the lift takes the
+	// address off the list, records who lifted it, and a second lift of
+	// the same address is refused as not suppressed.
+	if _, page := b.get("/console/email/" + f.suppressedID); !strings.Contains(page, "/confirm/lift-suppression?id="+f.suppressedID) {
+		t.Errorf("the suppressed row's page offers no lift:\n%s", page)
+	}
+	code, body, _ = post("lift-suppression", f.suppressedID, nil)
+	if code != 200 || !strings.Contains(body, "suppression of bounced@example.com lifted") {
+		t.Fatalf("lift suppression: %d:\n%s", code, body)
+	}
+	if n := f.count(t, `SELECT count(*) FROM email_suppressions WHERE email = 'bounced@example.com'`); n != 0 {
+		t.Errorf("lifted address still suppressed (%d rows)", n)
+	}
+	if n := f.count(t, `SELECT count(*) FROM email_suppression_log WHERE email = 'bounced@example.com' AND action = 'lifted' AND actor = 'alice'`); n != 1 {
+		t.Errorf("%d log rows name alice as the lifter, want 1", n)
+	}
+	if code, body, _ = post("lift-suppression", f.suppressedID, nil); code != 404 || !strings.Contains(body, "not suppressed") {
+		t.Errorf("second lift: %d, want 404 naming the address as not suppressed:\n%s", code, body)
+	}
+
 	logs := f.logs.String()
-	for _, action := range []string{"requeue-email", "replay-event", "requeue-webhook-outbox", "disable-endpoint", "enable-endpoint", "replay-endpoint"} {
+	for _, action := range []string{"requeue-email", "replay-event", "requeue-webhook-outbox", "disable-endpoint", "enable-endpoint", "replay-endpoint", "lift-suppression"} {
 		if !strings.Contains(logs, `msg="console: action done" component=console user=alice action=`+action+` id=`) {
 			t.Errorf("no log line names alice for %s:\n%s", action, logs)
 		}

@@ -61,6 +61,16 @@ type Email struct {
 
 	Suppressed        bool   `json:"suppressed"`
 	SuppressionReason string `json:"suppression_reason,omitempty"`
+	// Suppression is the recipient's entry on the list: why, from which
+	// row or event, by whom and when.
+	Suppression *outbox.Suppression `json:"suppression,omitempty"`
+
+	// Events are what the relay or provider reported after the send
+	// (email_events), oldest first; LastEvent is the newest one's type.
+	// They never change Status, the transport's state: a dispatched row
+	// that bounced is dispatched, with LastEvent bounced.
+	Events    []EmailEvent `json:"events"`
+	LastEvent string       `json:"last_event,omitempty"`
 
 	// Outcome says in a sentence where the row stands; Fix is the command
 	// that would fix it, or why there is none.
@@ -72,8 +82,17 @@ type Email struct {
 
 	// The row keeps no log of its attempts: the count, the last error and
 	// the next attempt's time are what it records. Story.Jobs lists the
-	// shifts of the last 24 h that attempted it. Provider events
-	// (email_events) are the next field to add here.
+	// shifts of the last 24 h that attempted it; Events what came back.
+}
+
+// EmailEvent is one delivery event as an operator reads it. The raw
+// excerpt stays in the table: a provider's payload can quote the message.
+type EmailEvent struct {
+	Type        string    `json:"type"`
+	BounceClass string    `json:"bounce_class,omitempty"`
+	Provider    string    `json:"provider"`
+	Detail      string    `json:"detail,omitempty"`
+	At          time.Time `json:"at"` // when the provider says it happened, else when it arrived
 }
 
 // JobRef is a River job that touched a row.
@@ -219,8 +238,8 @@ func (s Story) rowIDs() (ids []string, since time.Time) {
 func Emails(ctx context.Context, db DB, recs []outbox.Record) ([]Email, error) {
 	out := make([]Email, 0, len(recs))
 	type suppression struct {
-		on     bool
-		reason string
+		entry outbox.Suppression
+		on    bool
 	}
 	supp := map[string]suppression{} // per address: one lookup
 	for _, r := range recs {
@@ -235,14 +254,35 @@ func Emails(ctx context.Context, db DB, recs []outbox.Record) ([]Email, error) {
 		}
 		got, ok := supp[r.To]
 		if !ok {
-			on, reason, err := outbox.IsSuppressed(ctx, db, r.To)
-			if err != nil {
+			entry, on, err := outbox.CheckSuppression(ctx, db, r.To)
+			var invalid *outbox.ValidationError
+			switch {
+			case errors.As(err, &invalid):
+				// An address that does not parse cannot be on the list.
+			case err != nil:
 				return nil, err
 			}
-			got = suppression{on, reason}
+			got = suppression{entry, on}
 			supp[r.To] = got
 		}
-		e.Suppressed, e.SuppressionReason = got.on, got.reason
+		if got.on {
+			entry := got.entry
+			e.Suppressed, e.SuppressionReason, e.Suppression = true, entry.Reason, &entry
+		}
+		events, err := outbox.EventsFor(ctx, db, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		e.Events = make([]EmailEvent, 0, len(events))
+		for _, ev := range events {
+			at := ev.ReceivedAt
+			if ev.OccurredAt != nil {
+				at = *ev.OccurredAt
+			}
+			e.Events = append(e.Events, EmailEvent{Type: string(ev.Type), BounceClass: string(ev.BounceClass),
+				Provider: ev.Provider, Detail: ev.Detail, At: at})
+		}
+		e.LastEvent = string(r.LastEvent)
 		e.Outcome, e.Fix = verdict(e)
 		out = append(out, e)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/outbox"
@@ -245,4 +246,54 @@ func TestFind(t *testing.T) {
 			t.Fatalf("jobs: %+v", s.Jobs)
 		}
 	})
+}
+
+// An email's story carries what came back after the send: the provider's
+// events, oldest first, with the newest as LastEvent, and the suppression
+// the hard bounce added — while Status stays the transport's "dispatched".
+func TestFind_EmailEventsAndSuppression(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	var id string
+	if err := db.QueryRow(ctx, `INSERT INTO email_outbox (customer_id, payload, status, attempts, dispatched_at)
+		VALUES ('cus_5', '{"to":"Grace <grace@example.com>","subject":"Receipt","text":"x"}', 'dispatched', 1, now())
+		RETURNING id::text`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	delivered := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	for _, e := range []outbox.Event{
+		{RowID: id, Type: outbox.EventDelivered, Provider: "postmark", ProviderEventID: "pm-1", Recipient: "grace@example.com", OccurredAt: &delivered},
+		{RowID: id, Type: outbox.EventBounced, BounceClass: outbox.BounceHard, Provider: "postmark", ProviderEventID: "pm-2",
+			Recipient: "grace@example.com", Detail: "550 5.1.1 mailbox gone"},
+	} {
+		if _, err := outbox.RecordEvent(ctx, db, e, outbox.SuppressionPolicy{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := Find(ctx, db, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Emails) != 1 {
+		t.Fatalf("%d emails", len(s.Emails))
+	}
+	e := s.Emails[0]
+	if e.Status != "dispatched" || e.LastEvent != "bounced" || len(e.Events) != 2 ||
+		e.Events[0].Type != "delivered" || !e.Events[0].At.Equal(delivered) ||
+		e.Events[1].Type != "bounced" || e.Events[1].BounceClass != "hard" || e.Events[1].Detail != "550 5.1.1 mailbox gone" {
+		t.Errorf("events: status %s, last %q, %+v", e.Status, e.LastEvent, e.Events)
+	}
+	if !e.Suppressed || e.Suppression == nil || e.Suppression.SourceRow != id {
+		t.Errorf("the hard bounce did not show as the recipient's suppression: %+v", e.Suppression)
+	}
+	var text strings.Builder
+	if err := WriteText(&text, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"delivery events:", "bounced (hard)", "via postmark", "SUPPRESSED:", "from row " + id} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("printed story lacks %q:\n%s", want, text.String())
+		}
+	}
 }

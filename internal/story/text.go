@@ -90,8 +90,30 @@ func (p *printer) email(e Email) {
 	supp := "not suppressed"
 	if e.Suppressed {
 		supp = "SUPPRESSED: " + orNone(e.SuppressionReason)
+		if s := e.Suppression; s != nil {
+			supp += " (" + string(s.Source)
+			if s.SourceRow != "" {
+				supp += ", from row " + s.SourceRow
+			}
+			if s.CreatedBy != "" {
+				supp += ", by " + s.CreatedBy
+			}
+			supp += ", since " + ts(s.CreatedAt) + ")"
+		}
 	}
 	p.f("  recipient: %s\n", supp)
+	if len(e.Events) == 0 {
+		p.f("  delivery events: none reported\n")
+	} else {
+		p.f("  delivery events:\n")
+		for _, ev := range e.Events {
+			what := ev.Type
+			if ev.BounceClass != "" {
+				what += " (" + ev.BounceClass + ")"
+			}
+			p.f("    %s  %-18s via %s  %s\n", ts(ev.At), what, ev.Provider, ev.Detail)
+		}
+	}
 	if len(e.Secrets) > 0 {
 		parts := make([]string, len(e.Secrets))
 		for i, s := range e.Secrets {

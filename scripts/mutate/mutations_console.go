@@ -173,5 +173,21 @@ func init() {
 			Pkg:     "./internal/console/",
 			Test:    "TestBrowserSearchRequeueReplay",
 		},
+		Mutation{
+			Name:    "story: an email's delivery events are not read",
+			File:    "internal/story/story.go",
+			Find:    "events, err := outbox.EventsFor(ctx, db, r.ID)",
+			Replace: "events, err := []outbox.Event(nil), error(nil)",
+			Pkg:     "./internal/story/",
+			Test:    "TestFind_EmailEventsAndSuppression",
+		},
+		Mutation{
+			Name:    "console lift: the suppression is lifted without naming the operator",
+			File:    "internal/console/actions.go",
+			Find:    "outbox.LiftSuppression(ctx, c.db, rec.To, in.user, c.logger)",
+			Replace: `outbox.LiftSuppression(ctx, c.db, rec.To, "", c.logger)`,
+			Pkg:     "./internal/console/",
+			Test:    "TestActionsChangeRows",
+		},
 	)
 }
