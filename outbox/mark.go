@@ -51,30 +51,39 @@ func (e *StaleMarkError) Is(target error) bool {
 // cannot overwrite what the sibling that re-claimed the row recorded.
 const casGuard = `WHERE id = $1 AND status = 'pending'`
 
+// withAttemptLog makes a mark's UPDATE append the attempt it records to
+// email_attempts in the same statement, so a row's history costs no round
+// trip and a mark that is not applied logs nothing. $n is the claim's
+// attempt number (0 from the exported Mark functions: the row's count).
 // Every mark returns the row's age in seconds, computed by the database so
 // worker clock skew does not distort the enqueue→delivered histogram.
-const returningAge = `RETURNING extract(epoch FROM now() - created_at)::float8`
+func withAttemptLog(update string, outcome Outcome, errExpr string, n int) string {
+	return fmt.Sprintf(`WITH marked AS (%s
+RETURNING id, attempts, created_at
+), logged AS (
+INSERT INTO email_attempts (row_id, attempt, outcome, error)
+SELECT id, CASE WHEN $%[2]d::int > 0 THEN $%[2]d::int ELSE attempts END, '%[3]s', %[4]s FROM marked
+ON CONFLICT DO NOTHING
+)
+SELECT extract(epoch FROM now() - created_at)::float8 FROM marked`, update, n, outcome, errExpr)
+}
 
 var (
-	markDispatchedSQL = `UPDATE email_outbox
-SET status = 'dispatched', dispatched_at = now(), last_error = NULL, ` + scrubSet + `
-` + casGuard + `
-` + returningAge
+	markDispatchedSQL = withAttemptLog(`UPDATE email_outbox
+SET status = 'dispatched', dispatched_at = now(), last_error = NULL, `+scrubSet+`
+`+casGuard, OutcomeSent, "NULL", 2)
 
-	markSkippedSQL = `UPDATE email_outbox
-SET status = 'skipped', last_error = NULL, ` + scrubSet + `
-` + casGuard + `
-` + returningAge
+	markSkippedSQL = withAttemptLog(`UPDATE email_outbox
+SET status = 'skipped', last_error = NULL, `+scrubSet+`
+`+casGuard, OutcomeSkipped, "NULL", 2)
 
-	markFailedSQL = `UPDATE email_outbox
-SET status = 'failed', last_error = $2, ` + sealSet(3) + `
-` + casGuard + `
-` + returningAge
+	markFailedSQL = withAttemptLog(`UPDATE email_outbox
+SET status = 'failed', last_error = $2, `+sealSet(3)+`
+`+casGuard, OutcomeFailed, "$2::text", 4)
 
-	markRetrySQL = `UPDATE email_outbox
-SET next_attempt_at = now() + $2::interval, last_error = $3, ` + sealSet(4) + `
-` + casGuard + `
-` + returningAge
+	markRetrySQL = withAttemptLog(`UPDATE email_outbox
+SET next_attempt_at = now() + $2::interval, last_error = $3, `+sealSet(4)+`
+`+casGuard, OutcomeRetry, "$3::text", 5)
 )
 
 // sealSet is the SET clause by which the retry and failed marks seal a
@@ -89,13 +98,13 @@ func sealSet(n int) string {
 // now, last_error cleared, secret payload keys removed. It returns the
 // row's age (enqueue → delivered).
 func MarkDispatched(ctx context.Context, db DB, id string) (time.Duration, error) {
-	return singleMarks{db}.mark(ctx, dispatchedMark(id))
+	return singleMarks{db}.mark(ctx, dispatchedMark(id, 0))
 }
 
 // MarkSkipped records a row its renderer declined to send: status skipped,
 // last_error cleared, secret payload keys removed.
 func MarkSkipped(ctx context.Context, db DB, id string) error {
-	_, err := singleMarks{db}.mark(ctx, skippedMark(id))
+	_, err := singleMarks{db}.mark(ctx, skippedMark(id, 0))
 	return err
 }
 
@@ -104,7 +113,7 @@ func MarkSkipped(ctx context.Context, db DB, id string) error {
 // dispatcher's own failed mark also seals the row's plaintext secret
 // fields, when it has keys.)
 func MarkFailed(ctx context.Context, db DB, id string, cause error) error {
-	_, err := singleMarks{db}.mark(ctx, failedMark(id, cause, noSeal))
+	_, err := singleMarks{db}.mark(ctx, failedMark(id, 0, cause, noSeal))
 	return err
 }
 
@@ -113,7 +122,7 @@ func MarkFailed(ctx context.Context, db DB, id string, cause error) error {
 // claim is the only place attempts increases. (The dispatcher's own retry
 // mark also seals the row's plaintext secret fields, when it has keys.)
 func MarkRetry(ctx context.Context, db DB, id string, wait time.Duration, cause error) error {
-	_, err := singleMarks{db}.mark(ctx, retryMark(id, wait, cause, noSeal))
+	_, err := singleMarks{db}.mark(ctx, retryMark(id, 0, wait, cause, noSeal))
 	return err
 }
 
@@ -152,20 +161,23 @@ func landed(ctx context.Context, db DB, m markStmt) bool {
 	return claim.Landed(ctx, db, table, m.id, want)
 }
 
-func dispatchedMark(id string) markStmt {
-	return markStmt{id: id, outcome: OutcomeSent, sql: markDispatchedSQL, args: []any{id}}
+// The marks' constructors take the attempt the mark records: the claim's
+// number, or 0 when no claim is held (see withAttemptLog).
+
+func dispatchedMark(id string, attempt int) markStmt {
+	return markStmt{id: id, outcome: OutcomeSent, sql: markDispatchedSQL, args: []any{id, attempt}}
 }
 
-func skippedMark(id string) markStmt {
-	return markStmt{id: id, outcome: OutcomeSkipped, sql: markSkippedSQL, args: []any{id}}
+func skippedMark(id string, attempt int) markStmt {
+	return markStmt{id: id, outcome: OutcomeSkipped, sql: markSkippedSQL, args: []any{id, attempt}}
 }
 
-func failedMark(id string, cause error, seal json.RawMessage) markStmt {
-	return markStmt{id: id, outcome: OutcomeFailed, sql: markFailedSQL, args: []any{id, lastError(cause), seal}}
+func failedMark(id string, attempt int, cause error, seal json.RawMessage) markStmt {
+	return markStmt{id: id, outcome: OutcomeFailed, sql: markFailedSQL, args: []any{id, lastError(cause), seal, attempt}}
 }
 
-func retryMark(id string, wait time.Duration, cause error, seal json.RawMessage) markStmt {
-	return markStmt{id: id, outcome: OutcomeRetry, sql: markRetrySQL, args: []any{id, wait, lastError(cause), seal}}
+func retryMark(id string, attempt int, wait time.Duration, cause error, seal json.RawMessage) markStmt {
+	return markStmt{id: id, outcome: OutcomeRetry, sql: markRetrySQL, args: []any{id, wait, lastError(cause), seal, attempt}}
 }
 
 // singleMarks runs each mark as its own statement and commit (the

@@ -42,10 +42,10 @@ func TestMarkGroups_GroupSharesOneCommitAndKeepsEachGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	group := []*markCall{
-		newCall(t, dispatchedMark(ids[0])),
-		newCall(t, retryMark(ids[1], time.Hour, errors.New("451 later"), noSeal)),
-		newCall(t, failedMark(ids[2], errors.New("550 no such user"), noSeal)),
-		newCall(t, dispatchedMark(ids[3])),
+		newCall(t, dispatchedMark(ids[0], 1)),
+		newCall(t, retryMark(ids[1], 1, time.Hour, errors.New("451 later"), noSeal)),
+		newCall(t, failedMark(ids[2], 1, errors.New("550 no such user"), noSeal)),
+		newCall(t, dispatchedMark(ids[3], 1)),
 	}
 	newMarkGroups(pool, 1, slog.Default()).commit(group)
 
@@ -82,8 +82,8 @@ func TestMarkGroups_RejectedStatementLosesNoOtherMark(t *testing.T) {
 	bad := markStmt{id: ids[1], outcome: OutcomeRetry, args: []any{ids[1]},
 		// Violates the attempts >= 0 CHECK: a server-side error, as a
 		// constraint or a value the column refuses would be.
-		sql: `UPDATE email_outbox SET attempts = -1 ` + casGuard + ` ` + returningAge}
-	group := []*markCall{newCall(t, dispatchedMark(ids[0])), newCall(t, bad), newCall(t, dispatchedMark(ids[2]))}
+		sql: `UPDATE email_outbox SET attempts = -1 ` + casGuard + ` RETURNING 0::float8`}
+	group := []*markCall{newCall(t, dispatchedMark(ids[0], 1)), newCall(t, bad), newCall(t, dispatchedMark(ids[2], 1))}
 	newMarkGroups(pool, 1, slog.Default()).commit(group)
 
 	if group[1].err == nil || errors.Is(group[1].err, ErrStaleMark) {
@@ -113,7 +113,7 @@ func TestMarkGroups_ConcurrentMarksAreGrouped(t *testing.T) {
 	for i, id := range ids {
 		wg.Go(func() {
 			<-start
-			_, errs[i] = g.mark(context.Background(), dispatchedMark(id))
+			_, errs[i] = g.mark(context.Background(), dispatchedMark(id, 1))
 		})
 	}
 	close(start)

@@ -242,20 +242,20 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 func (d *Dispatcher) markFor(row *Row, res *Result, seal json.RawMessage) (markStmt, string) {
 	switch res.Outcome {
 	case OutcomeSent:
-		return dispatchedMark(row.ID), metricSent
+		return dispatchedMark(row.ID, row.Attempts), metricSent
 	case OutcomeSkipped:
-		return skippedMark(row.ID), metricSkipped
+		return skippedMark(row.ID, row.Attempts), metricSkipped
 	case OutcomeRetry:
 		wait, ok := d.backoff.Next(row.Attempts)
 		if ok {
 			res.RetryIn = wait
-			return retryMark(row.ID, wait, res.Err, seal), metricRetried
+			return retryMark(row.ID, row.Attempts, wait, res.Err, seal), metricRetried
 		}
 		res.Outcome = OutcomeFailed
 		res.Err = fmt.Errorf("gave up after %d attempts: %w", row.Attempts, res.Err)
-		return failedMark(row.ID, res.Err, seal), metricFailedExhausted
+		return failedMark(row.ID, row.Attempts, res.Err, seal), metricFailedExhausted
 	default:
-		return failedMark(row.ID, res.Err, seal), metricFailedPermanent
+		return failedMark(row.ID, row.Attempts, res.Err, seal), metricFailedPermanent
 	}
 }
 

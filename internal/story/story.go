@@ -80,9 +80,12 @@ type Email struct {
 	// console's requeue accept.
 	Requeueable bool `json:"requeueable"`
 
-	// The row keeps no log of its attempts: the count, the last error and
-	// the next attempt's time are what it records. Story.Jobs lists the
-	// shifts of the last 24 h that attempted it; Events what came back.
+	// AttemptLog is each recorded attempt's time and outcome (its error,
+	// for a retry or a failure), oldest first. Attempts above the last
+	// logged number never marked: the worker died, or its lease ran out,
+	// first. Story.Jobs lists the shifts of the last 24 h that attempted
+	// the row; Events what came back after the send.
+	AttemptLog []outbox.Attempt `json:"attempt_log"`
 }
 
 // EmailEvent is one delivery event as an operator reads it. The raw
@@ -269,6 +272,11 @@ func Emails(ctx context.Context, db DB, recs []outbox.Record) ([]Email, error) {
 			entry := got.entry
 			e.Suppressed, e.SuppressionReason, e.Suppression = true, entry.Reason, &entry
 		}
+		log, err := outbox.AttemptsFor(ctx, db, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		e.AttemptLog = log
 		events, err := outbox.EventsFor(ctx, db, r.ID)
 		if err != nil {
 			return nil, err

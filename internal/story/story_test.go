@@ -291,9 +291,40 @@ func TestFind_EmailEventsAndSuppression(t *testing.T) {
 	if err := WriteText(&text, s); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"delivery events:", "bounced (hard)", "via postmark", "SUPPRESSED:", "from row " + id} {
+	for _, want := range []string{"delivery events:", "bounced (hard)", "via postmark", "SUPPRESSED:", "from row " + id,
+		"#1  no outcome recorded"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("printed story lacks %q:\n%s", want, text.String())
 		}
+	}
+}
+
+// An email's story lists each recorded attempt with its time and outcome.
+func TestFind_EmailAttemptLog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	var id string
+	if err := db.QueryRow(ctx, `INSERT INTO email_outbox (customer_id, payload, attempts)
+		VALUES ('cus_6', '{"to":"lin@example.com","subject":"Receipt","text":"x"}', 1) RETURNING id::text`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.MarkRetry(ctx, db, id, time.Minute, errors.New("421 4.7.0 try later")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Find(ctx, db, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := s.Emails[0].AttemptLog
+	if len(log) != 1 || log[0].Attempt != 1 || log[0].Outcome != outbox.OutcomeRetry || log[0].Error != "421 4.7.0 try later" {
+		t.Fatalf("attempt log %+v", log)
+	}
+	var text strings.Builder
+	if err := WriteText(&text, s); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "#1  ") || !strings.Contains(text.String(), "retry: 421 4.7.0 try later") {
+		t.Errorf("printed story lacks the attempt:\n%s", text.String())
 	}
 }

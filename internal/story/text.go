@@ -102,6 +102,22 @@ func (p *printer) email(e Email) {
 		}
 	}
 	p.f("  recipient: %s\n", supp)
+	p.f("  attempts:\n")
+	logged := 0
+	for _, a := range e.AttemptLog {
+		line := fmt.Sprintf("    #%d  %s  %s", a.Attempt, ts(a.At), a.Outcome)
+		if a.Error != "" {
+			line += ": " + a.Error
+		}
+		p.f("%s\n", line)
+		logged = max(logged, a.Attempt)
+	}
+	for n := logged + 1; n <= e.Attempts; n++ {
+		p.f("    #%d  no outcome recorded: its worker stopped, or its lease ran out, before it marked the row (or the attempt predates the attempt log)\n", n)
+	}
+	if e.Attempts == 0 {
+		p.f("    none yet\n")
+	}
 	if len(e.Events) == 0 {
 		p.f("  delivery events: none reported\n")
 	} else {

@@ -220,5 +220,19 @@ func init() {
 		Replace: "WHERE id IN (\n\tSELECT id FROM %[1]s\n\tWHERE status = 'pending' AND %[3]s\n\tORDER BY %[5]s\n\tLIMIT $1\n\tFOR UPDATE SKIP LOCKED)",
 		Pkg:     "./outbox/",
 		Test:    "TestClaim_ReadsItsPartialIndex",
+	}, Mutation{
+		Name:    "attempt log: marks append nothing",
+		File:    "outbox/mark.go",
+		Find:    "'%[3]s', %[4]s FROM marked",
+		Replace: "'%[3]s', %[4]s FROM marked WHERE false",
+		Pkg:     "./outbox/",
+		Test:    "TestAttempts_EveryMarkLogsItsAttempt",
+	}, Mutation{
+		Name:    "attempt log: a late mark is logged under the row's current count",
+		File:    "outbox/mark.go",
+		Find:    "CASE WHEN $%[2]d::int > 0 THEN $%[2]d::int ELSE attempts END",
+		Replace: "attempts + 0*$%[2]d::int",
+		Pkg:     "./outbox/",
+		Test:    "TestAttempts_LateMarkKeepsItsNumberAndStaleMarksLogNothing",
 	})
 }
