@@ -126,8 +126,8 @@ func (t *Tally) Print(w io.Writer) {
 	fmt.Fprintf(pw, "PERMANENT ERRORS\t%d rows planned for 550, %d answered 550, %d failed; failed == answered: %v\n",
 		t.PermanentPlanned, t.PermanentAnswered, t.EmailsFailed,
 		len(t.FailedNotPermanent) == 0 && len(t.PermanentNotFailed) == 0)
-	fmt.Fprintf(pw, "possibly delivered\t%d rows failed because the sink held the reply to their final dot (not sent again)\n",
-		t.EmailsPossiblyDelivered)
+	fmt.Fprintf(pw, "possibly delivered\t%d rows failed because the sink held the reply to their final dot (not sent again); %d of them were accepted by an earlier attempt whose mark a crash lost\n",
+		t.EmailsPossiblyDelivered, t.EmailsDeliveredThenPossiblyDelivered)
 	if t.Events > 0 {
 		fmt.Fprintf(pw, "failed deliveries\t%d (%d exhausted their retry schedule)\n", len(t.FailedDeliveries), t.FailedDeliveriesExhausted)
 	}

@@ -61,6 +61,7 @@ type Tally struct {
 	// answered 550, and the differences with the failed set.
 	PermanentPlanned, PermanentAnswered, EmailsFailed int
 	EmailsPossiblyDelivered                           int // failed because a held reply to the final dot left them possibly delivered
+	EmailsDeliveredThenPossiblyDelivered              int // of those, accepted by an earlier attempt whose mark a crash or lease expiry lost
 	FailedNotPermanent, PermanentNotFailed            []string
 	AcceptedNotDispatched                             []string // reached the sink but recorded otherwise
 	// Phantoms are acceptances of rows or events the soak never enqueued.
@@ -232,6 +233,18 @@ type event struct {
 // A resend sooner than minResend after the previous acceptance is never
 // explained: the lease that should have kept the row from being claimed
 // again did not hold.
+// followedByCrash reports whether one of events (kills, the restart, lease
+// expiries) happened after t: what lets an accepted send go unmarked and
+// its row be claimed again.
+func followedByCrash(t time.Time, events []event) bool {
+	for _, e := range events {
+		if !e.to.Before(t.Add(-explainSlack)) {
+			return true
+		}
+	}
+	return false
+}
+
 func explain(rd *RowDuplicates, accepted []time.Time, events []event, pendingFrom, pendingTo time.Time, minResend time.Duration) {
 	rd.Sends = len(accepted)
 	rd.Duplicates = max(0, len(accepted)-1)
@@ -408,6 +421,7 @@ func (r *run) tallyEmails(ctx context.Context, t *Tally, rowEvents func(string) 
 		t.EmailClaims += e.Attempts
 		t.EmailClaimsWithoutData += max(0, e.Attempts-dataSeen[e.ID])
 		acc := accepted[e.ID]
+		lostMark := false // accepted, then failed as possibly delivered after a crash
 		switch e.Status {
 		case "pending":
 			t.Lost.EmailsNotTerminal++
@@ -421,13 +435,22 @@ func (r *run) tallyEmails(ctx context.Context, t *Tally, rowEvents func(string) 
 				// The relay never answered its final dot: possibly
 				// delivered, failed rather than sent again (smtp.ErrPossiblyDelivered).
 				t.EmailsPossiblyDelivered++
+				// An earlier attempt may have been accepted and lost its
+				// mark to a crash or a lease expiry: the row was delivered,
+				// then re-claimed, and the held reply failed it. That is
+				// consistent when something the row lived through came
+				// after the acceptance; otherwise it is still a problem.
+				if len(acc) > 0 && followedByCrash(acc[len(acc)-1], rowEvents(e.ID)) {
+					t.EmailsDeliveredThenPossiblyDelivered++
+					lostMark = true
+				}
 				break
 			}
 			if !answered[e.ID] {
 				t.FailedNotPermanent = append(t.FailedNotPermanent, e.ID)
 			}
 		}
-		if len(acc) > 0 && e.Status != "dispatched" {
+		if len(acc) > 0 && e.Status != "dispatched" && !lostMark {
 			t.AcceptedNotDispatched = append(t.AcceptedNotDispatched, e.ID+" ("+e.Status+")")
 		}
 		if (answered[e.ID] || r.load.permanent[e.ID]) && e.Status != "failed" {
