@@ -186,7 +186,7 @@ func init() {
 			Find:    "case !d.enabled:",
 			Replace: "case !d.enabled && false:",
 			Pkg:     pkg,
-			Test:    "TestRetry_DisabledEndpointFailsWithoutRequest",
+			Test:    "TestRetry_DisabledEndpointHeldUntilEnabled",
 		},
 
 		// Standard Webhooks signing.

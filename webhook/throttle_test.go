@@ -1,0 +1,138 @@
+package webhook
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/postbox/postbox/internal/pgtest"
+)
+
+// A limit of 20/s holds within 10% across three dispatchers over 10 s,
+// with no throttled delivery spending an attempt, while an unlimited
+// endpoint beside it gets every event in the fan-out's first attempts.
+func TestRateLimit_HoldsAcrossDispatchers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg)
+	ps := make([]*Dispatcher, 3)
+	for i := range ps {
+		ps[i] = newDispatcher(t, pool, func(o *Config) { o.Metrics = metrics })
+	}
+	limitedRC, freeRC := newReceiver(t, nil), newReceiver(t, nil)
+	limited := createEndpoint(t, pool, limitedRC.URL)
+	createEndpoint(t, pool, freeRC.URL)
+	rate := 20.0
+	if err := SetLimits(ctx, pool, limited.ID, Limits{RateLimit: &rate}); err != nil {
+		t.Fatal(err)
+	}
+	const events = 300
+	for i := range events {
+		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
+	}
+	if _, err := ps[0].Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(freeRC.requests()); n != events {
+		t.Fatalf("unlimited endpoint got %d requests in the fan-out's first attempts, want %d", n, events)
+	}
+	if n := len(limitedRC.requests()); n != 0 {
+		t.Fatalf("limited endpoint got %d requests from first attempts in process, want 0 (born held)", n)
+	}
+
+	const window = 10 * time.Second
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Go(func() {
+			if _, err := p.RunRetries(ctx, window); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	var at []time.Time
+	for _, r := range limitedRC.requests() {
+		if r.At.Before(start.Add(window)) {
+			at = append(at, r.At)
+		}
+	}
+	want := rate * window.Seconds()
+	t.Logf("limited endpoint: %d requests in %s across %d dispatchers (limit %v/s)", len(at), window, len(ps), rate)
+	if got := float64(len(at)); got < want*0.9 || got > want*1.1 {
+		t.Fatalf("limited endpoint got %v requests in %s, want %v ± 10%%", got, window, want)
+	}
+	// Nor any one second over the limit (plus the bucket's burst).
+	for i := range at {
+		j := i
+		for j < len(at) && at[j].Sub(at[i]) < time.Second {
+			j++
+		}
+		if j-i > int(rate*1.1)+1 {
+			t.Fatalf("%d requests within one second from %s, want at most %v", j-i, at[i].Format(time.StampMilli), rate*1.1+1)
+		}
+	}
+	if n := count(t, pool, `SELECT coalesce(max(attempts), 0) FROM webhook_deliveries WHERE endpoint_id = $1`, limited.ID); n != 1 {
+		t.Fatalf("a limited delivery has %d attempts, want 1: throttling spends none", n)
+	}
+	if got := counterValue(t, reg, "postbox_webhook_throttled_total", limited.ID); got == 0 {
+		t.Fatal("throttled counter not counted")
+	}
+}
+
+// max_in_flight caps the attempts in flight across dispatchers: the
+// receiver never sees more than the cap at once.
+func TestMaxInFlight_HoldsAcrossDispatchers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	var mu sync.Mutex
+	inFlight, peak := 0, 0
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		mu.Lock()
+		inFlight++
+		peak = max(peak, inFlight)
+		mu.Unlock()
+		time.Sleep(50 * time.Millisecond)
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	ep := createEndpoint(t, pool, rc.URL)
+	limit := 3
+	if err := SetLimits(ctx, pool, ep.ID, Limits{MaxInFlight: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]*Dispatcher, 3)
+	for i := range ps {
+		ps[i] = newDispatcher(t, pool, nil)
+	}
+	const events = 40
+	for i := range events {
+		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
+	}
+	if _, err := ps[0].Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) < events && time.Now().Before(deadline) {
+		var wg sync.WaitGroup
+		for _, p := range ps {
+			wg.Go(func() { _, _ = p.RunRetries(ctx, time.Second) })
+		}
+		wg.Wait()
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`); n != events {
+		t.Fatalf("%d of %d delivered", n, events)
+	}
+	if peak > limit || peak == 0 {
+		t.Fatalf("peak in flight %d, want 1..%d", peak, limit)
+	}
+}
