@@ -256,7 +256,6 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 // heldDisabled is the last_error of a delivery held for a disabled endpoint.
 const heldDisabled = "endpoint disabled: held until it is enabled again"
 
-
 func logAttempt(log *slog.Logger, m DeliveryMark) {
 	attrs := []any{"outcome", string(m.Status), "status_code", m.StatusCode, "duration", m.Duration}
 	switch m.Status {
