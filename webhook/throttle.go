@@ -17,10 +17,11 @@ import (
 // A claim runs in one short transaction:
 //
 //  1. candidates: due pending deliveries, FOR UPDATE OF the delivery SKIP
-//     LOCKED, of enabled endpoints whose breaker is not pausing them and
-//     whose bucket (read without a lock) holds a token. The rows of a
-//     throttled endpoint are skipped there, not waited on, so they never
-//     hold back an unlimited endpoint's rows behind them.
+//     LOCKED, of enabled endpoints whose breaker is not pausing them, whose
+//     bucket (read without a lock) holds a token and whose in-flight count
+//     is under its cap. The rows of a throttled endpoint are skipped there,
+//     not waited on, so they never hold back an unlimited endpoint's rows
+//     behind them (they cost the claim's scan a look each).
 //  2. admission, only for the candidates' endpoints that have a limit or
 //     a tripped breaker: their rows are locked (FOR NO KEY UPDATE, in id
 //     order, so two claims never deadlock), then — in a fresh statement,
@@ -30,10 +31,12 @@ import (
 //     token) and each admitted delivery takes one; max_in_flight caps the
 //     leased deliveries; a tripped breaker admits one probe.
 //  3. admitted rows are claimed (attempts + 1, lease stamped on
-//     next_retry_at and leased_until); the rest are throttled: pushed a
-//     little into the future — about when the bucket will hold a token
-//     for them — with attempts untouched, so a throttled delivery waits
-//     without burning an attempt.
+//     next_retry_at and leased_until); the rest are throttled, attempts
+//     untouched, so a throttled delivery waits without burning an attempt:
+//     those the bucket held back are pushed to about when it will hold a
+//     token for them (so they leave the head of the claim's index); those
+//     the in-flight cap or the probe held back stay due, and step 1 skips
+//     them until a slot frees.
 //
 // A replica that dies holding leases frees its in-flight count when they
 // expire (leased_until is in the past): at most one claim lease
@@ -42,10 +45,6 @@ const (
 	// burstSeconds bounds a bucket to a tenth of a second's worth of
 	// tokens (at least one), so a limit holds over any window of a second.
 	burstSeconds = 0.1
-
-	// heldRetry is how soon a delivery refused for max_in_flight or an
-	// outstanding probe is looked at again.
-	heldRetry = 250 * time.Millisecond
 
 	// maxThrottlePush bounds how far one throttled row is pushed.
 	maxThrottlePush = time.Minute
@@ -66,6 +65,8 @@ WHERE d.status = 'pending' AND %s
 	AND ep.enabled
 	AND (ep.paused_until IS NULL OR ep.paused_until <= now())
 	AND (ep.rate_limit IS NULL OR ep.rl_tokens + greatest(EXTRACT(EPOCH FROM now() - ep.rl_at), 0) * ep.rate_limit >= 1)
+	AND (ep.max_in_flight IS NULL OR ep.max_in_flight > (SELECT count(*) FROM webhook_deliveries f
+		WHERE f.endpoint_id = ep.id AND f.status = 'pending' AND f.leased_until > now()))
 ORDER BY %s
 LIMIT $1
 FOR UPDATE OF d SKIP LOCKED`, fmt.Sprintf(needsAdmission, "$2"), due, order)
@@ -122,11 +123,14 @@ type bucket struct {
 }
 
 // admit decides how many of want deliveries bucket b lets through now,
-// and what it leaves: the tokens left and whether the one admitted is the
-// breaker's probe.
-func (b bucket) admit(want int) (n int, tokens float64, probe bool) {
+// and what it leaves: the tokens left, whether the one admitted is the
+// breaker's probe, and whether the bucket's tokens were what held the
+// rest back (they are then pushed to when tokens will be there; rows held
+// by the in-flight cap or the breaker stay due, and the candidates'
+// filter skips them while the cap or the pause lasts).
+func (b bucket) admit(want int) (n int, tokens float64, probe, byRate bool) {
 	if b.paused {
-		return 0, b.tokens, false
+		return 0, b.tokens, false, false
 	}
 	n = want
 	tokens = b.tokens
@@ -134,28 +138,27 @@ func (b bucket) admit(want int) (n int, tokens float64, probe bool) {
 		burst := math.Max(1, *b.rate*burstSeconds)
 		tokens = math.Min(burst, tokens+b.elapsed**b.rate)
 		n = min(n, int(math.Floor(tokens)))
-		tokens -= float64(n)
+		byRate = n < want
 	}
 	if b.maxInFlight != nil {
-		n = min(n, max(*b.maxInFlight-b.inFlight, 0))
+		if free := max(*b.maxInFlight-b.inFlight, 0); free < n {
+			n, byRate = free, false
+		}
 	}
 	if b.tripped && n > 0 {
-		if b.rate != nil {
-			tokens += float64(n - 1) // give back what the probe does not use
-		}
-		n, probe = 1, true
+		n, probe, byRate = 1, true, false
 	}
-	return n, tokens, probe
+	if b.rate != nil {
+		tokens -= float64(n)
+	}
+	return n, tokens, probe, byRate
 }
 
-// pushFor is how far the k-th (0-based) delivery b did not admit is
-// pushed: to about when the bucket will hold a token for it, else
-// heldRetry.
+// pushFor is how far the k-th (0-based) delivery a rate-limited bucket
+// did not admit is pushed: to about when the bucket will hold a token
+// for it.
 func (b bucket) pushFor(k int) float64 {
-	if b.rate != nil && !b.tripped && !b.paused {
-		return math.Min(float64(k+1) / *b.rate, maxThrottlePush.Seconds())
-	}
-	return heldRetry.Seconds()
+	return math.Min(float64(k+1) / *b.rate, maxThrottlePush.Seconds())
 }
 
 type candidate struct {
@@ -207,11 +210,13 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 		var probes []bool
 		for _, b := range buckets {
 			ds := want[b.id]
-			k, left, probe := b.admit(len(ds))
+			k, left, probe, byRate := b.admit(len(ds))
 			admitted = append(admitted, ds[:k]...)
-			for i, id := range ds[k:] {
-				throttleIDs = append(throttleIDs, id)
-				throttleWaits = append(throttleWaits, b.pushFor(i))
+			if byRate {
+				for i, id := range ds[k:] {
+					throttleIDs = append(throttleIDs, id)
+					throttleWaits = append(throttleWaits, b.pushFor(i))
+				}
 			}
 			if len(ds) > k {
 				p.metrics.throttled(b.id, len(ds)-k)
@@ -222,6 +227,7 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 			return nil, 0, wrapClaim(err)
 		}
 	}
+	throttled = len(cands) - len(admitted)
 	if len(throttleIDs) > 0 {
 		if _, err := tx.Exec(ctx, throttleSQL, throttleIDs, throttleWaits); err != nil {
 			return nil, 0, wrapClaim(err)
@@ -239,7 +245,7 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 	if err := tx.Commit(ctx); err != nil {
 		return nil, 0, wrapClaim(err)
 	}
-	return claimed, len(throttleIDs), nil
+	return claimed, throttled, nil
 }
 
 // lockBuckets locks the endpoints of want and reads their buckets and

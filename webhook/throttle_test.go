@@ -87,7 +87,8 @@ func TestRateLimit_HoldsAcrossDispatchers(t *testing.T) {
 }
 
 // max_in_flight caps the attempts in flight across dispatchers: the
-// receiver never sees more than the cap at once.
+// receiver never sees more than the cap at once. Every other request
+// fails, so retried deliveries must leave the count when marked.
 func TestMaxInFlight_HoldsAcrossDispatchers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -103,6 +104,10 @@ func TestMaxInFlight_HoldsAcrossDispatchers(t *testing.T) {
 		mu.Lock()
 		inFlight--
 		mu.Unlock()
+		if n%2 == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	ep := createEndpoint(t, pool, rc.URL)
@@ -112,7 +117,10 @@ func TestMaxInFlight_HoldsAcrossDispatchers(t *testing.T) {
 	}
 	ps := make([]*Dispatcher, 3)
 	for i := range ps {
-		ps[i] = newDispatcher(t, pool, nil)
+		ps[i] = newDispatcher(t, pool, func(o *Config) {
+			o.Schedule = shortSchedule
+			o.Settings.BreakerFailures = 1000 // the failures are the point, not the breaker
+		})
 	}
 	const events = 40
 	for i := range events {
@@ -121,7 +129,7 @@ func TestMaxInFlight_HoldsAcrossDispatchers(t *testing.T) {
 	if _, err := ps[0].Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) < events && time.Now().Before(deadline) {
 		var wg sync.WaitGroup
 		for _, p := range ps {
@@ -130,6 +138,15 @@ func TestMaxInFlight_HoldsAcrossDispatchers(t *testing.T) {
 		wg.Wait()
 	}
 	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`); n != events {
+		rows, _ := pool.Query(ctx, `SELECT attempts, next_retry_at - now(), leased_until - now(), coalesce(last_error, '') FROM webhook_deliveries WHERE status = 'pending'`)
+		for rows.Next() {
+			var a int
+			var due, lease *time.Duration
+			var e string
+			_ = rows.Scan(&a, &due, &lease, &e)
+			t.Logf("pending: attempts %d due in %v lease %v error %q", a, due, lease, e)
+		}
+		rows.Close()
 		t.Fatalf("%d of %d delivered", n, events)
 	}
 	if peak > limit || peak == 0 {
