@@ -34,6 +34,23 @@ type Endpoint struct {
 	DisabledReason string    `json:"disabled_reason,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
+
+	// Limits are the pool-wide admission limits (SetLimits).
+	Limits
+
+	// Breaker is the circuit breaker's state (breaker.go), as listed.
+	Breaker Breaker `json:"breaker"`
+}
+
+// Breaker is an endpoint's circuit breaker as ListEndpoints reads it.
+type Breaker struct {
+	// State is "closed", "open" (deliveries held until PausedUntil),
+	// "probing" (one delivery out to test the endpoint) or "half-open"
+	// (the next claim sends a probe).
+	State               string     `json:"state"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	FailingSince        *time.Time `json:"failing_since,omitempty"`
+	PausedUntil         *time.Time `json:"paused_until,omitempty"`
 }
 
 // EndpointParams describe a new endpoint.
@@ -74,14 +91,21 @@ VALUES ($1, $2, $3) RETURNING id, created_at, updated_at`, p.URL, secret, types)
 
 // ListEndpoints returns every endpoint, oldest first, without secrets.
 func ListEndpoints(ctx context.Context, db DB) ([]Endpoint, error) {
-	rows, err := db.Query(ctx, `SELECT id, url, event_types, enabled, coalesce(disabled_reason, ''), created_at, updated_at
+	rows, err := db.Query(ctx, `SELECT id, url, event_types, enabled, coalesce(disabled_reason, ''), created_at, updated_at,
+	rate_limit, max_in_flight, consecutive_failures, failing_since, paused_until,
+	CASE WHEN probing AND paused_until > now() THEN 'probing'
+		WHEN paused_until > now() THEN 'open'
+		WHEN paused_until IS NOT NULL THEN 'half-open'
+		ELSE 'closed' END
 FROM webhook_endpoints ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: list endpoints: %w", err)
 	}
 	eps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Endpoint, error) {
 		var e Endpoint
-		err := row.Scan(&e.ID, &e.URL, &e.EventTypes, &e.Enabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt)
+		err := row.Scan(&e.ID, &e.URL, &e.EventTypes, &e.Enabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt,
+			&e.RateLimit, &e.MaxInFlight, &e.Breaker.ConsecutiveFailures, &e.Breaker.FailingSince, &e.Breaker.PausedUntil,
+			&e.Breaker.State)
 		return e, err
 	})
 	if err != nil {

@@ -105,6 +105,10 @@ func TestGroupsAndTopLevel(t *testing.T) {
 		{[]string{"replay", "endpoint", "ep_1", "--since", "yesterday"}, 2, "want an RFC3339 time"},
 		{[]string{"failed", "email", "--limit", "0"}, 2, "want at least 1"},
 		{[]string{"endpoints", "create"}, 2, "--url is required"},
+		{[]string{"endpoints", "rotate-secret", "ep_1", "--keep", "-1h"}, 2, "want a duration from 0 to 720h"},
+		{[]string{"endpoints", "rotate-secret", "ep_1", "--keep", "1000h"}, 2, "want a duration from 0 to 720h"},
+		{[]string{"endpoints", "limit", "ep_1", "--rate", "-1"}, 2, "must be 0 (none) or positive"},
+		{[]string{"endpoints", "limit", "ep_1", "--max-in-flight", "20000"}, 2, "max in flight 20000"},
 	} {
 		code, out, errOut := run(tc.args...)
 		got := errOut

@@ -162,5 +162,31 @@ func init() {
 			Pkg:     "./webhook/",
 			Test:    "TestRetry_DisabledEndpointHeldUntilEnabled",
 		},
+
+		// Secret rotation (webhook/secrets.go).
+		Mutation{
+			Name:    "rotation: an expired secret keeps signing",
+			File:    "webhook/secrets.go",
+			Find:    "WHERE s.endpoint_id = ep.id AND s.expires_at > now() ORDER BY",
+			Replace: "WHERE s.endpoint_id = ep.id ORDER BY",
+			Pkg:     "./webhook/",
+			Test:    "TestRotateSecret_BothSignDuringRotationOldStopsAfterExpiry",
+		},
+		Mutation{
+			Name:    "rotation: only the primary signs",
+			File:    "webhook/secrets.go",
+			Find:    "\tfor i, k := range keys {",
+			Replace: "\tfor i, k := range keys[:1] {",
+			Pkg:     "./webhook/",
+			Test:    "TestRotateSecret_BothSignDuringRotationOldStopsAfterExpiry",
+		},
+		Mutation{
+			Name:    "rotation: the old secret is dropped at once, whatever keep says",
+			File:    "webhook/secrets.go",
+			Find:    "\t\tif keep > 0 {",
+			Replace: "\t\tif keep < 0 {",
+			Pkg:     "./webhook/",
+			Test:    "TestRotateSecret_BothSignDuringRotationOldStopsAfterExpiry",
+		},
 	)
 }
