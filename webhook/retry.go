@@ -113,7 +113,18 @@ func (u *attemptUnit) Panicked(ctx context.Context, v any) Tally {
 // admission (claimAdmitted) and loads what their attempts need: the
 // event's body and the endpoint's url, secrets and state. throttled counts
 // the due rows admission held back.
+//
+// The claim is a transaction of several statements, then a load: it runs
+// detached from ctx's cancellation (bounded by MarkTimeout, like a mark),
+// so a lane window closing mid-claim cannot leave rows committed as
+// claimed but never handed to an attempt — they would wait out their
+// lease, minutes at RetryClaimLease.
 func (p *Dispatcher) claimRetries(ctx context.Context, n int) (ds []delivery, throttled int, err error) {
+	if ctx.Err() != nil {
+		return nil, 0, ctx.Err()
+	}
+	ctx, cancel := claim.MarkContext(ctx)
+	defer cancel()
 	sent := time.Now()
 	claimed, throttled, err := p.claimAdmitted(ctx, n, p.lc.RetryClaimLease(n))
 	if err != nil || len(claimed) == 0 {

@@ -33,8 +33,9 @@ import (
 //  3. admitted rows are claimed (attempts + 1, lease stamped on
 //     next_retry_at and leased_until); the rest are throttled, attempts
 //     untouched, so a throttled delivery waits without burning an attempt:
-//     those the bucket held back are pushed to about when it will hold a
-//     token for them (so they leave the head of the claim's index); those
+//     those the bucket held back — with every other due row of the
+//     endpoint — are pushed to about when it will hold a token for them
+//     (so they leave the head of the claim's index); those
 //     the in-flight cap or the probe held back stay due, and step 1 skips
 //     them until a slot frees.
 //
@@ -105,10 +106,28 @@ FROM lease
 WHERE d.id = ANY ($1::uuid[])
 RETURNING d.id, d.attempts, EXTRACT(EPOCH FROM d.next_retry_at - clock_timestamp())::float8`
 
-	throttleSQL = `UPDATE webhook_deliveries d SET next_retry_at = clock_timestamp() + make_interval(secs => u.wait)
-FROM unnest($1::uuid[], $2::float8[]) AS u(id, wait)
-WHERE d.id = u.id`
+	// throttleSQL pushes every due row of a rate-limited endpoint ($1)
+	// the claim did not admit ($4) — up to maxThrottleRows, not only this
+	// claim's candidates — spread at its rate ($2): the k-th to k/rate
+	// seconds from now, at most $3. One claim clears a throttled backlog
+	// off the head of the claim index, so later claims do not scan it.
+	// SKIP LOCKED leaves rows another claim holds (this claim's own
+	// candidates are locked by it already): waiting on them while holding
+	// the endpoint's lock could deadlock.
+	throttleSQL = `UPDATE webhook_deliveries d
+SET next_retry_at = clock_timestamp() + make_interval(secs => least(q.k / $2::float8, $3::float8))
+FROM (SELECT id, row_number() OVER (ORDER BY due.next_retry_at NULLS FIRST) AS k FROM (
+	SELECT id, next_retry_at FROM webhook_deliveries
+	WHERE endpoint_id = $1 AND status = 'pending' AND (next_retry_at <= now() OR next_retry_at IS NULL)
+		AND id <> ALL ($4::uuid[])
+	ORDER BY next_retry_at NULLS FIRST
+	LIMIT $5
+	FOR UPDATE SKIP LOCKED) due) q
+WHERE d.id = q.id`
 )
+
+// maxThrottleRows bounds one push.
+const maxThrottleRows = 10000
 
 // bucket is one endpoint's admission state under its row lock.
 type bucket struct {
@@ -154,13 +173,6 @@ func (b bucket) admit(want int) (n int, tokens float64, probe, byRate bool) {
 	return n, tokens, probe, byRate
 }
 
-// pushFor is how far the k-th (0-based) delivery a rate-limited bucket
-// did not admit is pushed: to about when the bucket will hold a token
-// for it.
-func (b bucket) pushFor(k int) float64 {
-	return math.Min(float64(k+1) / *b.rate, maxThrottlePush.Seconds())
-}
-
 type candidate struct {
 	id, endpointID string
 	admission      bool
@@ -198,8 +210,12 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 			admitted = append(admitted, c.id)
 		}
 	}
-	var throttleIDs []string
-	var throttleWaits []float64
+	type push struct {
+		endpointID string
+		rate       float64
+		admitted   []string
+	}
+	var pushes []push
 	if len(want) > 0 {
 		buckets, err := lockBuckets(ctx, tx, want, p.cfg.BreakerFailures)
 		if err != nil {
@@ -213,10 +229,7 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 			k, left, probe, byRate := b.admit(len(ds))
 			admitted = append(admitted, ds[:k]...)
 			if byRate {
-				for i, id := range ds[k:] {
-					throttleIDs = append(throttleIDs, id)
-					throttleWaits = append(throttleWaits, b.pushFor(i))
-				}
+				pushes = append(pushes, push{b.id, *b.rate, ds[:k]})
 			}
 			if len(ds) > k {
 				p.metrics.throttled(b.id, len(ds)-k)
@@ -228,8 +241,8 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 		}
 	}
 	throttled = len(cands) - len(admitted)
-	if len(throttleIDs) > 0 {
-		if _, err := tx.Exec(ctx, throttleSQL, throttleIDs, throttleWaits); err != nil {
+	for _, pu := range pushes {
+		if _, err := tx.Exec(ctx, throttleSQL, pu.endpointID, pu.rate, maxThrottlePush.Seconds(), pu.admitted, maxThrottleRows); err != nil {
 			return nil, 0, wrapClaim(err)
 		}
 	}

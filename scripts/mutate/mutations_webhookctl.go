@@ -67,8 +67,8 @@ func init() {
 		Mutation{
 			Name:    "rate limit: a throttled delivery spends an attempt",
 			File:    "webhook/throttle.go",
-			Find:    "throttleSQL = `UPDATE webhook_deliveries d SET next_retry_at",
-			Replace: "throttleSQL = `UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_retry_at",
+			Find:    "SET next_retry_at = clock_timestamp() + make_interval(secs => least(q.k / $2::float8, $3::float8))",
+			Replace: "SET attempts = d.attempts + 1, next_retry_at = clock_timestamp() + make_interval(secs => least(q.k / $2::float8, $3::float8))",
 			Pkg:     "./webhook/",
 			Test:    "TestRateLimit_HoldsAcrossDispatchers",
 		},
