@@ -42,7 +42,7 @@ type Options struct {
 	// rate limit (requests/s) beside the unlimited ones, to show it does
 	// not hold them back.
 	LimitedRate float64
-	Sections  []string      // nil: AllSections
+	Sections    []string // nil: AllSections
 
 	// PoolSize is the pgx pool's MaxConns, the same for every path.
 	PoolSize int
