@@ -44,6 +44,9 @@ type Config struct {
 	Webhook           webhook.Settings
 	Leases            leases.Config
 	Keys              *outbox.KeyRing // OUTBOX_ENCRYPTION_KEYS; nil = secret payload fields in plaintext
+	// OpsEmail (OPS_EMAIL) is mailed, through the email outbox, when a
+	// webhook endpoint is disabled for failing; empty: no email.
+	OpsEmail string
 }
 
 // Production reports APP_ENV=production.
@@ -113,6 +116,11 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.Keys, err = outbox.KeyRingFromEnv(lookup); err != nil {
 		return c, err
+	}
+	if c.OpsEmail = get("OPS_EMAIL", ""); c.OpsEmail != "" {
+		if err := opsEmail(c.OpsEmail, webhook.EndpointDisabled{}).Validate(); err != nil {
+			return c, fmt.Errorf("OPS_EMAIL=%q: %w", c.OpsEmail, err)
+		}
 	}
 	return c, nil
 }
