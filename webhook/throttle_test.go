@@ -153,3 +153,40 @@ func TestMaxInFlight_HoldsAcrossDispatchers(t *testing.T) {
 		t.Fatalf("peak in flight %d, want 1..%d", peak, limit)
 	}
 }
+
+// A replica that dies holding a lease keeps its delivery counted in flight
+// until the lease expires, then frees the slot: the cap neither leaks nor
+// is exceeded.
+func TestMaxInFlight_DeadReplicaFreesSlotWhenLeaseExpires(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, nil)
+	rc := newReceiver(t, nil)
+	ep := createEndpoint(t, pool, rc.URL)
+	limit := 1
+	if err := SetLimits(ctx, pool, ep.ID, Limits{MaxInFlight: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
+	}
+	if _, err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The dead replica's claim: one delivery leased for another second.
+	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET attempts = 1, next_retry_at = now() + interval '1 second',
+	leased_until = now() + interval '1 second'
+WHERE id = (SELECT id FROM webhook_deliveries ORDER BY created_at, id LIMIT 1)`); err != nil {
+		t.Fatal(err)
+	}
+	ds, _, err := p.claimRetries(ctx, 10)
+	if err != nil || len(ds) != 0 {
+		t.Fatalf("claim while the dead replica's lease holds the slot: %d claimed, %v; want 0", len(ds), err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	ds, _, err = p.claimRetries(ctx, 10)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("claim after the lease expired: %d claimed, %v; want 1 (the cap of 1 holds)", len(ds), err)
+	}
+}

@@ -97,6 +97,23 @@ func init() {
 			Test:    "TestMaxInFlight_HoldsAcrossDispatchers",
 		},
 
+		Mutation{
+			Name:    "max in flight: a dead replica's expired lease still counts (candidates)",
+			File:    "webhook/throttle.go",
+			Find:    "WHERE f.endpoint_id = ep.id AND f.status = 'pending' AND f.leased_until > now()))",
+			Replace: "WHERE f.endpoint_id = ep.id AND f.status = 'pending' AND f.leased_until IS NOT NULL))",
+			Pkg:     "./webhook/",
+			Test:    "TestMaxInFlight_DeadReplicaFreesSlotWhenLeaseExpires",
+		},
+		Mutation{
+			Name:    "max in flight: a dead replica's expired lease still counts (admission)",
+			File:    "webhook/throttle.go",
+			Find:    "AND status = 'pending' AND leased_until > clock_timestamp()",
+			Replace: "AND status = 'pending' AND leased_until IS NOT NULL",
+			Pkg:     "./webhook/",
+			Test:    "TestMaxInFlight_DeadReplicaFreesSlotWhenLeaseExpires",
+		},
+
 		// Circuit breaker and auto-disable (webhook/breaker.go).
 		Mutation{
 			Name:    "breaker: never opens",
