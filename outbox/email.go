@@ -43,7 +43,17 @@ type Email struct {
 	CustomerID string // the customer_id column; ListByCustomer reads by it
 	InvoiceID  string // optional; the invoice_id column that ListByInvoice reads by
 	Payload    Payload
+
+	// IdempotencyKey, if set, makes the enqueue idempotent per customer:
+	// Enqueue with a key this customer already used writes nothing and
+	// returns the existing row's id (email_outbox_idempotency_idx). At most
+	// MaxIdempotencyKeyBytes.
+	IdempotencyKey string
 }
+
+// MaxIdempotencyKeyBytes bounds Email.IdempotencyKey, as migration 00008's
+// CHECK email_outbox_idempotency_key_format does for plain SQL.
+const MaxIdempotencyKeyBytes = 255
 
 // Payload is the email_outbox.payload document. Its JSON names are part of
 // the SQL contract: an application in another language writes the same
@@ -108,6 +118,9 @@ func (e Email) Validate() error {
 	}
 	if !kind.known() {
 		return invalid("kind", "is not one of raw, invoice, password_reset, member_invite")
+	}
+	if len(e.IdempotencyKey) > MaxIdempotencyKeyBytes {
+		return invalid("idempotency_key", fmt.Sprintf("is over %d bytes", MaxIdempotencyKeyBytes))
 	}
 	return e.Payload.validate(kind)
 }

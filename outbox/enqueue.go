@@ -48,13 +48,27 @@ type Enqueuer struct {
 }
 
 // enqueueSQL inserts the id too: sealed fields are bound to the row id, so
-// it must be known before the row is written.
-const enqueueSQL = `INSERT INTO email_outbox (id, kind, customer_id, invoice_id, payload)
-VALUES ($1, $2, $3, NULLIF($4::text, ''), $5)`
+// it must be known before the row is written. A row holding the same
+// idempotency key for the customer makes it insert nothing and return no
+// row; enqueueExistingSQL then reads that row's id.
+//
+// ON CONFLICT waits for a concurrent transaction inserting the same key:
+// if it commits, this insert does nothing, and the next statement — a
+// fresh READ COMMITTED snapshot — sees its row; if it rolls back, this
+// insert goes ahead. Under REPEATABLE READ the conflict with a row the
+// snapshot cannot see is a serialization failure (40001), returned as is.
+const enqueueSQL = `INSERT INTO email_outbox (id, kind, customer_id, invoice_id, payload, idempotency_key)
+VALUES ($1, $2, $3, NULLIF($4::text, ''), $5, NULLIF($6::text, ''))
+ON CONFLICT (customer_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING id`
+
+const enqueueExistingSQL = `SELECT id FROM email_outbox WHERE customer_id = $1 AND idempotency_key = $2`
 
 // Enqueue validates email and writes it as one pending row in tx,
 // returning the row id. It writes nothing when email is invalid: the error
-// is a *ValidationError naming the field (errors.Is(err, ErrInvalid)).
+// is a *ValidationError naming the field (errors.Is(err, ErrInvalid)). With
+// an IdempotencyKey the customer already used, it writes nothing and
+// returns the id of the row that holds the key.
 func (e *Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, email Email) (string, error) {
 	if email.Kind == "" {
 		email.Kind = KindRaw
@@ -71,7 +85,15 @@ func (e *Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, email Email) (string,
 	if err != nil {
 		return "", err
 	}
-	if _, err := tx.Exec(ctx, enqueueSQL, id, string(email.Kind), email.CustomerID, email.InvoiceID, payload); err != nil {
+	err = tx.QueryRow(ctx, enqueueSQL, id, string(email.Kind), email.CustomerID, email.InvoiceID, payload, email.IdempotencyKey).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The key is taken: the existing row is the enqueue.
+		if err := tx.QueryRow(ctx, enqueueExistingSQL, email.CustomerID, email.IdempotencyKey).Scan(&id); err != nil {
+			return "", fmt.Errorf("outbox: enqueue: read the row holding the idempotency key: %w", err)
+		}
+		return id, nil
+	}
+	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == payloadSizeConstraint {
 			// Only with a MaxPayloadBytes above the default: the stored

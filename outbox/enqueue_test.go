@@ -43,6 +43,7 @@ func TestEnqueue_ValidationNamesFieldWritesNothing(t *testing.T) {
 		{"invite without link", func(e *Email) { e.Kind = KindMemberInvite }, 0, "payload.invite_url"},
 		{"relative link", func(e *Email) { e.Payload.UpdateURL = "/billing" }, 0, "payload.update_url"},
 		{"payload over the limit", func(e *Email) { e.Payload.PDF = pdf }, 200, "payload"},
+		{"idempotency key over the limit", func(e *Email) { e.IdempotencyKey = strings.Repeat("k", MaxIdempotencyKeyBytes+1) }, 0, "idempotency_key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -28,6 +28,16 @@ type delivery struct {
 	event                   event // what is sent, shared by all the event's deliveries
 	attempt                 int   // webhook_deliveries.attempts when born or claimed
 	leaseEnd                time.Time
+
+	// leased is false for a delivery born held (bornDeliveriesSQL): the
+	// retry lane makes its first attempt, through admission.
+	leased bool
+	// olderSecrets are the endpoint's rotated-out secrets still active,
+	// newest first: each signs the request too (secrets.go).
+	olderSecrets []string
+	// failing is the endpoint's breaker state as loaded: it had failures
+	// since its last success, which a success then resets (breaker.go).
+	failing bool
 }
 
 // event is one event as its deliveries send it: the body every endpoint
@@ -59,6 +69,7 @@ type runner struct {
 	mu       sync.Mutex
 	sum      Tally
 	deferred []string
+	held     bool // a delivery was born held: wake the retry lane at finish
 }
 
 func (p *Dispatcher) newRunner() *runner { return &runner{p: p} }
@@ -72,6 +83,10 @@ func (p *Dispatcher) newRunner() *runner { return &runner{p: p} }
 //
 // ctx bounds the attempt itself; wait bounds only the queueing.
 func (r *runner) start(ctx, wait context.Context, d delivery) {
+	if !d.leased {
+		r.held = true
+		return
+	}
 	gate, cancel := context.WithDeadline(wait, r.p.startBy(d))
 	defer cancel()
 	if r.p.slots.Acquire(gate, 1, 1) == 0 {
@@ -146,6 +161,9 @@ func (r *runner) finish(ctx context.Context) Tally {
 	r.wg.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.held {
+		r.p.wakeRetries()
+	}
 	if n := len(r.deferred); n > 0 {
 		r.p.metrics.deferred(n)
 		released, _ := claim.Release(ctx, r.p.pool, deliveriesTable, r.deferred,
@@ -165,9 +183,10 @@ func (p *Dispatcher) attempt(ctx context.Context, d delivery) Tally {
 	switch {
 	case !d.enabled:
 		// No request: the endpoint was disabled after the delivery was
-		// created. Failing it (rather than leaving it pending forever) lets
-		// an operator replay it with ReplayFailedSince after re-enabling.
-		mark = DeliveryMark{Status: StatusFailed, Error: "endpoint disabled"}
+		// claimed or born. It stays pending, held — the claim skips a
+		// disabled endpoint's rows — and goes out when the endpoint is
+		// enabled again.
+		mark = DeliveryMark{Status: StatusPending, Error: heldDisabled}
 	case checkEndpointURL(d.url, p.cfg.Production) != nil:
 		// The rules hold for endpoint rows written by SQL too.
 		mark = DeliveryMark{Status: StatusFailed, Error: checkEndpointURL(d.url, p.cfg.Production).Error()}
@@ -175,7 +194,9 @@ func (p *Dispatcher) attempt(ctx context.Context, d delivery) Tally {
 		if h := p.hooks.beforeAttempt; h != nil {
 			h(d.id)
 		}
+		done := p.metrics.attemptInFlight(d.endpointID)
 		mark, gone = p.send(ctx, d)
+		done()
 		p.metrics.attemptDuration(mark.Duration.Seconds())
 	}
 	return p.record(ctx, d, mark, gone)
@@ -226,9 +247,14 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 	}
 	if gone {
 		p.disableGone(ctx, d, log)
+	} else {
+		p.noteOutcome(ctx, d, mark, log)
 	}
 	return out
 }
+
+// heldDisabled is the last_error of a delivery held for a disabled endpoint.
+const heldDisabled = "endpoint disabled: held until it is enabled again"
 
 func logAttempt(log *slog.Logger, m DeliveryMark) {
 	attrs := []any{"outcome", string(m.Status), "status_code", m.StatusCode, "duration", m.Duration}
@@ -253,7 +279,7 @@ func logAttempt(log *slog.Logger, m DeliveryMark) {
 //	                            pending on the schedule; failed once it is spent
 func (p *Dispatcher) send(ctx context.Context, d delivery) (m DeliveryMark, gone bool) {
 	m.Attempt = d.attempt
-	key, err := secretKey(d.secret)
+	keys, err := signingKeys(d.secret, d.olderSecrets)
 	if err != nil {
 		m.Status, m.Error = StatusFailed, "endpoint secret unusable: "+err.Error()
 		return m, false
@@ -270,7 +296,7 @@ func (p *Dispatcher) send(ctx context.Context, d delivery) (m DeliveryMark, gone
 	req.Header.Set("User-Agent", p.cfg.UserAgent)
 	req.Header.Set(HeaderID, d.eventID)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
-	req.Header.Set(HeaderSignature, sign(key, d.eventID, now, d.event.body))
+	req.Header.Set(HeaderSignature, signAll(keys, d.eventID, now, d.event.body))
 
 	resp, err := p.client.Do(req)
 	if err != nil {
@@ -353,7 +379,7 @@ WHERE id = $1 AND enabled`, d.endpointID, reason)
 	case err != nil:
 		log.Error("disable endpoint after 410 Gone", "error", err.Error())
 	case tag.RowsAffected() > 0:
-		p.metrics.endpointDisabled()
+		p.metrics.endpointDisabled("gone")
 		log.Warn("endpoint disabled: receiver answered 410 Gone", "reason", reason)
 	}
 }

@@ -132,7 +132,7 @@ func TestDelivery_GoneDisablesEndpoint(t *testing.T) {
 	if eps[0].Enabled || !strings.Contains(eps[0].DisabledReason, "410 Gone") {
 		t.Fatalf("endpoint enabled=%v reason=%q, want disabled with the 410 recorded", eps[0].Enabled, eps[0].DisabledReason)
 	}
-	if got := counterValue(t, reg, "postbox_webhook_endpoints_disabled_total"); got != 1 {
+	if got := counterValue(t, reg, "postbox_webhook_endpoints_disabled_total", "gone"); got != 1 {
 		t.Fatalf("endpoints disabled counted = %v, want 1", got)
 	}
 

@@ -29,6 +29,16 @@ const (
 
 	// DefaultUserAgent is sent with every delivery.
 	DefaultUserAgent = "postbox-webhook/1"
+
+	// Circuit breaker defaults: after DefaultBreakerFailures consecutive
+	// failed attempts an endpoint's deliveries pause for
+	// DefaultBreakerCooldown, doubling with every failed probe up to
+	// DefaultBreakerMaxCooldown; an endpoint failing for
+	// DefaultDisableAfter without a success is disabled (Svix's figure).
+	DefaultBreakerFailures    = 5
+	DefaultBreakerCooldown    = 30 * time.Second
+	DefaultBreakerMaxCooldown = time.Hour
+	DefaultDisableAfter       = 5 * 24 * time.Hour
 )
 
 // Environment variables read by SettingsFromEnv.
@@ -39,6 +49,12 @@ const (
 	EnvConcurrency     = "WEBHOOK_CONCURRENCY"       // in-process HTTP attempts at once
 	EnvUserAgent       = "WEBHOOK_USER_AGENT"
 	EnvAppEnv          = "APP_ENV" // production requires https endpoints
+
+	EnvBreakerFailures    = "WEBHOOK_BREAKER_FAILURES"     // consecutive failures that open the breaker
+	EnvBreakerCooldown    = "WEBHOOK_BREAKER_COOLDOWN"     // first cool-down, e.g. 30s
+	EnvBreakerMaxCooldown = "WEBHOOK_BREAKER_MAX_COOLDOWN" // cool-down cap, e.g. 1h
+	EnvDisableAfter       = "WEBHOOK_DISABLE_AFTER"        // e.g. 5d or 120h
+	EnvOpsEndpointID      = "OPS_WEBHOOK_ENDPOINT_ID"      // endpoint told of auto-disables
 )
 
 // Settings is the webhook side's runtime configuration. Lease figures live in
@@ -67,6 +83,24 @@ type Settings struct {
 
 	// UserAgent is sent with every delivery. Empty means DefaultUserAgent.
 	UserAgent string
+
+	// BreakerFailures is how many consecutive failed attempts open an
+	// endpoint's circuit breaker. Zero means DefaultBreakerFailures.
+	BreakerFailures int
+
+	// BreakerCooldown is the first pause of an open breaker, doubled after
+	// each failed probe up to BreakerMaxCooldown. Zero means the defaults.
+	BreakerCooldown, BreakerMaxCooldown time.Duration
+
+	// DisableAfter is how long an endpoint may fail without one success
+	// before it is disabled. Zero means DefaultDisableAfter.
+	DisableAfter time.Duration
+
+	// OpsEndpointID, if set, is the endpoint sent a
+	// postbox.endpoint.disabled event (EventEndpointDisabled) whenever an
+	// endpoint is disabled for failing, enqueued in the disabling
+	// transaction.
+	OpsEndpointID string
 }
 
 // DefaultSettings returns the configuration a worker runs with when the
@@ -77,6 +111,11 @@ func DefaultSettings() Settings {
 		MaxPayloadBytes: DefaultMaxPayloadBytes,
 		Concurrency:     DefaultConcurrency,
 		UserAgent:       DefaultUserAgent,
+
+		BreakerFailures:    DefaultBreakerFailures,
+		BreakerCooldown:    DefaultBreakerCooldown,
+		BreakerMaxCooldown: DefaultBreakerMaxCooldown,
+		DisableAfter:       DefaultDisableAfter,
 	}
 }
 
@@ -95,6 +134,18 @@ func (c Settings) withDefaults() Settings {
 	}
 	if c.UserAgent == "" {
 		c.UserAgent = d.UserAgent
+	}
+	if c.BreakerFailures == 0 {
+		c.BreakerFailures = d.BreakerFailures
+	}
+	if c.BreakerCooldown == 0 {
+		c.BreakerCooldown = d.BreakerCooldown
+	}
+	if c.BreakerMaxCooldown == 0 {
+		c.BreakerMaxCooldown = d.BreakerMaxCooldown
+	}
+	if c.DisableAfter == 0 {
+		c.DisableAfter = d.DisableAfter
 	}
 	return c
 }
@@ -127,7 +178,7 @@ func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 	ints := []struct {
 		name string
 		dst  *int
-	}{{EnvMaxPayloadBytes, &c.MaxPayloadBytes}, {EnvConcurrency, &c.Concurrency}}
+	}{{EnvMaxPayloadBytes, &c.MaxPayloadBytes}, {EnvConcurrency, &c.Concurrency}, {EnvBreakerFailures, &c.BreakerFailures}}
 	for _, v := range ints {
 		if s, ok := get(v.name); ok {
 			n, err := strconv.Atoi(s)
@@ -145,6 +196,28 @@ func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 	}
 	if s, ok := get(EnvUserAgent); ok {
 		c.UserAgent = s
+	}
+	durations := []struct {
+		name string
+		dst  *time.Duration
+	}{{EnvBreakerCooldown, &c.BreakerCooldown}, {EnvBreakerMaxCooldown, &c.BreakerMaxCooldown}, {EnvDisableAfter, &c.DisableAfter}}
+	for _, v := range durations {
+		if s, ok := get(v.name); ok {
+			d, err := parseRetention(s)
+			if err != nil {
+				return c, fmt.Errorf("%s=%q: %w", v.name, s, err)
+			}
+			*v.dst = d
+		}
+	}
+	if c.BreakerMaxCooldown < c.BreakerCooldown {
+		return c, fmt.Errorf("%s=%s: must be at least %s=%s", EnvBreakerMaxCooldown, c.BreakerMaxCooldown, EnvBreakerCooldown, c.BreakerCooldown)
+	}
+	if s, ok := get(EnvOpsEndpointID); ok {
+		if err := validateID(s); err != nil {
+			return c, fmt.Errorf("%s=%q: must be an endpoint id (a UUID)", EnvOpsEndpointID, s)
+		}
+		c.OpsEndpointID = s
 	}
 	if s, ok := get(EnvAppEnv); ok {
 		c.Production = s == "production"

@@ -52,7 +52,8 @@ type DeliveryMark struct {
 // decision 3): a writer whose lease expired and whose delivery a sibling
 // already resolved is dropped, never applied — a late failure must not
 // overwrite a sibling's success. attempts is not touched: claims count
-// attempts, marks never do.
+// attempts, marks never do. The mark ends the lease, so the delivery no
+// longer counts against its endpoint's max_in_flight.
 const updateDeliverySQL = `WITH attempt AS (
 	INSERT INTO webhook_delivery_attempts (delivery_id, attempt, status_code, duration_ms, error, response_excerpt)
 	SELECT $1::uuid, $2::int, NULLIF($3::int, 0), $4::int, NULLIF($5::text, ''), $6::text
@@ -62,6 +63,7 @@ UPDATE webhook_deliveries SET
 	status        = $7::text,
 	last_error    = NULLIF($5, ''),
 	next_retry_at = CASE WHEN $7 = 'pending' THEN now() + $8::interval ELSE next_retry_at END,
+	leased_until  = NULL,
 	delivered_at  = CASE WHEN $7 = 'succeeded' THEN now() END
 WHERE id = $1 AND status = 'pending'`
 

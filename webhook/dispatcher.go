@@ -62,6 +62,14 @@ type Config struct {
 
 	Logger  *slog.Logger // nil discards
 	Metrics *Metrics     // nil counts nothing
+
+	// OnDisable, if set, runs inside the transaction that disables an
+	// endpoint for failing (after Settings.DisableAfter), after the
+	// postbox.endpoint.disabled event to Settings.OpsEndpointID is
+	// enqueued: e.g. an email to OPS_EMAIL through outbox.Enqueue, so the
+	// notice exists if and only if the endpoint was disabled. An error
+	// rolls the disable back; the next failure tries again.
+	OnDisable func(ctx context.Context, tx pgx.Tx, d EndpointDisabled) error
 }
 
 // DefaultDrainWindow is Config.DrainWindow's default.
@@ -89,6 +97,13 @@ type Dispatcher struct {
 	fanOuts *engine.Slots
 
 	outboxLane, retryLane *engine.Lane
+
+	// retryWake tells this replica's retry lane that deliveries were born
+	// held (bornDeliveriesSQL) and are due for admission now.
+	retryWake chan struct{}
+
+	// onDisable is Config.OnDisable.
+	onDisable func(ctx context.Context, tx pgx.Tx, d EndpointDisabled) error
 
 	stopped atomic.Bool // see Stop
 
@@ -137,16 +152,28 @@ func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
 		client:   newHTTPClient(cfg, lc.DeliveryBudget),
 		slots:    engine.NewSlots(cfg.Concurrency),
 		fanOuts:  engine.NewSlots(cfg.Concurrency),
+
+		retryWake: make(chan struct{}, 1),
+		onDisable: opts.OnDisable,
 	}
 	p.outboxLane = engine.NewLane(engine.LaneConfig{
 		Name: outboxTable.Name, Source: outboxSource{p}, Slots: p.fanOuts, Wake: opts.Wake, Poll: opts.Poll, Logger: p.logger,
 		Metrics: opts.Metrics.engine(),
 	})
 	p.retryLane = engine.NewLane(engine.LaneConfig{
-		Name: deliveriesTable.Name, Source: retrySource{p}, Slots: p.slots, Poll: opts.Poll, Logger: p.logger,
+		Name: deliveriesTable.Name, Source: retrySource{p}, Slots: p.slots, Wake: p.retryWake, Poll: opts.Poll, Logger: p.logger,
 		Metrics: opts.Metrics.engine(),
 	})
 	return p, nil
+}
+
+// wakeRetries wakes this replica's retry lane, if it is running; a lane
+// elsewhere finds the rows by its poll.
+func (p *Dispatcher) wakeRetries() {
+	select {
+	case p.retryWake <- struct{}{}:
+	default:
+	}
 }
 
 // Slots is the pipeline's per-process cap on HTTP attempts, for metrics

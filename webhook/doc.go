@@ -67,6 +67,30 @@ not start while a whole DeliveryBudget still fits in its birth lease is not
 started late: it is released to the retry worker, so an in-process attempt
 and a retry never overlap.
 
+# Endpoint controls
+
+An endpoint may carry a rate limit and an in-flight cap (SetLimits), held
+across every replica because the retry claim decides them in the database
+(throttle.go): a token bucket on the endpoint row and a count of its leased
+deliveries. Deliveries to a limited endpoint, or to one whose circuit
+breaker tripped, are born held instead of leased, so their first attempt
+takes the same admission. A throttled delivery waits without spending an
+attempt, and the claim skips it rather than waiting on it.
+
+The circuit breaker (breaker.go) pauses an endpoint's deliveries after
+Settings.BreakerFailures consecutive failures, for a cool-down that doubles
+with each failed probe; one probe delivery tests the endpoint, and its
+success closes the breaker. An endpoint failing for Settings.DisableAfter is
+disabled with a reason, and the postbox.endpoint.disabled notice to
+Settings.OpsEndpointID (and Config.OnDisable) commits with the disable. A
+disabled endpoint's deliveries are held, not failed: EnableEndpoint resumes
+them.
+
+[RotateSecret] gives an endpoint a new secret and keeps the old one signing
+until it expires: the webhook-signature header then carries one signature
+per active secret, space-separated. [Enqueuer.EnqueueEvent] with an
+IdempotencyKey enqueues at most once per key.
+
 # SSRF guard
 
 The delivery client checks every address it connects to, after DNS

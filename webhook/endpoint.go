@@ -34,6 +34,23 @@ type Endpoint struct {
 	DisabledReason string    `json:"disabled_reason,omitempty"`
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
+
+	// Limits are the pool-wide admission limits (SetLimits).
+	Limits
+
+	// Breaker is the circuit breaker's state (breaker.go), as listed.
+	Breaker Breaker `json:"breaker"`
+}
+
+// Breaker is an endpoint's circuit breaker as ListEndpoints reads it.
+type Breaker struct {
+	// State is "closed", "open" (deliveries held until PausedUntil),
+	// "probing" (one delivery out to test the endpoint) or "half-open"
+	// (the next claim sends a probe).
+	State               string     `json:"state"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	FailingSince        *time.Time `json:"failing_since,omitempty"`
+	PausedUntil         *time.Time `json:"paused_until,omitempty"`
 }
 
 // EndpointParams describe a new endpoint.
@@ -72,18 +89,30 @@ VALUES ($1, $2, $3) RETURNING id, created_at, updated_at`, p.URL, secret, types)
 	return e, nil
 }
 
+// endpointColumns are what every endpoint read returns (never the secret);
+// scanEndpoint reads them.
+const endpointColumns = `id, url, event_types, enabled, coalesce(disabled_reason, ''), created_at, updated_at,
+	rate_limit, max_in_flight, consecutive_failures, failing_since, paused_until,
+	CASE WHEN probing AND paused_until > now() THEN 'probing'
+		WHEN paused_until > now() THEN 'open'
+		WHEN paused_until IS NOT NULL THEN 'half-open'
+		ELSE 'closed' END`
+
+func scanEndpoint(row pgx.CollectableRow) (Endpoint, error) {
+	var e Endpoint
+	err := row.Scan(&e.ID, &e.URL, &e.EventTypes, &e.Enabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt,
+		&e.RateLimit, &e.MaxInFlight, &e.Breaker.ConsecutiveFailures, &e.Breaker.FailingSince, &e.Breaker.PausedUntil,
+		&e.Breaker.State)
+	return e, err
+}
+
 // ListEndpoints returns every endpoint, oldest first, without secrets.
 func ListEndpoints(ctx context.Context, db DB) ([]Endpoint, error) {
-	rows, err := db.Query(ctx, `SELECT id, url, event_types, enabled, coalesce(disabled_reason, ''), created_at, updated_at
-FROM webhook_endpoints ORDER BY created_at, id`)
+	rows, err := db.Query(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: list endpoints: %w", err)
 	}
-	eps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Endpoint, error) {
-		var e Endpoint
-		err := row.Scan(&e.ID, &e.URL, &e.EventTypes, &e.Enabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt)
-		return e, err
-	})
+	eps, err := pgx.CollectRows(rows, scanEndpoint)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: list endpoints: %w", err)
 	}
@@ -91,8 +120,8 @@ FROM webhook_endpoints ORDER BY created_at, id`)
 }
 
 // DisableEndpoint stops new events from fanning out to the endpoint.
-// Pending deliveries to it fail when the retry worker reaches them, and can
-// be replayed with ReplayFailedSince once it is enabled again.
+// Pending deliveries to it are held — the retry claim skips them, spending
+// no attempt — and go out once it is enabled again.
 func DisableEndpoint(ctx context.Context, db DB, id, reason string) error {
 	if reason == "" {
 		reason = "disabled by operator"
@@ -100,18 +129,30 @@ func DisableEndpoint(ctx context.Context, db DB, id, reason string) error {
 	return setEnabled(ctx, db, id, false, reason)
 }
 
-// EnableEndpoint re-enables an endpoint and clears its disabled reason.
+// EnableEndpoint re-enables an endpoint, clears its disabled reason and
+// closes its circuit breaker (a fresh start: the failures that disabled it
+// no longer count toward WEBHOOK_DISABLE_AFTER). Its held deliveries are
+// due at once.
 func EnableEndpoint(ctx context.Context, db DB, id string) error {
 	return setEnabled(ctx, db, id, true, "")
 }
+
+// setEnabledSQL: enabling resets the breaker (the CASEs), disabling
+// leaves it for the listing to show.
+const setEnabledSQL = `UPDATE webhook_endpoints
+SET enabled = $2, disabled_reason = NULLIF($3, ''), updated_at = now(),
+	consecutive_failures = CASE WHEN $2 THEN 0 ELSE consecutive_failures END,
+	failing_since = CASE WHEN $2 THEN NULL ELSE failing_since END,
+	breaker_opens = CASE WHEN $2 THEN 0 ELSE breaker_opens END,
+	paused_until = CASE WHEN $2 THEN NULL ELSE paused_until END,
+	probing = CASE WHEN $2 THEN false ELSE probing END
+WHERE id = $1`
 
 func setEnabled(ctx context.Context, db DB, id string, enabled bool, reason string) error {
 	if err := validateID(id); err != nil {
 		return err
 	}
-	tag, err := db.Exec(ctx, `UPDATE webhook_endpoints
-SET enabled = $2, disabled_reason = NULLIF($3, ''), updated_at = now()
-WHERE id = $1`, id, enabled, reason)
+	tag, err := db.Exec(ctx, setEnabledSQL, id, enabled, reason)
 	if err != nil {
 		return fmt.Errorf("webhook: update endpoint %s: %w", id, err)
 	}
@@ -188,6 +229,55 @@ func validateID(id string) error {
 	var u pgtype.UUID
 	if err := u.Scan(id); err != nil {
 		return fmt.Errorf("%w: %q is not an id (a UUID)", ErrNotFound, id)
+	}
+	return nil
+}
+
+// Limits are an endpoint's pool-wide admission limits (see throttle.go).
+// A nil field means no limit.
+type Limits struct {
+	// RateLimit is the most requests per second the endpoint is sent,
+	// across every replica: in (0, MaxRateLimit].
+	RateLimit *float64 `json:"rate_limit,omitempty"`
+	// MaxInFlight is the most attempts to the endpoint in flight at once,
+	// across every replica: in [1, MaxInFlightLimit].
+	MaxInFlight *int `json:"max_in_flight,omitempty"`
+}
+
+// Bounds of Limits, as migration 00008's CHECK constraints have them.
+const (
+	MaxRateLimit     = 10000
+	MaxInFlightLimit = 10000
+)
+
+// Validate checks the bounds.
+func (l Limits) Validate() error {
+	if r := l.RateLimit; r != nil && (!(*r > 0) || *r > MaxRateLimit) {
+		return fmt.Errorf("%w: rate limit %v must be in (0, %d] requests per second", ErrInvalidEndpoint, *r, MaxRateLimit)
+	}
+	if m := l.MaxInFlight; m != nil && (*m < 1 || *m > MaxInFlightLimit) {
+		return fmt.Errorf("%w: max in flight %d must be in [1, %d]", ErrInvalidEndpoint, *m, MaxInFlightLimit)
+	}
+	return nil
+}
+
+// SetLimits replaces endpoint id's limits; nil fields remove a limit. The
+// token bucket starts empty, so a new limit holds from its first second.
+func SetLimits(ctx context.Context, db DB, id string, l Limits) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, `UPDATE webhook_endpoints
+SET rate_limit = $2, max_in_flight = $3, rl_tokens = 0, rl_at = now(), updated_at = now()
+WHERE id = $1`, id, l.RateLimit, l.MaxInFlight)
+	if err != nil {
+		return fmt.Errorf("webhook: set limits of endpoint %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: endpoint %s", ErrNotFound, id)
 	}
 	return nil
 }

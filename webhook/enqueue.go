@@ -30,9 +30,54 @@ type Enqueuer struct {
 	MaxPayloadBytes int
 }
 
+// Event is one event to enqueue.
+type Event struct {
+	Type    string // e.g. "invoice.paid"
+	Payload []byte // valid JSON
+
+	// IdempotencyKey, if set, makes the enqueue idempotent: an enqueue
+	// with a key some webhook_outbox row already holds writes nothing and
+	// returns that row's id (webhook_outbox_idempotency_idx). At most
+	// MaxIdempotencyKeyBytes. A key is held until the pruner deletes its
+	// dispatched row (Settings.OutboxRetention).
+	IdempotencyKey string
+
+	// EndpointID, if set, addresses the event to that one endpoint,
+	// whatever its event_types filter; empty fans it out to every enabled
+	// endpoint subscribed to Type.
+	EndpointID string
+}
+
+// MaxIdempotencyKeyBytes bounds Event.IdempotencyKey, as migration 00008's
+// CHECK webhook_outbox_idempotency_key_format does for plain SQL.
+const MaxIdempotencyKeyBytes = 255
+
+// enqueueSQL inserts the row, or nothing when its idempotency key is taken;
+// enqueueExistingSQL then reads the row that holds it. ON CONFLICT waits
+// for a concurrent transaction inserting the same key: once it commits,
+// the next statement's fresh READ COMMITTED snapshot sees its row; if it
+// rolls back, this insert goes ahead. Under REPEATABLE READ the conflict
+// with a row the snapshot cannot see is a serialization failure (40001),
+// returned as is.
+const (
+	enqueueSQL = `INSERT INTO webhook_outbox (event_type, payload, idempotency_key, endpoint_id)
+VALUES ($1, $2, NULLIF($3::text, ''), NULLIF($4::text, '')::uuid)
+ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING id`
+	enqueueExistingSQL = `SELECT id FROM webhook_outbox WHERE idempotency_key = $1`
+)
+
 // Enqueue inserts one event into webhook_outbox using tx. The payload must
 // be valid JSON no larger than the limit. It returns the outbox row's id.
 func (e Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, eventType string, payload []byte) (string, error) {
+	return e.EnqueueEvent(ctx, tx, Event{Type: eventType, Payload: payload})
+}
+
+// EnqueueEvent inserts ev into webhook_outbox using tx and returns the
+// outbox row's id — with an IdempotencyKey already held, the holder's id,
+// and nothing is written.
+func (e Enqueuer) EnqueueEvent(ctx context.Context, tx pgx.Tx, ev Event) (string, error) {
+	eventType, payload := ev.Type, ev.Payload
 	limit := e.MaxPayloadBytes
 	if limit <= 0 {
 		limit = DefaultMaxPayloadBytes
@@ -47,10 +92,25 @@ func (e Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, eventType string, payl
 	if !json.Valid(payload) {
 		return "", ErrInvalidPayload
 	}
+	if len(ev.IdempotencyKey) > MaxIdempotencyKeyBytes {
+		return "", fmt.Errorf("%w: idempotency key is over %d bytes", ErrInvalidEvent, MaxIdempotencyKeyBytes)
+	}
+	if ev.EndpointID != "" {
+		if err := validateID(ev.EndpointID); err != nil {
+			return "", err
+		}
+	}
 
 	var id string
-	if err := tx.QueryRow(ctx, `INSERT INTO webhook_outbox (event_type, payload) VALUES ($1, $2) RETURNING id`,
-		eventType, string(payload)).Scan(&id); err != nil {
+	err := tx.QueryRow(ctx, enqueueSQL, eventType, string(payload), ev.IdempotencyKey, ev.EndpointID).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The key is taken: the existing row is the enqueue.
+		if err := tx.QueryRow(ctx, enqueueExistingSQL, ev.IdempotencyKey).Scan(&id); err != nil {
+			return "", fmt.Errorf("webhook: enqueue %s: read the row holding the idempotency key: %w", eventType, err)
+		}
+		return id, nil
+	}
+	if err != nil {
 		if isCheckViolation(err, payloadSizeConstraint) {
 			// The stored JSON text (jsonb prints ", " and ": ") is over
 			// the limit though the bytes given were not.
@@ -68,6 +128,12 @@ func (e Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, eventType string, payl
 // Other languages enqueue the same way with plain SQL:
 //
 //	INSERT INTO webhook_outbox (event_type, payload) VALUES ('invoice.paid', '{"id": "in_1"}');
+//
+// and idempotently, with a key:
+//
+//	INSERT INTO webhook_outbox (event_type, payload, idempotency_key)
+//	VALUES ('invoice.paid', '{"id": "in_1"}', 'in_1.paid')
+//	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
 func Enqueue(ctx context.Context, tx pgx.Tx, eventType string, payload []byte) (string, error) {
 	return Enqueuer{}.Enqueue(ctx, tx, eventType, payload)
 }

@@ -23,6 +23,10 @@ var (
 	// valid JSON.
 	ErrInvalidPayload = errors.New("webhook: payload is not valid JSON")
 
+	// ErrInvalidEvent is returned by EnqueueEvent for an idempotency key
+	// over MaxIdempotencyKeyBytes.
+	ErrInvalidEvent = errors.New("webhook: invalid event")
+
 	// ErrPayloadTooLarge is returned by Enqueue for a payload over
 	// Settings.MaxPayloadBytes; the error names the limit.
 	ErrPayloadTooLarge = errors.New("webhook: payload too large")

@@ -15,26 +15,35 @@ import (
 // lease expires, so the two never POST the same delivery at once. If this
 // process dies first, the lease expires and the retry worker delivers.
 //
+// Deliveries to an endpoint whose attempts are admitted one by one — it has
+// a rate limit or an in-flight cap, or its breaker tripped or is pausing it
+// (throttle.go) — are born held instead: attempts = 0, due now, unleased.
+// Their first attempt is the retry lane's, through the pool-wide
+// admission; a first attempt in process would bypass it.
+//
 // One statement serves the fan-out, ReplayEvent and ReplayFailedSince:
 // $1 the events; $2 NULL for every enabled endpoint subscribed to each
-// event's type, or one endpoint id (a replay to that endpoint); $3 the
-// birth lease. ON CONFLICT makes a re-run of an interrupted replay create
-// only what is missing. It returns what the first attempt needs, with the
-// lease left as Postgres measures it, so no clock skew between this host and
-// the database can stretch an attempt past the lease.
-const bornDeliveriesSQL = `WITH born AS (
-	INSERT INTO webhook_deliveries (event_id, endpoint_id, attempts, next_retry_at)
-	SELECT ev.id, ep.id, 1, now() + $3::interval
+// event's type, or one endpoint id (a replay to that endpoint, or an event
+// addressed to it); $3 the birth lease; $4 the breaker threshold. ON
+// CONFLICT makes a re-run of an interrupted replay create only what is
+// missing. It returns what the first attempt needs, with the lease left as
+// Postgres measures it, so no clock skew between this host and the
+// database can stretch an attempt past the lease.
+var bornDeliveriesSQL = `WITH born AS (
+	INSERT INTO webhook_deliveries (event_id, endpoint_id, attempts, next_retry_at, leased_until)
+	SELECT ev.id, ep.id, CASE WHEN h.held THEN 0 ELSE 1 END, CASE WHEN h.held THEN now() ELSE now() + $3::interval END,
+		CASE WHEN h.held THEN NULL ELSE now() + $3::interval END
 	FROM webhook_events ev
 	JOIN webhook_endpoints ep ON ep.enabled AND CASE
 		WHEN $2::uuid IS NULL THEN cardinality(ep.event_types) = 0 OR ev.event_type = ANY (ep.event_types)
 		ELSE ep.id = $2::uuid END
+	CROSS JOIN LATERAL (SELECT ` + fmt.Sprintf(needsAdmission, "$4") + ` OR coalesce(ep.paused_until > now(), false) AS held) h
 	WHERE ev.id = ANY ($1::uuid[])
 	ON CONFLICT (event_id, endpoint_id) DO NOTHING
 	RETURNING id, event_id, endpoint_id, attempts, next_retry_at
 )
-SELECT born.id, born.event_id, born.endpoint_id, ep.url, ep.secret, born.attempts,
-	EXTRACT(EPOCH FROM born.next_retry_at - clock_timestamp())::float8
+SELECT born.id, born.event_id, born.endpoint_id, ep.url, ep.secret, ` + olderSecretsSQL + `, ep.consecutive_failures > 0,
+	born.attempts, EXTRACT(EPOCH FROM born.next_retry_at - clock_timestamp())::float8
 FROM born JOIN webhook_endpoints ep ON ep.id = born.endpoint_id
 ORDER BY born.event_id, ep.created_at`
 
@@ -51,22 +60,29 @@ func (p *Dispatcher) bornDeliveries(ctx context.Context, db DB, events map[strin
 		endpoint = &endpointID
 	}
 	sent := time.Now()
-	rows, err := db.Query(ctx, bornDeliveriesSQL, ids, endpoint, p.lc.BirthLeaseWindow)
+	rows, err := db.Query(ctx, bornDeliveriesSQL, ids, endpoint, p.lc.BirthLeaseWindow, p.cfg.BreakerFailures)
 	if err != nil {
 		return nil, fmt.Errorf("create deliveries: %w", err)
 	}
 	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (delivery, error) {
 		d := delivery{enabled: true}
 		var left *float64
-		err := row.Scan(&d.id, &d.eventID, &d.endpointID, &d.url, &d.secret, &d.attempt, &left)
+		err := row.Scan(&d.id, &d.eventID, &d.endpointID, &d.url, &d.secret, &d.olderSecrets, &d.failing, &d.attempt, &left)
 		d.leaseEnd = leaseEnd(sent, left)
+		d.leased = d.attempt > 0 // a held delivery waits for the retry lane's admission
 		d.event = events[d.eventID]
 		return d, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create deliveries: %w", err)
 	}
-	p.metrics.engine().Claimed("webhook_deliveries", len(ds)) // birth is the first attempt's claim
+	leased := 0
+	for _, d := range ds {
+		if d.leased {
+			leased++
+		}
+	}
+	p.metrics.engine().Claimed("webhook_deliveries", leased) // birth is the first attempt's claim
 	return ds, nil
 }
 

@@ -18,7 +18,10 @@ type Metrics struct {
 	shared            *engine.Metrics
 	eventsDispatched  prometheus.Counter
 	deliveries        *prometheus.CounterVec // outcome: succeeded, failed, retried
-	endpointsDisabled prometheus.Counter
+	endpointsDisabled *prometheus.CounterVec // reason: gone, failing
+	throttledTotal    *prometheus.CounterVec // endpoint_id
+	inFlight          *prometheus.GaugeVec   // endpoint_id
+	breakerOpens      prometheus.Counter
 	attemptsDeferred  prometheus.Counter
 	outboxPruned      prometheus.Counter
 	attemptSeconds    prometheus.Histogram
@@ -39,9 +42,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "postbox_webhook_deliveries_total",
 			Help: "Delivery attempts by outcome: succeeded, retried (failed transiently, still pending) or failed (for good).",
 		}, []string{"outcome"}),
-		endpointsDisabled: prometheus.NewCounter(prometheus.CounterOpts{
+		endpointsDisabled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "postbox_webhook_endpoints_disabled_total",
-			Help: "Endpoints disabled automatically because they answered 410 Gone.",
+			Help: "Endpoints disabled automatically, by reason: gone (answered 410 Gone) or failing (no success for WEBHOOK_DISABLE_AFTER).",
+		}, []string{"reason"}),
+		throttledTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "postbox_webhook_throttled_total",
+			Help: "Due deliveries the retry claim held back for the endpoint's rate limit, in-flight cap or circuit breaker, without spending an attempt.",
+		}, []string{"endpoint_id"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "postbox_webhook_in_flight",
+			Help: "HTTP attempts this process has in flight, per endpoint; sum over replicas for the pool.",
+		}, []string{"endpoint_id"}),
+		breakerOpens: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "postbox_webhook_breaker_open_total",
+			Help: "Failed attempts that found an endpoint's circuit breaker open after counting them.",
 		}),
 		attemptsDeferred: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "postbox_webhook_attempts_deferred_total",
@@ -69,6 +84,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.eventsDispatched = register(reg, m.eventsDispatched)
 	m.deliveries = register(reg, m.deliveries)
 	m.endpointsDisabled = register(reg, m.endpointsDisabled)
+	m.throttledTotal = register(reg, m.throttledTotal)
+	m.inFlight = register(reg, m.inFlight)
+	m.breakerOpens = register(reg, m.breakerOpens)
 	m.attemptsDeferred = register(reg, m.attemptsDeferred)
 	m.outboxPruned = register(reg, m.outboxPruned)
 	m.attemptSeconds = register(reg, m.attemptSeconds)
@@ -100,9 +118,32 @@ func (m *Metrics) delivery(outcome string) {
 	}
 }
 
-func (m *Metrics) endpointDisabled() {
+func (m *Metrics) endpointDisabled(reason string) {
 	if m != nil {
-		m.endpointsDisabled.Inc()
+		m.endpointsDisabled.WithLabelValues(reason).Inc()
+	}
+}
+
+func (m *Metrics) throttled(endpointID string, n int) {
+	if m != nil {
+		m.throttledTotal.WithLabelValues(endpointID).Add(float64(n))
+	}
+}
+
+// attemptInFlight counts one attempt to endpointID in flight; call the
+// returned func when it ends.
+func (m *Metrics) attemptInFlight(endpointID string) func() {
+	if m == nil {
+		return func() {}
+	}
+	g := m.inFlight.WithLabelValues(endpointID)
+	g.Inc()
+	return g.Dec
+}
+
+func (m *Metrics) breakerOpened() {
+	if m != nil {
+		m.breakerOpens.Inc()
 	}
 }
 

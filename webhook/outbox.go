@@ -200,10 +200,16 @@ const outboxDispatchedSQL = `UPDATE webhook_outbox SET status = 'dispatched', di
 WHERE id = $1 AND status = 'pending'`
 
 // insertEventSQL copies the row into its event inside the database: the
-// payload makes no round trip through this process before the fan-out.
-const insertEventSQL = `INSERT INTO webhook_events (event_type, payload, outbox_id)
-SELECT event_type, payload, id FROM webhook_outbox WHERE id = $1
-RETURNING id, event_type, payload, created_at`
+// payload makes no round trip through this process before the fan-out. It
+// returns the row's endpoint_id too: an event addressed to one endpoint
+// (the operator notice) goes to that endpoint only.
+const insertEventSQL = `WITH row AS (SELECT event_type, payload, id, endpoint_id FROM webhook_outbox WHERE id = $1),
+ev AS (
+	INSERT INTO webhook_events (event_type, payload, outbox_id)
+	SELECT event_type, payload, id FROM row
+	RETURNING id, event_type, payload, created_at
+)
+SELECT ev.id, ev.event_type, ev.payload, ev.created_at, coalesce(row.endpoint_id::text, '') FROM ev, row`
 
 type fanOut struct {
 	eventID    string
@@ -226,18 +232,18 @@ func (p *Dispatcher) dispatch(ctx context.Context, outboxID string) (fanOut, err
 	}
 
 	var (
-		eventID, eventType string
-		payload            []byte
-		createdAt          time.Time
+		eventID, eventType, target string
+		payload                    []byte
+		createdAt                  time.Time
 	)
-	if err := tx.QueryRow(ctx, insertEventSQL, outboxID).Scan(&eventID, &eventType, &payload, &createdAt); err != nil {
+	if err := tx.QueryRow(ctx, insertEventSQL, outboxID).Scan(&eventID, &eventType, &payload, &createdAt, &target); err != nil {
 		return fanOut{}, fmt.Errorf("webhook: dispatch %s: event: %w", outboxID, err)
 	}
 	ev, err := newEvent(eventType, createdAt, payload)
 	if err != nil {
 		return fanOut{}, fmt.Errorf("webhook: dispatch %s: body: %w", outboxID, err)
 	}
-	ds, err := p.bornDeliveries(ctx, tx, map[string]event{eventID: ev}, "")
+	ds, err := p.bornDeliveries(ctx, tx, map[string]event{eventID: ev}, target)
 	if err != nil {
 		return fanOut{}, fmt.Errorf("webhook: dispatch %s: %w", outboxID, err)
 	}

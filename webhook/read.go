@@ -230,10 +230,8 @@ func GetEndpoint(ctx context.Context, db DB, id string) (Endpoint, error) {
 	if err := validateID(id); err != nil {
 		return Endpoint{}, err
 	}
-	var e Endpoint
-	err := db.QueryRow(ctx, `SELECT id, url, event_types, enabled, coalesce(disabled_reason, ''), created_at, updated_at
-FROM webhook_endpoints WHERE id = $1`, id).
-		Scan(&e.ID, &e.URL, &e.EventTypes, &e.Enabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt)
+	rows, _ := db.Query(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints WHERE id = $1`, id)
+	e, err := pgx.CollectExactlyOneRow(rows, scanEndpoint)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return e, fmt.Errorf("%w: endpoint %s", ErrNotFound, id)

@@ -29,6 +29,9 @@ var deliveriesTable = claim.Table{
 	//
 	// Locked by TestRetry_ClaimsLegacyNullNextRetryAt.
 	LegacyNullDue: true,
+
+	// What an endpoint's max_in_flight counts; see throttle.go.
+	LeaseColumn: "leased_until",
 }
 
 type claimedDelivery struct {
@@ -68,7 +71,7 @@ func (s retrySource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 		return engine.Claim{}, nil
 	}
 	n = min(n, p.lc.RetryClaimBatch)
-	ds, err := p.claimRetries(ctx, n)
+	ds, throttled, err := p.claimRetries(ctx, n)
 	if err != nil {
 		return engine.Claim{}, err
 	}
@@ -76,7 +79,10 @@ func (s retrySource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	for i, d := range ds {
 		units[i] = &attemptUnit{p: p, d: d}
 	}
-	return engine.Claim{Units: units, Rows: len(ds), Full: len(ds) == n}, nil
+	// Throttled rows count as found, so the lane stays hot (HotPoll) and
+	// takes them when their tokens come; they do not make the claim full,
+	// which would have the lane claim again at once, in a busy loop.
+	return engine.Claim{Units: units, Rows: len(ds) + throttled, Full: len(ds) == n}, nil
 }
 
 // attemptUnit is one claimed delivery's attempt, in the slot the retry
@@ -103,13 +109,26 @@ func (u *attemptUnit) Panicked(ctx context.Context, v any) Tally {
 	return u.p.record(ctx, u.d, m, false)
 }
 
-// claimRetries claims up to n due deliveries and loads what their attempts
-// need: the event's body and the endpoint's url, secret and state.
-func (p *Dispatcher) claimRetries(ctx context.Context, n int) ([]delivery, error) {
+// claimRetries claims up to n due deliveries through the pool-wide
+// admission (claimAdmitted) and loads what their attempts need: the
+// event's body and the endpoint's url, secrets and state. throttled counts
+// the due rows admission held back.
+//
+// The claim is a transaction of several statements, then a load: it runs
+// detached from ctx's cancellation (bounded by MarkTimeout, like a mark),
+// so a lane window closing mid-claim cannot leave rows committed as
+// claimed but never handed to an attempt — they would wait out their
+// lease, minutes at RetryClaimLease.
+func (p *Dispatcher) claimRetries(ctx context.Context, n int) (ds []delivery, throttled int, err error) {
+	if ctx.Err() != nil {
+		return nil, 0, ctx.Err()
+	}
+	ctx, cancel := claim.MarkContext(ctx)
+	defer cancel()
 	sent := time.Now()
-	claimed, err := claim.Claim(ctx, p.pool, deliveriesTable, n, p.lc.RetryClaimLease(n), pgx.RowToStructByPos[claimedDelivery])
+	claimed, throttled, err := p.claimAdmitted(ctx, n, p.lc.RetryClaimLease(n))
 	if err != nil || len(claimed) == 0 {
-		return nil, err
+		return nil, throttled, err
 	}
 	p.metrics.engine().Claimed("webhook_deliveries", len(claimed))
 	ids := make([]string, len(claimed))
@@ -118,25 +137,26 @@ func (p *Dispatcher) claimRetries(ctx context.Context, n int) ([]delivery, error
 		ids[i] = c.ID
 		byID[c.ID] = c
 	}
-	ds, err := p.loadDeliveries(ctx, ids)
+	ds, err = p.loadDeliveries(ctx, ids)
 	if err != nil {
 		// Claimed but unloadable: hand them back rather than let them wait
 		// out a lease nobody is using.
 		n, _ := claim.Release(ctx, p.pool, deliveriesTable, ids, "claimed but could not be loaded", p.logger)
 		p.metrics.engine().Released("webhook_deliveries", int(n))
-		return nil, err
+		return nil, throttled, err
 	}
 	for i := range ds {
 		c := byID[ds[i].id]
 		ds[i].attempt = c.Attempts
 		ds[i].leaseEnd = leaseEnd(sent, c.Left)
+		ds[i].leased = true
 	}
-	return ds, nil
+	return ds, throttled, nil
 }
 
 func (p *Dispatcher) loadDeliveries(ctx context.Context, ids []string) ([]delivery, error) {
-	rows, err := p.pool.Query(ctx, `SELECT d.id, d.event_id, d.endpoint_id, ep.url, ep.secret, ep.enabled,
-	e.event_type, e.payload, e.created_at
+	rows, err := p.pool.Query(ctx, `SELECT d.id, d.event_id, d.endpoint_id, ep.url, ep.secret, `+olderSecretsSQL+`, ep.enabled,
+	ep.consecutive_failures > 0, e.event_type, e.payload, e.created_at
 FROM webhook_deliveries d
 JOIN webhook_events e ON e.id = d.event_id
 JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
@@ -152,8 +172,8 @@ WHERE d.id = ANY ($1::uuid[])`, ids)
 			payload   []byte
 			createdAt time.Time
 		)
-		if err := row.Scan(&d.id, &d.eventID, &d.endpointID, &d.url, &d.secret, &d.enabled,
-			&eventType, &payload, &createdAt); err != nil {
+		if err := row.Scan(&d.id, &d.eventID, &d.endpointID, &d.url, &d.secret, &d.olderSecrets, &d.enabled,
+			&d.failing, &eventType, &payload, &createdAt); err != nil {
 			return d, err
 		}
 		ev, ok := events[d.eventID]

@@ -33,7 +33,7 @@ SELECT ev.id, $1, 0, NULL FROM ev RETURNING id`, ep.ID).Scan(&deliveryID); err !
 	}
 
 	before := dbNow(t, pool)
-	claimed, err := p.claimRetries(ctx, leases.RetryClaimBatch)
+	claimed, _, err := p.claimRetries(ctx, leases.RetryClaimBatch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,9 +172,11 @@ func TestRetry_TransientFailuresEndInFailed(t *testing.T) {
 	}
 }
 
-// A delivery whose endpoint was disabled after it was created is failed
-// without a request, so it can be replayed once the endpoint is back.
-func TestRetry_DisabledEndpointFailsWithoutRequest(t *testing.T) {
+// A delivery whose endpoint was disabled after it was created is held:
+// the claim skips it, no request is made, no attempt is spent, and it is
+// delivered once the endpoint is enabled again. One disabled between the
+// claim and the attempt is held the same way.
+func TestRetry_DisabledEndpointHeldUntilEnabled(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
@@ -187,17 +189,41 @@ func TestRetry_DisabledEndpointFailsWithoutRequest(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET next_retry_at = now() WHERE id = $1`, d.ID); err != nil {
 		t.Fatal(err)
 	}
-	if sum, err := p.Retry(ctx); err != nil || sum.Failed != 1 {
-		t.Fatalf("Retry = %+v, %v; want the delivery failed", sum, err)
+	if sum, err := p.Retry(ctx); err != nil || sum.Started != 0 {
+		t.Fatalf("Retry = %+v, %v; want nothing attempted", sum, err)
 	}
-	if got := oneDelivery(t, pool, `id = $1`, d.ID); got.Status != "failed" || str(got.LastError) != "endpoint disabled" {
-		t.Fatalf("delivery %s (%s), want failed: endpoint disabled", got.Status, str(got.LastError))
+	if got := oneDelivery(t, pool, `id = $1`, d.ID); got.Status != "pending" || got.Attempts != d.Attempts {
+		t.Fatalf("delivery %s with %d attempts, want pending with %d", got.Status, got.Attempts, d.Attempts)
+	}
+
+	// Disabled after the claim loaded it: no request, held pending.
+	if err := EnableEndpoint(ctx, pool, d.EndpointID); err != nil {
+		t.Fatal(err)
+	}
+	ds, _, err := p.claimRetries(ctx, 10)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("claim after enable = %d rows, %v; want 1", len(ds), err)
+	}
+	ds[0].enabled = false
+	if sum := p.attempt(ctx, ds[0]); sum.Retried != 1 {
+		t.Fatalf("attempt on a disabled endpoint = %+v, want held pending", sum)
+	}
+	if got := oneDelivery(t, pool, `id = $1`, d.ID); got.Status != "pending" || str(got.LastError) != heldDisabled {
+		t.Fatalf("delivery %s (%s), want pending: %s", got.Status, str(got.LastError), heldDisabled)
 	}
 	if n := len(rc.requests()); n != 0 {
-		t.Fatalf("receiver got %d requests, want 0", n)
+		t.Fatalf("receiver got %d requests while disabled, want 0", n)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM webhook_delivery_attempts`); n != 0 {
 		t.Fatalf("%d attempt rows for a request never made", n)
+	}
+
+	// Enabled again: the held delivery goes out.
+	if sum, err := p.Retry(ctx); err != nil || sum.Sent != 1 {
+		t.Fatalf("Retry after enable = %+v, %v; want the held delivery sent", sum, err)
+	}
+	if n := len(rc.requests()); n != 1 {
+		t.Fatalf("receiver got %d requests, want 1", n)
 	}
 }
 

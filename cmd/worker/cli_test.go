@@ -35,6 +35,7 @@ func TestEveryCommandHelpAndUsage(t *testing.T) {
 	want := []string{"run", "demo", "migrate up", "migrate down", "migrate status", "show", "stats",
 		"failed email", "failed webhook", "requeue email", "requeue webhook", "replay event",
 		"replay endpoint", "endpoints create", "endpoints list", "endpoints disable", "endpoints enable",
+		"endpoints limit", "endpoints rotate-secret",
 		"suppressions list", "suppressions add", "suppressions remove", "suppressions check",
 		"rekey", "healthcheck", "version"}
 	got := slices.Clone(order)
@@ -125,6 +126,10 @@ func TestGroupsAndTopLevel(t *testing.T) {
 		{[]string{"show"}, 2, "missing argument <anything>"},
 		{[]string{"show", "INV-1", "--kind", "bogus"}, 2, `kind "bogus" is not one of email, event`},
 		{[]string{"show", "INV-1"}, 1, "APP_ENV"},
+		{[]string{"endpoints", "rotate-secret", "ep_1", "--keep", "-1h"}, 2, "want a duration from 0 to 720h"},
+		{[]string{"endpoints", "rotate-secret", "ep_1", "--keep", "1000h"}, 2, "want a duration from 0 to 720h"},
+		{[]string{"endpoints", "limit", "ep_1", "--rate", "-1"}, 2, "must be 0 (none) or positive"},
+		{[]string{"endpoints", "limit", "ep_1", "--max-in-flight", "20000"}, 2, "max in flight 20000"},
 	} {
 		code, out, errOut := run(tc.args...)
 		got := errOut

@@ -28,6 +28,9 @@ func TestLoadConfigNamesBadVariable(t *testing.T) {
 		{"bad DATABASE_URL", map[string]string{"DATABASE_URL": "postgres://%zz"}, "DATABASE_URL"},
 		{"malformed key ring", map[string]string{"OUTBOX_ENCRYPTION_KEYS": "k1:c2hvcnQ="}, "OUTBOX_ENCRYPTION_KEYS: entry 1"},
 		{"bad RETRY_BACKOFF_SCALE", map[string]string{"RETRY_BACKOFF_SCALE": "2"}, "RETRY_BACKOFF_SCALE"},
+		{"bad OPS_EMAIL", map[string]string{"OPS_EMAIL": "ops at example.com"}, "OPS_EMAIL"},
+		{"bad OPS_WEBHOOK_ENDPOINT_ID", map[string]string{"OPS_WEBHOOK_ENDPOINT_ID": "ep_1"}, "OPS_WEBHOOK_ENDPOINT_ID"},
+		{"breaker cap under the cool-down", map[string]string{"WEBHOOK_BREAKER_COOLDOWN": "2h"}, "WEBHOOK_BREAKER_MAX_COOLDOWN"},
 		{"compressed backoff in production", map[string]string{"RETRY_BACKOFF_SCALE": "0.5", "APP_ENV": "production"}, "RETRY_BACKOFF_SCALE"},
 		{"bad WEBHOOK_ALLOWED_CIDRS", map[string]string{"WEBHOOK_ALLOWED_CIDRS": "10.0.0.0/33"}, "WEBHOOK_ALLOWED_CIDRS"},
 	} {

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/postbox/postbox/webhook"
 )
@@ -18,7 +20,7 @@ import (
 func init() {
 	registerGroup(group{
 		Name:    "endpoints",
-		Summary: "webhook endpoints: create, list, disable, enable",
+		Summary: "webhook endpoints: create, list, disable, enable, limit, rotate-secret",
 		Help: "Manages the webhook endpoints events fan out to. An endpoint receives the event types it " +
 			"subscribes to (all, when it names none), signed with its own whsec_ secret (Standard Webhooks).",
 	})
@@ -43,8 +45,10 @@ func init() {
 	})
 	register(command{
 		Name:    "endpoints list",
-		Summary: "every endpoint: id, state, event types, URL",
-		Help:    "Lists every endpoint with its id, whether it is enabled (and why not), its event types and URL.",
+		Summary: "every endpoint: id, state, breaker, limits, health, event types, URL",
+		Help: "Lists every endpoint with its id, whether it is enabled (and why not), its circuit breaker " +
+			"(closed, open, probing, half-open; consecutive failures; paused until), its limits, its last hour's " +
+			"success rate and p50/p99 attempt duration (--json: the last hour and day, the last error), event types and URL.",
 		Flags: func(fs *flag.FlagSet) runFunc {
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, env *Env, _ []string) error { return endpointsList(ctx, env, *asJSON) }
@@ -55,8 +59,8 @@ func init() {
 		Args:       "<id> [--reason TEXT]",
 		Positional: []string{"id"},
 		Summary:    "stop sending to an endpoint",
-		Help: "Disables endpoint <id>: it receives no new events, and its pending deliveries fail when " +
-			"retried. 'worker endpoints enable' undoes it.",
+		Help: "Disables endpoint <id>: it receives no new events, and its pending deliveries are held " +
+			"(pending, no attempt spent) until 'worker endpoints enable' sends them.",
 		Flags: func(fs *flag.FlagSet) runFunc {
 			reason := fs.String("reason", "", "why, shown by list")
 			return func(ctx context.Context, env *Env, args []string) error {
@@ -67,7 +71,7 @@ func init() {
 				if err := webhook.DisableEndpoint(ctx, pool, args[0], *reason); err != nil {
 					return err
 				}
-				fmt.Fprintf(env.Stdout, "endpoint %s disabled: it receives no new events; its pending deliveries fail when retried\n", args[0])
+				fmt.Fprintf(env.Stdout, "endpoint %s disabled: it receives no new events; its pending deliveries are held until it is enabled\n", args[0])
 				return nil
 			}
 		},
@@ -77,8 +81,9 @@ func init() {
 		Args:       "<id>",
 		Positional: []string{"id"},
 		Summary:    "send to a disabled endpoint again",
-		Help: "Enables endpoint <id> again: new events reach it. What failed while it was disabled is not " +
-			"resent by itself: 'worker replay endpoint <id> --since …' does that.",
+		Help: "Enables endpoint <id> again and closes its circuit breaker: new events reach it and the " +
+			"deliveries held while it was disabled go out. Deliveries that had failed for good are not resent " +
+			"by themselves: 'worker replay endpoint <id> --since …' does that.",
 		Run: func(ctx context.Context, env *Env, args []string) error {
 			pool, err := env.MigratedPool(ctx)
 			if err != nil {
@@ -87,10 +92,100 @@ func init() {
 			if err := webhook.EnableEndpoint(ctx, pool, args[0]); err != nil {
 				return err
 			}
-			fmt.Fprintf(env.Stdout, "endpoint %s enabled; to resend what failed meanwhile: worker replay endpoint %s --since 24h\n", args[0], args[0])
+			fmt.Fprintf(env.Stdout, "endpoint %s enabled; held deliveries go out now. To resend what had failed for good: worker replay endpoint %s --since 24h\n", args[0], args[0])
 			return nil
 		},
 	})
+	register(command{
+		Name:       "endpoints limit",
+		Args:       "<id> [--rate N] [--max-in-flight N]",
+		Positional: []string{"id"},
+		Summary:    "set an endpoint's pool-wide rate limit and in-flight cap",
+		Help: "Sets endpoint <id>'s limits, enforced in the database across every replica: --rate requests " +
+			"per second (0 removes the limit) and --max-in-flight attempts at once (0 removes it). A throttled " +
+			"delivery waits without spending an attempt.",
+		Flags: func(fs *flag.FlagSet) runFunc {
+			var l webhook.Limits
+			fs.Func("rate", "requests per second, up to 10000; 0 (the default): no limit", func(v string) error {
+				r, err := strconv.ParseFloat(v, 64)
+				if err != nil || r < 0 {
+					return errors.New("must be 0 (none) or positive")
+				}
+				l.RateLimit = nil
+				if r > 0 {
+					l.RateLimit = &r
+				}
+				return (webhook.Limits{RateLimit: l.RateLimit}).Validate()
+			})
+			fs.Func("max-in-flight", "attempts in flight at once, up to 10000; 0 (the default): no cap", func(v string) error {
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 0 {
+					return errors.New("must be 0 (none) or positive")
+				}
+				l.MaxInFlight = nil
+				if n > 0 {
+					l.MaxInFlight = &n
+				}
+				return (webhook.Limits{MaxInFlight: l.MaxInFlight}).Validate()
+			})
+			return func(ctx context.Context, env *Env, args []string) error {
+				pool, err := env.MigratedPool(ctx)
+				if err != nil {
+					return err
+				}
+				if err := webhook.SetLimits(ctx, pool, args[0], l); err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Stdout, "endpoint %s limits: rate %s, in flight %s\n", args[0], limitText(l.RateLimit), limitText(l.MaxInFlight))
+				return nil
+			}
+		},
+	})
+	register(command{
+		Name:       "endpoints rotate-secret",
+		Args:       "<id> [--keep 24h]",
+		Positional: []string{"id"},
+		Summary:    "give an endpoint a new secret; the old one signs too until --keep ends",
+		Help: "Generates a new signing secret for endpoint <id> and prints it once (it is never logged). For " +
+			"--keep the old secret still signs every request too (webhook-signature carries both, space-" +
+			"separated), so the receiver can switch at its own pace; then it stops. --keep 0 stops it at once.",
+		Flags: func(fs *flag.FlagSet) runFunc {
+			keep := 24 * time.Hour
+			fs.Func("keep", "how long the old secret keeps signing, 0 to 720h (default 24h)", func(v string) error {
+				d, err := time.ParseDuration(v)
+				if err != nil || d < 0 || d > webhook.MaxRotationKeep {
+					return fmt.Errorf("want a duration from 0 to %s", webhook.MaxRotationKeep)
+				}
+				keep = d
+				return nil
+			})
+			return func(ctx context.Context, env *Env, args []string) error {
+				pool, err := env.MigratedPool(ctx)
+				if err != nil {
+					return err
+				}
+				r, err := webhook.RotateSecret(ctx, pool, args[0], "", keep)
+				if err != nil {
+					return err
+				}
+				old := "the old secret stopped signing now"
+				if !r.OldExpiresAt.IsZero() {
+					old = "the old secret signs too until " + r.OldExpiresAt.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(env.Stdout, "endpoint %s has a new secret; %s\n  secret  %s\n\n"+
+					"The secret is shown once: give it to the receiver, which verifies webhook-signature with it.\n",
+					r.EndpointID, old, r.Secret)
+				return nil
+			}
+		},
+	})
+}
+
+func limitText[T int | float64](v *T) string {
+	if v == nil {
+		return "none"
+	}
+	return fmt.Sprint(*v)
 }
 
 func endpointsCreate(ctx context.Context, env *Env, url, types, secret string, asJSON bool) error {
@@ -133,24 +228,40 @@ func endpointsList(ctx context.Context, env *Env, asJSON bool) error {
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		if eps == nil {
-			eps = []webhook.Endpoint{}
+	health := make([]webhook.Health, 0, len(eps))
+	for _, ep := range eps {
+		h, err := webhook.EndpointHealth(ctx, pool, ep.ID)
+		if err != nil {
+			return err
 		}
-		return writeJSON(env.Stdout, eps)
+		health = append(health, h)
+	}
+	if asJSON {
+		return writeJSON(env.Stdout, health)
 	}
 	if len(eps) == 0 {
 		fmt.Fprintln(env.Stdout, "no endpoints; add one with: worker endpoints create --url https://…")
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tEVENT TYPES\tURL")
-	for _, ep := range eps {
+	fmt.Fprintln(tw, "ID\tSTATE\tBREAKER\tFAILURES\tPAUSED UNTIL\tRATE\tIN FLIGHT\tOK 1H\tP50/P99 1H\tEVENT TYPES\tURL")
+	for _, h := range health {
+		ep := h.Endpoint
 		state := "enabled"
 		if !ep.Enabled {
 			state = "disabled: " + ep.DisabledReason
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ep.ID, state, eventTypesText(ep.EventTypes), ep.URL)
+		paused := "-"
+		if p := ep.Breaker.PausedUntil; p != nil && ep.Breaker.State != "closed" {
+			paused = p.UTC().Format(time.RFC3339)
+		}
+		ok, lat := "-", "-"
+		if w := h.Windows[0]; w.Attempts > 0 {
+			ok = fmt.Sprintf("%.0f%% of %d", 100*w.SuccessRate(), w.Attempts)
+			lat = w.P50.Round(time.Millisecond).String() + "/" + w.P99.Round(time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ep.ID, state, ep.Breaker.State, ep.Breaker.ConsecutiveFailures,
+			paused, limitText(ep.RateLimit), limitText(ep.MaxInFlight), ok, lat, eventTypesText(ep.EventTypes), ep.URL)
 	}
 	return tw.Flush()
 }

@@ -49,6 +49,9 @@ type Config struct {
 	// soft-bounce policy (POSTMARK_WEBHOOK_*, SES_SNS_TOPIC_ARNS,
 	// EVENTS_WEBHOOK_SECRET, SOFT_BOUNCE_*).
 	Events mailevents.Settings
+	// OpsEmail (OPS_EMAIL) is mailed, through the email outbox, when a
+	// webhook endpoint is disabled for failing; empty: no email.
+	OpsEmail string
 }
 
 // Production reports APP_ENV=production.
@@ -121,6 +124,11 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.Events, err = mailevents.SettingsFromEnv(lookup); err != nil {
 		return c, err
+	}
+	if c.OpsEmail = get("OPS_EMAIL", ""); c.OpsEmail != "" {
+		if err := opsEmail(c.OpsEmail, webhook.EndpointDisabled{}).Validate(); err != nil {
+			return c, fmt.Errorf("OPS_EMAIL=%q: %w", c.OpsEmail, err)
+		}
 	}
 	return c, nil
 }

@@ -84,6 +84,8 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		Poll:     cfg.PollInterval,
 		Logger:   log,
 		Metrics:  webhook.NewMetrics(reg),
+
+		OnDisable: opsEmailNotice(cfg.OpsEmail, cfg.Keys),
 	})
 	if err != nil {
 		return nil, err

@@ -33,6 +33,12 @@ type Table struct {
 	// next_retry_at (ADR-072 accepted residual), and would otherwise never
 	// be delivered.
 	LegacyNullDue bool
+
+	// LeaseColumn, if set, is a column holding the lease alone (the due
+	// column holds a retry's back-off too): Release clears it, so a
+	// count of leased rows (webhook_deliveries.leased_until, what an
+	// endpoint's max_in_flight counts) drops a released row at once.
+	LeaseColumn string
 }
 
 // ClaimSQL is the claim statement: $1 = batch size, $2 = lease.
@@ -44,15 +50,7 @@ type Table struct {
 // here and nowhere else, so a claim-then-crash row still advances toward
 // failed.
 func (t Table) ClaimSQL() string {
-	due, order := fmt.Sprintf("%s <= now()", t.DueColumn), t.DueColumn
-	if t.LegacyNullDue {
-		// The legacy branch; its table's claim index is built NULLS FIRST
-		// to match. Elsewhere the due column is NOT NULL and the plain
-		// ascending order is what lets the claim read its partial index
-		// instead of sorting every due row per batch.
-		due = fmt.Sprintf("(%s <= now() OR %s IS NULL)", t.DueColumn, t.DueColumn)
-		order += " NULLS FIRST"
-	}
+	due, order := t.Due("")
 	// id = ANY (ARRAY(…)) rather than id IN (…): the planner cannot turn
 	// it into a join, so the update finds its rows by primary key however
 	// large the batch. As a semi-join, a claim of a few hundred rows (one
@@ -67,6 +65,26 @@ WHERE id = ANY (ARRAY(
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED))
 RETURNING %[4]s`, t.Name, t.DueColumn, due, t.Returning, order)
+}
+
+// Due is the claim's "due" predicate and its order, for t's due column
+// qualified by alias (none when ""): ClaimSQL's, and that of a claim that
+// joins the table to another (webhook deliveries to their endpoints).
+func (t Table) Due(alias string) (due, order string) {
+	col := t.DueColumn
+	if alias != "" {
+		col = alias + "." + col
+	}
+	due, order = fmt.Sprintf("%s <= now()", col), col
+	if t.LegacyNullDue {
+		// The legacy branch; its table's claim index is built NULLS FIRST
+		// to match. Elsewhere the due column is NOT NULL and the plain
+		// ascending order is what lets the claim read its partial index
+		// instead of sorting every due row per batch.
+		due = fmt.Sprintf("(%s <= now() OR %s IS NULL)", col, col)
+		order += " NULLS FIRST"
+	}
+	return due, order
 }
 
 // Claim runs ClaimSQL and scans each returned row with scan.
@@ -95,9 +113,13 @@ func Release(ctx context.Context, db DB, t Table, ids []string, why string, logg
 	}
 	ctx, cancel := MarkContext(ctx)
 	defer cancel()
+	set := t.DueColumn + " = now()"
+	if t.LeaseColumn != "" {
+		set += ", " + t.LeaseColumn + " = NULL"
+	}
 	tag, err := db.Exec(ctx, fmt.Sprintf(
-		`UPDATE %s SET %s = now() WHERE id = ANY($1::uuid[]) AND status = 'pending'`,
-		t.Name, t.DueColumn), ids)
+		`UPDATE %s SET %s WHERE id = ANY($1::uuid[]) AND status = 'pending'`,
+		t.Name, set), ids)
 	if err != nil {
 		logger.Error("releasing unstarted rows failed; they wait out their lease",
 			"outbox", t.Name, "rows", ids, "reason", why, "error", err.Error())

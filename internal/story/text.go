@@ -226,7 +226,13 @@ func (p *printer) endpoint(h webhook.Health) {
 		}
 		p.f("  %s: %d attempts, %.1f%% succeeded, p50 %s, p99 %s\n", w.Name, w.Attempts, 100*w.SuccessRate(), w.P50, w.P99)
 	}
-	p.f("  consecutive failures: %d\n", h.ConsecutiveFailures)
+	b := e.Breaker
+	p.f("  circuit breaker: %s, %d consecutive failures counted", b.State, b.ConsecutiveFailures)
+	if b.PausedUntil != nil && b.State != "closed" {
+		p.f(", paused until %s", ts(*b.PausedUntil))
+	}
+	p.f("\n  rate limit: %s; in flight at most: %s\n", limit(e.RateLimit, "/s", "none"), limit(e.MaxInFlight, "", "no cap"))
+	p.f("  failures since the last success: %d\n", h.ConsecutiveFailures)
 	if h.LastError != "" {
 		p.f("  last error (%s): %s\n", ts(*h.LastErrorAt), h.LastError)
 	}
@@ -247,4 +253,12 @@ func oneLine(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// limit prints an optional limit.
+func limit[T int | float64](v *T, unit, none string) string {
+	if v == nil {
+		return none
+	}
+	return fmt.Sprint(*v) + unit
 }

@@ -209,8 +209,8 @@ func init() {
 	register(Mutation{
 		Name:    "outbox claim: order NULLS FIRST on a NOT NULL due column (sorts every due row per batch)",
 		File:    "internal/claim/claim.go",
-		Find:    "due, order := fmt.Sprintf(\"%s <= now()\", t.DueColumn), t.DueColumn",
-		Replace: "due, order := fmt.Sprintf(\"%s <= now()\", t.DueColumn), t.DueColumn+\" NULLS FIRST\"",
+		Find:    "due, order = fmt.Sprintf(\"%s <= now()\", col), col",
+		Replace: "due, order = fmt.Sprintf(\"%s <= now()\", col), col+\" NULLS FIRST\"",
 		Pkg:     "./outbox/",
 		Test:    "TestClaim_ReadsItsPartialIndex",
 	}, Mutation{

@@ -80,16 +80,16 @@ func init() {
 		Mutation{
 			Name:    "webhook fan-out: deliveries born unleased (next_retry_at NULL)",
 			File:    fanoutGo,
-			Find:    "1, now() + $3::interval",
-			Replace: "1, NULL::timestamptz + 0 * $3::interval",
+			Find:    "THEN now() ELSE now() + $3::interval END,",
+			Replace: "THEN now() ELSE NULL::timestamptz + 0 * $3::interval END,",
 			Pkg:     pkg,
 			Test:    "TestDispatchFromOutbox_BornLeased",
 		},
 		Mutation{
 			Name:    "webhook fan-out: deliveries born due at once (next_retry_at now())",
 			File:    fanoutGo,
-			Find:    "1, now() + $3::interval",
-			Replace: "1, now() + 0 * $3::interval",
+			Find:    "THEN now() ELSE now() + $3::interval END,",
+			Replace: "THEN now() ELSE now() + 0 * $3::interval END,",
 			Pkg:     pkg,
 			Test:    "TestDispatchFromOutbox_BornLeased",
 		},
@@ -186,7 +186,7 @@ func init() {
 			Find:    "case !d.enabled:",
 			Replace: "case !d.enabled && false:",
 			Pkg:     pkg,
-			Test:    "TestRetry_DisabledEndpointFailsWithoutRequest",
+			Test:    "TestRetry_DisabledEndpointHeldUntilEnabled",
 		},
 
 		// Standard Webhooks signing.

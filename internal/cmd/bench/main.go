@@ -86,6 +86,7 @@ func benchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Wr
 	duration := fs.Duration("duration", 0, "length of each latency run (default 10s; 2s with --quick)")
 	events := fs.Int("events", 0, "webhook events (default 1000; 100 with --quick)")
 	endpoints := fs.Int("endpoints", 0, "webhook endpoints, one loopback receiver each (default 10)")
+	limitedRate := fs.Float64("limited-rate", 0, "webhook: one more endpoint rate-limited to this many requests/s beside the others (default 0: none)")
 	only := fs.String("only", "", "comma-separated sections to run: "+strings.Join(bench.AllSections, ",")+"; the pool sections "+strings.Join(bench.PoolSections, ",")+" (these imply --pool)")
 	var poolSize int
 	var poolMode bool
@@ -142,6 +143,10 @@ func benchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Wr
 				*f.dst = f.v
 			}
 		}
+		if *limitedRate < 0 || *limitedRate > 10000 {
+			return usagef("--limited-rate %v: want 0 (none) to 10000 requests/s", *limitedRate)
+		}
+		opts.LimitedRate = *limitedRate
 		if *duration > 0 {
 			opts.Duration = *duration
 		}

@@ -38,7 +38,11 @@ type Options struct {
 	Duration  time.Duration // length of each latency run
 	Events    int           // webhook events
 	Endpoints int           // webhook endpoints (one loopback receiver each)
-	Sections  []string      // nil: AllSections
+	// LimitedRate, when set, adds one more webhook endpoint with this
+	// rate limit (requests/s) beside the unlimited ones, to show it does
+	// not hold them back.
+	LimitedRate float64
+	Sections    []string // nil: AllSections
 
 	// PoolSize is the pgx pool's MaxConns, the same for every path.
 	PoolSize int
@@ -366,8 +370,8 @@ func (r *runner) truncate(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	_, err = pool.Exec(ctx, `TRUNCATE email_outbox, email_suppressions,
-webhook_delivery_attempts, webhook_deliveries, webhook_events, webhook_outbox, webhook_endpoints,
+	_, err = pool.Exec(ctx, `TRUNCATE email_outbox, email_attempts, email_suppressions,
+webhook_delivery_attempts, webhook_deliveries, webhook_events, webhook_outbox, webhook_endpoint_secrets, webhook_endpoints,
 river_job, river_leader`)
 	if err != nil {
 		return fmt.Errorf("truncate: %w", err)

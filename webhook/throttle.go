@@ -1,0 +1,305 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Pool-wide admission: the per-endpoint rate limit and in-flight cap, and
+// the circuit breaker's one probe, are decided in the database by the
+// retry claim, so a limit of 10/s is 10/s across every replica.
+//
+// A claim runs in one short transaction:
+//
+//  1. candidates: due pending deliveries, FOR UPDATE OF the delivery SKIP
+//     LOCKED, of enabled endpoints whose breaker is not pausing them, whose
+//     bucket (read without a lock) holds a token and whose in-flight count
+//     is under its cap. The rows of a throttled endpoint are skipped there,
+//     not waited on, so they never hold back an unlimited endpoint's rows
+//     behind them (they cost the claim's scan a look each).
+//  2. admission, only for the candidates' endpoints that have a limit or
+//     a tripped breaker: their rows are locked (FOR NO KEY UPDATE, in id
+//     order, so two claims never deadlock), then — in a fresh statement,
+//     whose READ COMMITTED snapshot sees what the previous lock holder
+//     committed — their leased deliveries are counted. The bucket refills
+//     at rate_limit per second up to burstSeconds' worth (at least one
+//     token) and each admitted delivery takes one; max_in_flight caps the
+//     leased deliveries; a tripped breaker admits one probe.
+//  3. admitted rows are claimed (attempts + 1, lease stamped on
+//     next_retry_at and leased_until); the rest are throttled, attempts
+//     untouched, so a throttled delivery waits without burning an attempt:
+//     those the bucket held back — with every other due row of the
+//     endpoint — are pushed to about when it will hold a token for them
+//     (so they leave the head of the claim's index); those
+//     the in-flight cap or the probe held back stay due, and step 1 skips
+//     them until a slot frees.
+//
+// A replica that dies holding leases frees its in-flight count when they
+// expire (leased_until is in the past): at most one claim lease
+// (RetryClaimLease) or birth lease later.
+const (
+	// burstSeconds bounds a bucket to a tenth of a second's worth of
+	// tokens (at least one), so a limit holds over any window of a second.
+	burstSeconds = 0.1
+
+	// maxThrottlePush bounds how far one throttled row is pushed.
+	maxThrottlePush = time.Minute
+)
+
+// needsAdmission is the SQL test of an endpoint (alias ep) that the claim
+// must admit deliveries to one by one: it has a limit or its breaker
+// tripped ($threshold is the breaker's failure count).
+const needsAdmission = `(ep.rate_limit IS NOT NULL OR ep.max_in_flight IS NOT NULL OR ep.consecutive_failures >= %s)`
+
+// claimCandidatesSQL is step 1: $1 rows at most, $2 the breaker threshold.
+var claimCandidatesSQL = func() string {
+	due, order := deliveriesTable.Due("d")
+	return fmt.Sprintf(`SELECT d.id, d.endpoint_id, %s
+FROM webhook_deliveries d
+JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
+WHERE d.status = 'pending' AND %s
+	AND ep.enabled
+	AND (ep.paused_until IS NULL OR ep.paused_until <= now())
+	AND (ep.rate_limit IS NULL OR ep.rl_tokens + greatest(EXTRACT(EPOCH FROM now() - ep.rl_at), 0) * ep.rate_limit >= 1)
+	AND (ep.max_in_flight IS NULL OR ep.max_in_flight > (SELECT count(*) FROM webhook_deliveries f
+		WHERE f.endpoint_id = ep.id AND f.status = 'pending' AND f.leased_until > now()))
+ORDER BY %s
+LIMIT $1
+FOR UPDATE OF d SKIP LOCKED`, fmt.Sprintf(needsAdmission, "$2"), due, order)
+}()
+
+// Step 2's statements. The lock returns the latest committed bucket (a
+// locking read in READ COMMITTED follows the row to its newest version);
+// the count runs after the lock is held.
+const (
+	admitLockSQL = `SELECT id, rate_limit, max_in_flight, rl_tokens,
+	greatest(EXTRACT(EPOCH FROM clock_timestamp() - rl_at), 0)::float8,
+	consecutive_failures >= $2,
+	coalesce(paused_until > clock_timestamp(), false)
+FROM webhook_endpoints WHERE id = ANY ($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`
+
+	inFlightSQL = `SELECT endpoint_id, count(*) FROM webhook_deliveries
+WHERE endpoint_id = ANY ($1::uuid[]) AND status = 'pending' AND leased_until > clock_timestamp()
+GROUP BY endpoint_id`
+
+	// A probe holds the breaker for the probe's lease ($2): a probe
+	// whose replica died is retried once it passes.
+	admitUpdateSQL = `UPDATE webhook_endpoints ep SET
+	rl_tokens = CASE WHEN ep.rate_limit IS NULL THEN ep.rl_tokens ELSE u.tokens END,
+	rl_at = clock_timestamp(),
+	probing = ep.probing OR u.probe,
+	paused_until = CASE WHEN u.probe THEN clock_timestamp() + $2::interval ELSE ep.paused_until END
+FROM unnest($1::uuid[], $3::float8[], $4::bool[]) AS u(id, tokens, probe)
+WHERE ep.id = u.id`
+)
+
+// Step 3's statements.
+const (
+	claimAdmittedSQL = `WITH lease AS (SELECT clock_timestamp() + $2::interval AS until)
+UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_retry_at = lease.until, leased_until = lease.until
+FROM lease
+WHERE d.id = ANY ($1::uuid[])
+RETURNING d.id, d.attempts, EXTRACT(EPOCH FROM d.next_retry_at - clock_timestamp())::float8`
+
+	// throttleSQL pushes every due row of a rate-limited endpoint ($1)
+	// the claim did not admit ($4) — up to maxThrottleRows, not only this
+	// claim's candidates — spread at its rate ($2): the k-th to k/rate
+	// seconds from now, at most $3. One claim clears a throttled backlog
+	// off the head of the claim index, so later claims do not scan it.
+	// SKIP LOCKED leaves rows another claim holds (this claim's own
+	// candidates are locked by it already): waiting on them while holding
+	// the endpoint's lock could deadlock.
+	throttleSQL = `UPDATE webhook_deliveries d
+SET next_retry_at = clock_timestamp() + make_interval(secs => least(q.k / $2::float8, $3::float8))
+FROM (SELECT id, row_number() OVER (ORDER BY due.next_retry_at NULLS FIRST) AS k FROM (
+	SELECT id, next_retry_at FROM webhook_deliveries
+	WHERE endpoint_id = $1 AND status = 'pending' AND (next_retry_at <= now() OR next_retry_at IS NULL)
+		AND id <> ALL ($4::uuid[])
+	ORDER BY next_retry_at NULLS FIRST
+	LIMIT $5
+	FOR UPDATE SKIP LOCKED) due) q
+WHERE d.id = q.id`
+)
+
+// maxThrottleRows bounds one push.
+const maxThrottleRows = 10000
+
+// bucket is one endpoint's admission state under its row lock.
+type bucket struct {
+	id          string
+	rate        *float64
+	maxInFlight *int
+	tokens      float64
+	elapsed     float64 // seconds since the bucket was last taken from
+	tripped     bool    // consecutive failures reached the threshold
+	paused      bool    // a probe (or a fresh open) holds the breaker
+	inFlight    int
+}
+
+// admit decides how many of want deliveries bucket b lets through now,
+// and what it leaves: the tokens left, whether the one admitted is the
+// breaker's probe, and whether the bucket's tokens were what held the
+// rest back (they are then pushed to when tokens will be there; rows held
+// by the in-flight cap or the breaker stay due, and the candidates'
+// filter skips them while the cap or the pause lasts).
+func (b bucket) admit(want int) (n int, tokens float64, probe, byRate bool) {
+	if b.paused {
+		return 0, b.tokens, false, false
+	}
+	n = want
+	tokens = b.tokens
+	if b.rate != nil {
+		burst := math.Max(1, *b.rate*burstSeconds)
+		tokens = math.Min(burst, tokens+b.elapsed**b.rate)
+		n = min(n, int(math.Floor(tokens)))
+		byRate = n < want
+	}
+	if b.maxInFlight != nil {
+		if free := max(*b.maxInFlight-b.inFlight, 0); free < n {
+			n, byRate = free, false
+		}
+	}
+	if b.tripped && n > 0 {
+		n, probe, byRate = 1, true, false
+	}
+	if b.rate != nil {
+		tokens -= float64(n)
+	}
+	return n, tokens, probe, byRate
+}
+
+type candidate struct {
+	id, endpointID string
+	admission      bool
+}
+
+// claimAdmitted is the retry lane's claim: up to n due deliveries, through
+// the pool-wide admission above, with lease. It returns the claimed rows
+// and how many it throttled.
+func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Duration) (claimed []claimedDelivery, throttled int, err error) {
+	tx, err := p.pool.Begin(ctx)
+	if err != nil {
+		return nil, 0, fmt.Errorf("claim webhook_deliveries: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
+
+	rows, err := tx.Query(ctx, claimCandidatesSQL, n, p.cfg.BreakerFailures)
+	if err != nil {
+		return nil, 0, fmt.Errorf("claim webhook_deliveries: %w", err)
+	}
+	cands, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (candidate, error) {
+		var c candidate
+		err := row.Scan(&c.id, &c.endpointID, &c.admission)
+		return c, err
+	})
+	if err != nil || len(cands) == 0 {
+		return nil, 0, wrapClaim(err)
+	}
+
+	admitted := make([]string, 0, len(cands))
+	want := map[string][]string{} // endpoint → its candidates, in claim order
+	for _, c := range cands {
+		if c.admission {
+			want[c.endpointID] = append(want[c.endpointID], c.id)
+		} else {
+			admitted = append(admitted, c.id)
+		}
+	}
+	type push struct {
+		endpointID string
+		rate       float64
+		admitted   []string
+	}
+	var pushes []push
+	if len(want) > 0 {
+		buckets, err := lockBuckets(ctx, tx, want, p.cfg.BreakerFailures)
+		if err != nil {
+			return nil, 0, err
+		}
+		var ids []string
+		var tokens []float64
+		var probes []bool
+		for _, b := range buckets {
+			ds := want[b.id]
+			k, left, probe, byRate := b.admit(len(ds))
+			admitted = append(admitted, ds[:k]...)
+			if byRate {
+				pushes = append(pushes, push{b.id, *b.rate, ds[:k]})
+			}
+			if len(ds) > k {
+				p.metrics.throttled(b.id, len(ds)-k)
+			}
+			ids, tokens, probes = append(ids, b.id), append(tokens, left), append(probes, probe)
+		}
+		if _, err := tx.Exec(ctx, admitUpdateSQL, ids, lease, tokens, probes); err != nil {
+			return nil, 0, wrapClaim(err)
+		}
+	}
+	throttled = len(cands) - len(admitted)
+	for _, pu := range pushes {
+		if _, err := tx.Exec(ctx, throttleSQL, pu.endpointID, pu.rate, maxThrottlePush.Seconds(), pu.admitted, maxThrottleRows); err != nil {
+			return nil, 0, wrapClaim(err)
+		}
+	}
+	if len(admitted) > 0 {
+		rows, err := tx.Query(ctx, claimAdmittedSQL, admitted, lease)
+		if err != nil {
+			return nil, 0, wrapClaim(err)
+		}
+		if claimed, err = pgx.CollectRows(rows, pgx.RowToStructByPos[claimedDelivery]); err != nil {
+			return nil, 0, wrapClaim(err)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, 0, wrapClaim(err)
+	}
+	return claimed, throttled, nil
+}
+
+// lockBuckets locks the endpoints of want and reads their buckets and
+// in-flight counts, in id order.
+func lockBuckets(ctx context.Context, tx pgx.Tx, want map[string][]string, threshold int) ([]bucket, error) {
+	ids := make([]string, 0, len(want))
+	for id := range want {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	rows, err := tx.Query(ctx, admitLockSQL, ids, threshold)
+	if err != nil {
+		return nil, wrapClaim(err)
+	}
+	buckets, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (bucket, error) {
+		var b bucket
+		err := row.Scan(&b.id, &b.rate, &b.maxInFlight, &b.tokens, &b.elapsed, &b.tripped, &b.paused)
+		return b, err
+	})
+	if err != nil {
+		return nil, wrapClaim(err)
+	}
+	rows, err = tx.Query(ctx, inFlightSQL, ids)
+	if err != nil {
+		return nil, wrapClaim(err)
+	}
+	inFlight := map[string]int{}
+	var id string
+	var c int
+	if _, err := pgx.ForEachRow(rows, []any{&id, &c}, func() error { inFlight[id] = c; return nil }); err != nil {
+		return nil, wrapClaim(err)
+	}
+	for i := range buckets {
+		buckets[i].inFlight = inFlight[buckets[i].id]
+	}
+	return buckets, nil
+}
+
+func wrapClaim(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("claim webhook_deliveries: %w", err)
+}

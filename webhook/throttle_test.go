@@ -1,0 +1,192 @@
+package webhook
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
+)
+
+// A limit of 20/s holds within 10% across three dispatchers over 10 s,
+// with no throttled delivery spending an attempt, while an unlimited
+// endpoint beside it gets every event in the fan-out's first attempts.
+func TestRateLimit_HoldsAcrossDispatchers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg)
+	ps := make([]*Dispatcher, 3)
+	for i := range ps {
+		ps[i] = newDispatcher(t, pool, func(o *Config) { o.Metrics = metrics })
+	}
+	limitedRC, freeRC := newReceiver(t, nil), newReceiver(t, nil)
+	limited := createEndpoint(t, pool, limitedRC.URL)
+	createEndpoint(t, pool, freeRC.URL)
+	rate := 20.0
+	if err := SetLimits(ctx, pool, limited.ID, Limits{RateLimit: &rate}); err != nil {
+		t.Fatal(err)
+	}
+	const events = 300
+	for i := range events {
+		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
+	}
+	if _, err := ps[0].Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(freeRC.requests()); n != events {
+		t.Fatalf("unlimited endpoint got %d requests in the fan-out's first attempts, want %d", n, events)
+	}
+	if n := len(limitedRC.requests()); n != 0 {
+		t.Fatalf("limited endpoint got %d requests from first attempts in process, want 0 (born held)", n)
+	}
+
+	const window = 10 * time.Second
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, p := range ps {
+		wg.Go(func() {
+			if _, err := p.RunRetries(ctx, window); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	var at []time.Time
+	for _, r := range limitedRC.requests() {
+		if r.At.Before(start.Add(window)) {
+			at = append(at, r.At)
+		}
+	}
+	want := rate * window.Seconds()
+	t.Logf("limited endpoint: %d requests in %s across %d dispatchers (limit %v/s)", len(at), window, len(ps), rate)
+	if got := float64(len(at)); got < want*0.9 || got > want*1.1 {
+		t.Fatalf("limited endpoint got %v requests in %s, want %v ± 10%%", got, window, want)
+	}
+	// Nor any one second over the limit (plus the bucket's burst).
+	for i := range at {
+		j := i
+		for j < len(at) && at[j].Sub(at[i]) < time.Second {
+			j++
+		}
+		if j-i > int(rate*1.1)+1 {
+			t.Fatalf("%d requests within one second from %s, want at most %v", j-i, at[i].Format(time.StampMilli), rate*1.1+1)
+		}
+	}
+	if n := count(t, pool, `SELECT coalesce(max(attempts), 0) FROM webhook_deliveries WHERE endpoint_id = $1`, limited.ID); n != 1 {
+		t.Fatalf("a limited delivery has %d attempts, want 1: throttling spends none", n)
+	}
+	if got := counterValue(t, reg, "postbox_webhook_throttled_total", limited.ID); got == 0 {
+		t.Fatal("throttled counter not counted")
+	}
+}
+
+// max_in_flight caps the attempts in flight across dispatchers: the
+// receiver never sees more than the cap at once. Every other request
+// fails, so retried deliveries must leave the count when marked.
+func TestMaxInFlight_HoldsAcrossDispatchers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	var mu sync.Mutex
+	inFlight, peak := 0, 0
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		mu.Lock()
+		inFlight++
+		peak = max(peak, inFlight)
+		mu.Unlock()
+		time.Sleep(50 * time.Millisecond)
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		if n%2 == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	ep := createEndpoint(t, pool, rc.URL)
+	limit := 3
+	if err := SetLimits(ctx, pool, ep.ID, Limits{MaxInFlight: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]*Dispatcher, 3)
+	for i := range ps {
+		ps[i] = newDispatcher(t, pool, func(o *Config) {
+			o.Schedule = shortSchedule
+			o.Settings.BreakerFailures = 1000 // the failures are the point, not the breaker
+		})
+	}
+	const events = 40
+	for i := range events {
+		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
+	}
+	if _, err := ps[0].Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) < events && time.Now().Before(deadline) {
+		var wg sync.WaitGroup
+		for _, p := range ps {
+			wg.Go(func() { _, _ = p.RunRetries(ctx, time.Second) })
+		}
+		wg.Wait()
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`); n != events {
+		rows, _ := pool.Query(ctx, `SELECT attempts, next_retry_at - now(), leased_until - now(), coalesce(last_error, '') FROM webhook_deliveries WHERE status = 'pending'`)
+		for rows.Next() {
+			var a int
+			var due, lease *time.Duration
+			var e string
+			_ = rows.Scan(&a, &due, &lease, &e)
+			t.Logf("pending: attempts %d due in %v lease %v error %q", a, due, lease, e)
+		}
+		rows.Close()
+		t.Fatalf("%d of %d delivered", n, events)
+	}
+	if peak > limit || peak == 0 {
+		t.Fatalf("peak in flight %d, want 1..%d", peak, limit)
+	}
+}
+
+// A replica that dies holding a lease keeps its delivery counted in flight
+// until the lease expires, then frees the slot: the cap neither leaks nor
+// is exceeded.
+func TestMaxInFlight_DeadReplicaFreesSlotWhenLeaseExpires(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, nil)
+	rc := newReceiver(t, nil)
+	ep := createEndpoint(t, pool, rc.URL)
+	limit := 1
+	if err := SetLimits(ctx, pool, ep.ID, Limits{MaxInFlight: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
+	}
+	if _, err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The dead replica's claim: one delivery leased for another second.
+	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET attempts = 1, next_retry_at = now() + interval '1 second',
+	leased_until = now() + interval '1 second'
+WHERE id = (SELECT id FROM webhook_deliveries ORDER BY created_at, id LIMIT 1)`); err != nil {
+		t.Fatal(err)
+	}
+	ds, _, err := p.claimRetries(ctx, 10)
+	if err != nil || len(ds) != 0 {
+		t.Fatalf("claim while the dead replica's lease holds the slot: %d claimed, %v; want 0", len(ds), err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	ds, _, err = p.claimRetries(ctx, 10)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("claim after the lease expired: %d claimed, %v; want 1 (the cap of 1 holds)", len(ds), err)
+	}
+}
