@@ -2,37 +2,17 @@ package webhook
 
 import (
 	"bufio"
-	"bytes"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/postbox/postbox/internal/pgtext"
+	"github.com/postbox/postbox/internal/testsupport/logbuf"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
-
-// syncBuffer is a bytes.Buffer a logger shared by attempt goroutines may
-// write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestDelivery_HugeRedirectErrorTextCapped locks issue 13 point 4: a
 // receiver answering 302 with a 5 MB Location header must not write 5 MB
@@ -43,7 +23,7 @@ func TestDelivery_HugeRedirectErrorTextCapped(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	pool := pgtest.NewPool(t)
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	p := newDispatcher(t, pool, func(o *Config) {
 		o.Logger = logger

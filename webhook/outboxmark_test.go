@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postbox/postbox/internal/testsupport/logbuf"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
@@ -20,7 +21,7 @@ func TestOutboxFailureMark_StaleIsDroppedNotRetried(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	pool := pgtest.NewPool(t)
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	p := newDispatcher(t, pool, func(o *Config) {
 		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postbox/postbox/internal/testsupport/logbuf"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/webhook"
@@ -24,7 +25,7 @@ type fixture struct {
 	pool    *pgxpool.Pool
 	console *Console
 	server  *httptest.Server // the console, at /console/
-	logs    *syncBuffer      // the console's log lines
+	logs    *logbuf.Buffer   // the console's log lines
 
 	// Email rows.
 	failedID, sentID, retryingID, skippedID, freshID, suppressedID string
@@ -50,7 +51,7 @@ func secretText(t *testing.T, what string) string {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	f := &fixture{pool: pgtest.NewPool(t), logs: &syncBuffer{}}
+	f := &fixture{pool: pgtest.NewPool(t), logs: &logbuf.Buffer{}}
 	db := f.pool
 
 	key := make([]byte, 32)

@@ -6,38 +6,15 @@ import (
 	"testing"
 )
 
-// TestRunMain_HelpAndUsageErrors: --help lists every flag and exits 0;
-// an unknown flag or a stray argument exits 2 with the usage, and neither
-// runs the bench.
-func TestRunMain_HelpAndUsageErrors(t *testing.T) {
+// TestRunMain_HelpListsTheFlags: --help exits 0 and lists the program's
+// flags (the rest of the command line is internal/harness/program's).
+func TestRunMain_HelpListsTheFlags(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		args []string
-		code int
-		want string // in stdout for 0, stderr otherwise
-	}{
-		{"help", []string{"--help"}, 0, "usage: go run ./internal/cmd/bench"},
-		{"short help", []string{"-h"}, 0, "usage: go run ./internal/cmd/bench"},
-		{"unknown flag", []string{"--no-such-flag"}, 2, "flag provided but not defined: -no-such-flag"},
-		{"stray argument", []string{"extra"}, 2, `unexpected argument "extra"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			var stdout, stderr bytes.Buffer
-			if code := runMain(t.Context(), tc.args, &stdout, &stderr); code != tc.code {
-				t.Fatalf("exit %d, want %d; stderr: %s", code, tc.code, stderr.String())
-			}
-			out := stderr.String()
-			if tc.code == 0 {
-				out = stdout.String()
-				if !strings.Contains(out, "-relay-delay") {
-					t.Errorf("--help does not list -relay-delay:\n%s", out)
-				}
-			}
-			if !strings.Contains(out, tc.want) {
-				t.Errorf("output lacks %q:\n%s", tc.want, out)
-			}
-		})
+	var stdout, stderr bytes.Buffer
+	if code := runMain(t.Context(), []string{"--help"}, &stdout, &stderr); code != 0 {
+		t.Fatalf("--help exited %d: %s", code, stderr.String())
+	}
+	if out := stdout.String(); !strings.Contains(out, "usage: go run ./internal/cmd/bench") || !strings.Contains(out, "-relay-delay") {
+		t.Errorf("--help does not list the flags:\n%s", out)
 	}
 }

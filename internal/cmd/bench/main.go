@@ -31,6 +31,7 @@ import (
 	"syscall"
 
 	"github.com/postbox/postbox/internal/harness/bench"
+	"github.com/postbox/postbox/internal/harness/program"
 )
 
 func main() {
@@ -41,45 +42,10 @@ func main() {
 
 // runMain parses args and runs the bench; it returns the exit code.
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: go run ./internal/cmd/bench [flags]\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	run := benchFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "bench: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
-	}
-	if err := run(ctx, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "bench: %v\n", err)
-		if errors.Is(err, errUsage) {
-			fs.Usage()
-			return 2
-		}
-		return 1
-	}
-	return 0
+	return program.Main(ctx, "bench", args, stdout, stderr, benchFlags)
 }
 
-// errUsage marks flags that parse but do not make sense.
-var errUsage = errors.New("usage")
-
-func usagef(format string, a ...any) error {
-	return fmt.Errorf("%s: %w", fmt.Sprintf(format, a...), errUsage)
-}
-
-func benchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Writer) error {
+func benchFlags(fs *flag.FlagSet) program.Run {
 	quick := fs.Bool("quick", false, "the CI preset: N=1500, 2 s latency runs, 100 webhook events, one trial (under a minute on a quiet 2-core machine)")
 	n := fs.Int("n", 0, "email rows per path (default 10000; 1500 with --quick)")
 	rates := fs.String("rates", "", "offered loads of the latency section, msg/s, comma-separated (default 200,1000)")
@@ -108,7 +74,7 @@ func benchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Wr
 	return func(ctx context.Context, stdout, stderr io.Writer) error {
 		if *rate != "" {
 			if *rates != "" && *rates != *rate {
-				return usagef("--rate %q and --rates %q: give one", *rate, *rates)
+				return program.Usagef("--rate %q and --rates %q: give one", *rate, *rates)
 			}
 			*rates = *rate
 		}
@@ -137,14 +103,14 @@ func benchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Wr
 		}{{*n, &opts.N}, {*events, &opts.Events}, {*endpoints, &opts.Endpoints}, {poolSize, &opts.PoolSize},
 			{*concurrency, &opts.Concurrency}, {*clients, &opts.Clients}, {*peerWorkers, &opts.PeerWorkers}, {*trials, &opts.Trials}, {*batchSize, &opts.BatchSize}} {
 			if f.v < 0 {
-				return usagef("a count flag is %d: want 0 (the default) or more", f.v)
+				return program.Usagef("a count flag is %d: want 0 (the default) or more", f.v)
 			}
 			if f.v > 0 {
 				*f.dst = f.v
 			}
 		}
 		if *limitedRate < 0 || *limitedRate > 10000 {
-			return usagef("--limited-rate %v: want 0 (none) to 10000 requests/s", *limitedRate)
+			return program.Usagef("--limited-rate %v: want 0 (none) to 10000 requests/s", *limitedRate)
 		}
 		opts.LimitedRate = *limitedRate
 		if *duration > 0 {
@@ -153,7 +119,7 @@ func benchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Wr
 		if *rates != "" {
 			var err error
 			if opts.Rates, err = intList(*rates); err != nil {
-				return usagef("--rates %q: want positive integers, e.g. 200,1000", *rates)
+				return program.Usagef("--rates %q: want positive integers, e.g. 200,1000", *rates)
 			}
 		}
 		opts.Sections = inProcess
@@ -193,7 +159,7 @@ func benchFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Wr
 			if *replicas != "" {
 				var err error
 				if popts.Replicas, err = intList(*replicas); err != nil {
-					return usagef("--replicas %q: want positive integers, e.g. 1,3", *replicas)
+					return program.Usagef("--replicas %q: want positive integers, e.g. 1,3", *replicas)
 				}
 			}
 			if err := popts.Validate(); err != nil {

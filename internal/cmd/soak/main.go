@@ -14,7 +14,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,6 +25,7 @@ import (
 	"time"
 
 	"github.com/postbox/postbox/internal/harness/gobuild"
+	"github.com/postbox/postbox/internal/harness/program"
 	"github.com/postbox/postbox/internal/harness/soak"
 )
 
@@ -37,45 +37,10 @@ func main() {
 
 // runMain parses args and runs the soak; it returns the exit code.
 func runMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: go run ./internal/cmd/soak [flags]\n\nFlags:\n")
-		fs.PrintDefaults()
-	}
-	run := soakFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "soak: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return 2
-	}
-	if err := run(ctx, stdout, stderr); err != nil {
-		fmt.Fprintf(stderr, "soak: %v\n", err)
-		if errors.Is(err, errUsage) {
-			fs.Usage()
-			return 2
-		}
-		return 1
-	}
-	return 0
+	return program.Main(ctx, "soak", args, stdout, stderr, soakFlags)
 }
 
-// errUsage marks flags that parse but do not make sense.
-var errUsage = errors.New("usage")
-
-func usagef(format string, a ...any) error {
-	return fmt.Errorf("%s: %w", fmt.Sprintf(format, a...), errUsage)
-}
-
-func soakFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Writer) error {
+func soakFlags(fs *flag.FlagSet) program.Run {
 	opts := soak.Defaults()
 	fs.IntVar(&opts.Emails, "emails", opts.Emails, "email_outbox rows to enqueue")
 	fs.IntVar(&opts.Events, "events", opts.Events, "webhook_outbox rows to enqueue")
@@ -91,10 +56,10 @@ func soakFlags(fs *flag.FlagSet) func(ctx context.Context, stdout, stderr io.Wri
 	return func(ctx context.Context, stdout, stderr io.Writer) error {
 		var err error
 		if opts.KillEveryMin, opts.KillEveryMax, err = parseDurationRange(*killEvery); err != nil {
-			return usagef("--kill-every=%q: %v", *killEvery, err)
+			return program.Usagef("--kill-every=%q: %v", *killEvery, err)
 		}
 		if opts.PGRestartAt, err = parseShare(*restartAt); err != nil {
-			return usagef("--pg-restart-at=%q: %v", *restartAt, err)
+			return program.Usagef("--pg-restart-at=%q: %v", *restartAt, err)
 		}
 		if opts.WorkerBinary == "" {
 			dir, err := os.MkdirTemp("", "postbox-soak-bin-")
