@@ -30,7 +30,7 @@ func init() {
 		Name:    "failed webhook",
 		Summary: "failed deliveries (with event and endpoint ids) and failed webhook_outbox rows",
 		Help: "Lists the newest failed webhook deliveries — with the event id and endpoint id that " +
-			"'worker replay event <event-id>' and 'worker replay endpoint <endpoint-id> --since …' take — and " +
+			"'worker replay endpoint <endpoint-id> --since …' takes; 'worker requeue delivery <id>' sends one again — and " +
 			"the failed webhook_outbox rows (events whose fan-out kept failing), which " +
 			"'worker requeue webhook <outbox-id>' puts back to pending.",
 		Flags: failedFlags("webhook"),
@@ -70,8 +70,8 @@ func runFailed(ctx context.Context, env *Env, outbox string, limit int, asJSON b
 }
 
 // printFailed is the table, then per kind of row the command that sends
-// it again: requeue for outbox rows, replay for deliveries (a delivery is
-// never requeued: a replay sends a fresh event with the same payload).
+// it again: requeue for outbox rows and for one delivery (to its own
+// endpoint, same webhook-id); replay for every failure of an endpoint.
 func printFailed(w io.Writer, out []backlog.Failed) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TABLE\tID\tCREATED\tATTEMPTS\tEVENT\tENDPOINT\tWHAT\tERROR")
@@ -87,8 +87,8 @@ func printFailed(w io.Writer, out []backlog.Failed) {
 		fmt.Fprintln(w, "send one again with: worker requeue email <id>")
 	}
 	if f, ok := tables["webhook_deliveries"]; ok {
-		fmt.Fprintln(w, "resend one delivery's event to its endpoints with: worker replay event <event-id>")
-		fmt.Fprintf(w, "or every event that failed at one endpoint with:   worker replay endpoint <endpoint-id> --since %s\n",
+		fmt.Fprintln(w, "send one delivery again, to its endpoint only, with: worker requeue delivery <id>")
+		fmt.Fprintf(w, "or every event that failed at one endpoint with:      worker replay endpoint <endpoint-id> --since %s\n",
 			f.CreatedAt.UTC().Truncate(time.Minute).Format(time.RFC3339))
 	}
 	if _, ok := tables["webhook_outbox"]; ok {

@@ -10,8 +10,8 @@ import (
 )
 
 // TestFailedWebhookSuggestsReplay: a failed delivery is sent again by
-// replay, with the ids the listing shows; only a failed webhook_outbox row
-// is requeued.
+// requeue delivery or replay endpoint, with the ids the listing shows;
+// only a failed webhook_outbox row gets the outbox requeue.
 func TestFailedWebhookSuggestsReplay(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 9, 1, 10, 30, 15, 0, time.UTC)
@@ -23,14 +23,14 @@ func TestFailedWebhookSuggestsReplay(t *testing.T) {
 			Error: "HTTP 500", EventID: "evt-1", EndpointID: "ep-1"},
 	})
 	s := out.String()
-	for _, want := range []string{"EVENT", "ENDPOINT", "evt-1", "ep-1", "worker replay event <event-id>",
+	for _, want := range []string{"EVENT", "ENDPOINT", "evt-1", "ep-1", "worker requeue delivery <id>",
 		"worker replay endpoint <endpoint-id> --since 2026-09-01T10:30:00Z"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("listing lacks %q:\n%s", want, s)
 		}
 	}
-	if strings.Contains(s, "requeue") {
-		t.Errorf("listing of deliveries suggests requeue, which refuses delivery ids:\n%s", s)
+	if strings.Contains(s, "requeue webhook") {
+		t.Errorf("listing of deliveries suggests the outbox requeue, which refuses delivery ids:\n%s", s)
 	}
 
 	out.Reset()

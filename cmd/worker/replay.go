@@ -121,10 +121,9 @@ func parseSince(s string, now time.Time) (time.Time, error) { return webhook.Par
 func requeueWebhook(ctx context.Context, pool *pgxpool.Pool, id string) (string, error) {
 	if err := webhook.RequeueOutbox(ctx, pool, id); err != nil {
 		if errors.Is(err, webhook.ErrNotFound) {
-			err = fmt.Errorf("%w; if %s is a delivery id, send its event again with: worker replay event <event-id> "+
-				"('worker failed webhook' lists it)", err, id)
+			err = fmt.Errorf("%w; if %s is a delivery id, requeue it with: worker requeue delivery %s", err, id, id)
 		}
 		return "", err
 	}
-	return fmt.Sprintf("webhook outbox row %s requeued: pending, attempts 0, due now; the next tick fans it out", id), nil
+	return fmt.Sprintf("webhook outbox row %s requeued: pending, attempts 0, due now; the workers fan it out within seconds", id), nil
 }

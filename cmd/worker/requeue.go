@@ -7,15 +7,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox/postbox/outbox"
+	"github.com/postbox/postbox/webhook"
 )
 
 func init() {
 	registerGroup(group{
 		Name:    "requeue",
 		Summary: "a failed outbox row back to pending",
-		Help: "Puts one failed outbox row back to pending — attempts 0, due now — so the workers send it " +
-			"again (ADR-072 decision 5). Other states are refused with the reason. A failed webhook delivery " +
-			"is not requeued: 'worker replay' sends its event again.",
+		Help: "Puts one failed row back to pending — attempts 0, due now — so the workers send it " +
+			"again (ADR-072 decision 5): an email, a webhook_outbox row whose fan-out kept failing, or a " +
+			"failed delivery (sent again to its own endpoint, under the same webhook-id). Other states are " +
+			"refused with the reason.",
 	})
 	register(command{
 		Name:       "requeue email",
@@ -28,14 +30,30 @@ func init() {
 		Run: runRequeue(requeueEmail),
 	})
 	register(command{
+		Name:       "requeue delivery",
+		Args:       "<delivery-id>",
+		Positional: []string{"delivery-id"},
+		Summary:    "a failed webhook delivery back to pending, for its own endpoint only",
+		Help: "Puts the failed delivery <delivery-id> (from 'worker failed webhook') back to pending, attempts " +
+			"0, due now: the retry lane sends it to its endpoint again under the same webhook-id, subject to the " +
+			"endpoint's rate limit and breaker. Unlike 'worker replay event', no other endpoint receives anything. " +
+			"A succeeded or pending delivery is refused.",
+		Run: runRequeue(func(ctx context.Context, pool *pgxpool.Pool, id string) (string, error) {
+			if err := webhook.RequeueDelivery(ctx, pool, id); err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("delivery %s requeued: pending, attempts 0, due now; the retry lane sends it", id), nil
+		}),
+	})
+	register(command{
 		Name:       "requeue webhook",
 		Args:       "<outbox-id>",
 		Positional: []string{"outbox-id"},
 		Summary:    "a failed webhook_outbox row (its fan-out kept failing) back to pending",
 		Help: "Puts the failed webhook_outbox row <outbox-id> — an event whose fan-out kept failing, listed " +
 			"under webhook_outbox by 'worker failed webhook' — back to pending, so the workers fan it out. " +
-			"It takes an outbox row id, not a delivery id: a failed delivery is sent again with " +
-			"'worker replay event <event-id>' or 'worker replay endpoint <endpoint-id> --since …'.",
+			"It takes an outbox row id, not a delivery id: a failed delivery is requeued with " +
+			"'worker requeue delivery <delivery-id>'.",
 		Run: runRequeue(requeueWebhook),
 	})
 }
@@ -66,5 +84,5 @@ func requeueEmail(ctx context.Context, pool *pgxpool.Pool, id string) (string, e
 	if err := outbox.Requeue(ctx, pool, id); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("email %s requeued: pending, attempts 0, due now; the next tick sends it", id), nil
+	return fmt.Sprintf("email %s requeued: pending, attempts 0, due now; the workers send it within seconds", id), nil
 }

@@ -71,6 +71,19 @@ var actions = map[string]action{
 			return "suppression of " + lifted.Email + " lifted (it was: " + lifted.Reason + ")", nil
 		},
 	},
+	"requeue-delivery": {
+		Title: "Requeue this failed delivery?", Button: "Requeue",
+		Explain: "The delivery goes back to pending with attempts 0, due now: the retry lane sends it to its own " +
+			"endpoint again, under the same webhook-id, within the endpoint's rate limit and breaker. No other " +
+			"endpoint receives anything (a replay would make a new event for every subscribed endpoint).",
+		back: story.KindDelivery,
+		run: func(ctx context.Context, c *Console, id string, _ actionInput) (string, error) {
+			if err := webhook.RequeueDelivery(ctx, c.db, id); err != nil {
+				return "", err
+			}
+			return "delivery " + id + " requeued: pending, attempts 0, due now", nil
+		},
+	},
 	"requeue-webhook-outbox": {
 		Title: "Requeue this failed webhook_outbox row?", Button: "Requeue",
 		Explain: "The row goes back to pending with attempts 0, due now, and the workers fan its event out to every " +

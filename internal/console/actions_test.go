@@ -132,6 +132,18 @@ func TestActionsChangeRows(t *testing.T) {
 		t.Fatalf("requeue webhook outbox: %d:\n%s", code, body)
 	}
 
+	if _, page := b.get("/console/delivery/" + f.badDelivery); !strings.Contains(page, "/confirm/requeue-delivery?id="+f.badDelivery) {
+		t.Errorf("the failed delivery's page offers no requeue:\n%s", page)
+	}
+	events := f.count(t, `SELECT count(*) FROM webhook_events`)
+	code, body, _ = post("requeue-delivery", f.badDelivery, nil)
+	if code != 200 || f.status(t, "webhook_deliveries", f.badDelivery) != "pending" || !strings.Contains(body, "requeued: pending, attempts 0") {
+		t.Fatalf("requeue delivery: %d:\n%s", code, body)
+	}
+	if n := f.count(t, `SELECT count(*) FROM webhook_events`); n != events {
+		t.Errorf("a delivery requeue made %d events: it is not a replay", n-events)
+	}
+
 	code, body, _ = post("disable-endpoint", f.goodEP.ID, url.Values{"reason": {"maintenance"}})
 	if code != 200 || !strings.Contains(body, "maintenance (alice)") {
 		t.Fatalf("disable: %d:\n%s", code, body)
@@ -162,7 +174,7 @@ func TestActionsChangeRows(t *testing.T) {
 	}
 
 	logs := f.logs.String()
-	for _, action := range []string{"requeue-email", "replay-event", "requeue-webhook-outbox", "disable-endpoint", "enable-endpoint", "replay-endpoint", "lift-suppression"} {
+	for _, action := range []string{"requeue-email", "replay-event", "requeue-webhook-outbox", "disable-endpoint", "enable-endpoint", "replay-endpoint", "lift-suppression", "requeue-delivery"} {
 		if !strings.Contains(logs, `msg="console: action done" component=console user=alice action=`+action+` id=`) {
 			t.Errorf("no log line names alice for %s:\n%s", action, logs)
 		}

@@ -379,6 +379,22 @@ func init() {
 			Pkg:     pkg,
 			Test:    "TestOutboxFailureMark_StaleIsDroppedNotRetried",
 		},
+		Mutation{
+			Name:    "requeue delivery: any state is put back to pending",
+			File:    "webhook/requeue.go",
+			Find:    "leased_until = NULL, last_error = NULL\nWHERE id = $1 AND status = 'failed'",
+			Replace: "leased_until = NULL, last_error = NULL\nWHERE id = $1",
+			Pkg:     pkg,
+			Test:    "TestRequeueDelivery",
+		},
+		Mutation{
+			Name:    "requeue delivery: the attempt budget is not reset",
+			File:    "webhook/requeue.go",
+			Find:    "SET status = 'pending', attempts = 0, next_retry_at = now(),",
+			Replace: "SET status = 'pending', next_retry_at = now(),",
+			Pkg:     pkg,
+			Test:    "TestRequeueDelivery",
+		},
 
 		// River wiring.
 
