@@ -165,3 +165,24 @@ func TestUUIDsAreV4AndSeeded(t *testing.T) {
 }
 
 func envelope(data []byte) smtpsink.Envelope { return smtpsink.Envelope{Data: data} }
+
+// An email accepted once and later failed as possibly delivered is the
+// accepted residual only when a crash (or the restart, or a lease expiry)
+// came after the acceptance: that is how its mark was lost and the row
+// claimed again.
+func TestFollowedByCrash(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events []event
+		want   bool
+	}{
+		{"a kill after the acceptance", []event{kill(12)}, true},
+		{"a kill just before the acceptance was recorded", []event{kill(9.9)}, true},
+		{"only a kill long before", []event{kill(2)}, false},
+		{"no event", nil, false},
+	} {
+		if got := followedByCrash(at(10), tc.events); got != tc.want {
+			t.Errorf("%s: followedByCrash = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
