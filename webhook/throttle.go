@@ -43,9 +43,12 @@ import (
 // expire (leased_until is in the past): at most one claim lease
 // (RetryClaimLease) or birth lease later.
 const (
-	// burstSeconds bounds a bucket to a tenth of a second's worth of
-	// tokens (at least one), so a limit holds over any window of a second.
-	burstSeconds = 0.1
+	// burstSeconds bounds a bucket to half a second's worth of tokens
+	// (at least one): over any window of T seconds an endpoint gets at most
+	// rate×T plus that burst. Smaller loses tokens whenever the lanes claim
+	// less often than the bucket fills — on a loaded machine a tenth of a
+	// second's worth delivered three quarters of the limit.
+	burstSeconds = 0.5
 
 	// maxThrottlePush bounds how far one throttled row is pushed.
 	maxThrottlePush = time.Minute
