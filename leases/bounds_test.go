@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/postbox/postbox/internal/testsupport/envtest"
 )
 
 // TestLoadBoundsEverySetting locks issue 13 point 6: every override is held
@@ -14,13 +16,7 @@ import (
 func TestLoadBoundsEverySetting(t *testing.T) {
 	t.Parallel()
 
-	env := func(kv ...string) func(string) (string, bool) {
-		m := map[string]string{}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-	}
+	env := envtest.Lookup
 	for _, tc := range []struct {
 		name string
 		kv   []string

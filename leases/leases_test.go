@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/postbox/postbox/internal/testsupport/envtest"
 )
 
 // TestP5_LeaseInvariantChain locks ADR-072 decision 2: the shipped constants
@@ -78,13 +80,7 @@ func TestValidateNamesBrokenLink(t *testing.T) {
 func TestLoad(t *testing.T) {
 	t.Parallel()
 
-	env := func(kv ...string) func(string) (string, bool) {
-		m := map[string]string{}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-	}
+	env := envtest.Lookup
 	for _, tc := range []struct {
 		name    string
 		lookup  func(string) (string, bool)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postbox/postbox/internal/testsupport/envtest"
 	"github.com/postbox/postbox/outbox"
 )
 
@@ -12,13 +13,7 @@ import (
 // refusal naming the variable for each that does not parse.
 func TestSettingsFromEnv(t *testing.T) {
 	t.Parallel()
-	env := func(kv ...string) func(string) (string, bool) {
-		m := map[string]string{}
-		for i := 0; i < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-	}
+	env := envtest.Lookup
 	s, err := SettingsFromEnv(env())
 	if err != nil || s.Policy.SoftBounceLimit != outbox.DefaultSoftBounceLimit || s.Policy.SoftBounceWindow != 7*24*time.Hour ||
 		s.PostmarkUsername != "" || len(s.SNSTopicARNs) != 0 || s.GenericSecret != "" {
