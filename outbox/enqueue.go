@@ -8,7 +8,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/postbox/postbox/internal/claim"
 )
 
 // DefaultMaxPayloadBytes is the payload size limit of Enqueue: 10 MiB of
@@ -94,8 +94,7 @@ func (e *Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, email Email) (string,
 		return id, nil
 	}
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == payloadSizeConstraint {
+		if claim.IsCheckViolation(err, payloadSizeConstraint) {
 			// Only with a MaxPayloadBytes above the default: the stored
 			// document is over what email_outbox takes from anyone.
 			return "", invalid("payload", fmt.Sprintf("is over the stored limit of %d bytes (constraint %s)",

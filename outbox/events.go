@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -98,13 +99,7 @@ type Recorded struct {
 	Suppressed *Suppression // the entry this event added, if any
 }
 
-var (
-	uuidRE     = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-	providerRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
-)
-
-// IsRowID reports whether s has the shape of an email_outbox id (a UUID).
-func IsRowID(s string) bool { return uuidRE.MatchString(s) }
+var providerRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 
 // recordEventSQL correlates and inserts in one statement. The row is the
 // one named ($1, when it exists), else the row of an earlier event from
@@ -194,12 +189,7 @@ func (e *Event) normalize() error {
 		}
 		e.Recipient = addr
 	}
-	if e.Ref == "" {
-		e.Ref = e.RowID
-		if e.Ref == "" {
-			e.Ref = e.ProviderMessageID
-		}
-	}
+	e.Ref = cmp.Or(e.Ref, e.RowID, e.ProviderMessageID)
 	e.Ref = clean(e.Ref, maxEventTextBytes)
 	e.ProviderMessageID = clean(e.ProviderMessageID, maxEventTextBytes)
 	e.Recipient = clean(e.Recipient, maxEventTextBytes)
@@ -282,11 +272,7 @@ type EventFilter struct {
 
 // ListEvents returns the newest events first.
 func ListEvents(ctx context.Context, db DB, f EventFilter) ([]Event, error) {
-	limit := f.Limit
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
-	limit = min(limit, MaxListLimit)
+	limit := listLimit(f.Limit)
 	rows, err := db.Query(ctx, `SELECT `+eventColumns+` FROM email_events
 WHERE ($1 = '' OR type = $1) AND (NOT $2 OR row_id IS NULL)
 ORDER BY received_at DESC, id DESC

@@ -15,7 +15,7 @@ import (
 
 // Get returns the email_outbox row id, or an error matching ErrNotFound.
 func Get(ctx context.Context, db DB, id string) (Record, error) {
-	if !uuidPattern.MatchString(id) {
+	if !IsRowID(id) {
 		return Record{}, fmt.Errorf("%w: %q is not an email id (a UUID)", ErrNotFound, id)
 	}
 	rows, err := db.Query(ctx, `SELECT `+recordColumns+` FROM email_outbox WHERE id = $1`, id)
@@ -42,10 +42,7 @@ func ListByRecipient(ctx context.Context, db DB, address string, limit int) ([]R
 	if err != nil {
 		return nil, invalid("address", "is not a single valid address: "+err.Error())
 	}
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
-	limit = min(limit, MaxListLimit)
+	limit = listLimit(limit)
 	// The stored "to" may carry a display name ("Ada <ada@example.com>"):
 	// match the bare address inside it, then check it exactly in Go.
 	rows, err := db.Query(ctx, `SELECT `+recordColumns+` FROM email_outbox
@@ -71,10 +68,7 @@ LIMIT $3`, addr, ReadWindow, limit)
 // ListFailed returns the newest failed rows, at most limit (0 means
 // DefaultListLimit), through the failed partial index.
 func ListFailed(ctx context.Context, db DB, limit int) ([]Record, error) {
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
-	limit = min(limit, MaxListLimit)
+	limit = listLimit(limit)
 	rows, err := db.Query(ctx, `SELECT `+recordColumns+` FROM email_outbox
 WHERE status = 'failed' ORDER BY created_at DESC LIMIT $1`, limit)
 	if err != nil {

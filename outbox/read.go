@@ -62,12 +62,21 @@ type Record struct {
 	secrets map[string]string
 }
 
-// DefaultListLimit is ListByCustomer's limit when the caller gives none;
+// DefaultListLimit is every list's limit when the caller gives none;
 // MaxListLimit caps any limit.
 const (
 	DefaultListLimit = 100
 	MaxListLimit     = 1000
 )
+
+// listLimit is the limit a list reads: DefaultListLimit for none, at most
+// MaxListLimit.
+func listLimit(n int) int {
+	if n <= 0 {
+		return DefaultListLimit
+	}
+	return min(n, MaxListLimit)
+}
 
 var recordColumns = `id::text, kind, customer_id, coalesce(invoice_id, ''), status, attempts, next_attempt_at,
 	coalesce(last_error, ''), created_at, dispatched_at,
@@ -80,10 +89,7 @@ var recordColumns = `id::text, kind, customer_id, coalesce(invoice_id, ''), stat
 // ListByCustomer returns the customer's emails created within ReadWindow,
 // newest first, at most limit of them (0 means DefaultListLimit).
 func ListByCustomer(ctx context.Context, db DB, customerID string, limit int) ([]Record, error) {
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
-	limit = min(limit, MaxListLimit)
+	limit = listLimit(limit)
 	rows, err := db.Query(ctx, `SELECT `+recordColumns+` FROM email_outbox
 WHERE customer_id = $1 AND created_at > now() - $2::interval
 ORDER BY created_at DESC, id

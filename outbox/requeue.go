@@ -54,11 +54,15 @@ WHERE id = $1 AND status = 'failed'`
 
 var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
+// IsRowID reports whether s has the shape of an email_outbox id (a UUID):
+// the one check every id that arrives from outside goes through.
+func IsRowID(s string) bool { return uuidPattern.MatchString(s) }
+
 // Requeue sends a failed email again: the next tick claims it as if new.
 // Any other state is refused with a *NotFailedError saying why; an unknown
 // id gives ErrNotFound.
 func Requeue(ctx context.Context, db DB, id string) error {
-	if !uuidPattern.MatchString(id) {
+	if !IsRowID(id) {
 		return fmt.Errorf("%w: %q is not an email id (a UUID)", ErrNotFound, id)
 	}
 	tag, err := db.Exec(ctx, requeueSQL, id)

@@ -156,10 +156,7 @@ func CheckSuppression(ctx context.Context, db DB, address string) (Suppression, 
 // ListSuppressions returns the newest entries first, at most limit (0
 // means DefaultListLimit, capped at MaxListLimit); source "" means all.
 func ListSuppressions(ctx context.Context, db DB, source SuppressionSource, limit int) ([]Suppression, error) {
-	if limit <= 0 {
-		limit = DefaultListLimit
-	}
-	limit = min(limit, MaxListLimit)
+	limit = listLimit(limit)
 	rows, err := db.Query(ctx, `SELECT `+suppressionColumns+` FROM email_suppressions
 WHERE $1 = '' OR source = $1
 ORDER BY created_at DESC, email

@@ -1,7 +1,6 @@
 package smtp
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/testsupport/logbuf"
 	"github.com/postbox/postbox/internal/testsupport/testcert"
 )
 
@@ -20,22 +20,7 @@ import (
 const testTimeout = 15 * time.Second
 
 // logBuf collects log output from concurrent goroutines.
-type logBuf struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuf) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuf) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type logBuf struct{ logbuf.Buffer }
 
 // lines returns the log lines at level that contain every one of words.
 func (b *logBuf) lines(level slog.Level, words ...string) []string {

@@ -7,19 +7,12 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/postbox/postbox/internal/claim"
 )
 
 // payloadSizeConstraint is migration 00006's CHECK on webhook_outbox: at
 // most DefaultMaxPayloadBytes of JSON text, whoever inserts the row.
 const payloadSizeConstraint = "webhook_outbox_payload_size"
-
-// isCheckViolation reports whether err is Postgres's check_violation for
-// the named constraint.
-func isCheckViolation(err error, constraint string) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == constraint
-}
 
 // Enqueuer writes events into webhook_outbox inside the application's own
 // transaction: the event exists if and only if the transaction commits,
@@ -111,7 +104,7 @@ func (e Enqueuer) EnqueueEvent(ctx context.Context, tx pgx.Tx, ev Event) (string
 		return id, nil
 	}
 	if err != nil {
-		if isCheckViolation(err, payloadSizeConstraint) {
+		if claim.IsCheckViolation(err, payloadSizeConstraint) {
 			// The stored JSON text (jsonb prints ", " and ": ") is over
 			// the limit though the bytes given were not.
 			return "", fmt.Errorf("%w: %d bytes, stored as JSON text over the limit of %d bytes (constraint %s)",

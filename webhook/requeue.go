@@ -14,29 +14,14 @@ import (
 // problem — so requeue it once that is fixed. Any other state is refused
 // with an error saying why; an unknown id gives ErrNotFound.
 func RequeueOutbox(ctx context.Context, db DB, id string) error {
-	if err := validateID(id); err != nil {
-		return err
-	}
-	tag, err := db.Exec(ctx, `UPDATE webhook_outbox SET status = 'pending', attempts = 0, next_attempt_at = now()
-WHERE id = $1 AND status = 'failed'`, id)
-	if err != nil {
-		return fmt.Errorf("webhook: requeue %s: %w", id, err)
-	}
-	if tag.RowsAffected() == 1 {
-		return nil
-	}
-	var status string
-	err = db.QueryRow(ctx, `SELECT status FROM webhook_outbox WHERE id = $1`, id).Scan(&status)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("%w: webhook outbox row %s (dispatched rows are pruned after the retention)", ErrNotFound, id)
-	case err != nil:
-		return fmt.Errorf("webhook: requeue %s: %w", id, err)
-	case status == "dispatched":
-		return fmt.Errorf("webhook: outbox row %s was already fanned out; to send its event again: worker replay event <event-id>", id)
-	default:
-		return fmt.Errorf("webhook: outbox row %s is %s: only a failed row can be requeued", id, status)
-	}
+	return requeueFailed(ctx, db, id, `UPDATE webhook_outbox SET status = 'pending', attempts = 0, next_attempt_at = now()
+WHERE id = $1 AND status = 'failed'`, "webhook_outbox", "webhook outbox row %s (dispatched rows are pruned after the retention)",
+		func(status string) error {
+			if status == "dispatched" {
+				return fmt.Errorf("webhook: outbox row %s was already fanned out; to send its event again: worker replay event <event-id>", id)
+			}
+			return fmt.Errorf("webhook: outbox row %s is %s: only a failed row can be requeued", id, status)
+		})
 }
 
 // RequeueDelivery puts a failed delivery back to pending with a fresh
@@ -47,28 +32,39 @@ WHERE id = $1 AND status = 'failed'`, id)
 // endpoint subscribed to its type.) Any other state is refused with the
 // reason; an unknown id gives ErrNotFound.
 func RequeueDelivery(ctx context.Context, db DB, id string) error {
+	return requeueFailed(ctx, db, id, `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_retry_at = now(),
+	leased_until = NULL, last_error = NULL
+WHERE id = $1 AND status = 'failed'`, "webhook_deliveries", "delivery %s",
+		func(status string) error {
+			if status == "succeeded" {
+				return fmt.Errorf("webhook: delivery %s already succeeded; to send its event again: worker replay event <event-id>", id)
+			}
+			return fmt.Errorf("webhook: delivery %s is %s: only a failed delivery can be requeued (a pending one is still being retried)", id, status)
+		})
+}
+
+// requeueFailed runs a requeue's guarded UPDATE on row id of table and,
+// when it matched nothing, says why: notFound (a format taking the id) for
+// an unknown row, refuse for a row in another status.
+func requeueFailed(ctx context.Context, db DB, id, update, table, notFound string, refuse func(status string) error) error {
 	if err := validateID(id); err != nil {
 		return err
 	}
-	tag, err := db.Exec(ctx, `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_retry_at = now(),
-	leased_until = NULL, last_error = NULL
-WHERE id = $1 AND status = 'failed'`, id)
+	tag, err := db.Exec(ctx, update, id)
 	if err != nil {
-		return fmt.Errorf("webhook: requeue delivery %s: %w", id, err)
+		return fmt.Errorf("webhook: requeue %s %s: %w", table, id, err)
 	}
 	if tag.RowsAffected() == 1 {
 		return nil
 	}
 	var status string
-	err = db.QueryRow(ctx, `SELECT status FROM webhook_deliveries WHERE id = $1`, id).Scan(&status)
+	// table is one of this package's constants, never input.
+	err = db.QueryRow(ctx, `SELECT status FROM `+table+` WHERE id = $1`, id).Scan(&status)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return fmt.Errorf("%w: delivery %s", ErrNotFound, id)
+		return fmt.Errorf("%w: "+notFound, ErrNotFound, id)
 	case err != nil:
-		return fmt.Errorf("webhook: requeue delivery %s: %w", id, err)
-	case status == "succeeded":
-		return fmt.Errorf("webhook: delivery %s already succeeded; to send its event again: worker replay event <event-id>", id)
-	default:
-		return fmt.Errorf("webhook: delivery %s is %s: only a failed delivery can be requeued (a pending one is still being retried)", id, status)
+		return fmt.Errorf("webhook: requeue %s %s: %w", table, id, err)
 	}
+	return refuse(status)
 }

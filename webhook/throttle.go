@@ -102,12 +102,12 @@ WHERE ep.id = u.id`
 )
 
 // Step 3's statements.
-const (
+var (
 	claimAdmittedSQL = `WITH lease AS (SELECT clock_timestamp() + $2::interval AS until)
 UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_retry_at = lease.until, leased_until = lease.until
 FROM lease
 WHERE d.id = ANY ($1::uuid[])
-RETURNING d.id, d.attempts, EXTRACT(EPOCH FROM d.next_retry_at - clock_timestamp())::float8`
+RETURNING ` + deliveriesTable.Returning
 
 	// throttleSQL pushes every due row of a rate-limited endpoint ($1)
 	// the claim did not admit ($4) — up to maxThrottleRows, not only this
@@ -117,16 +117,20 @@ RETURNING d.id, d.attempts, EXTRACT(EPOCH FROM d.next_retry_at - clock_timestamp
 	// SKIP LOCKED leaves rows another claim holds (this claim's own
 	// candidates are locked by it already): waiting on them while holding
 	// the endpoint's lock could deadlock.
-	throttleSQL = `UPDATE webhook_deliveries d
+	throttleSQL = func() string {
+		due, order := deliveriesTable.Due("")
+		_, dueOrder := deliveriesTable.Due("due")
+		return fmt.Sprintf(`UPDATE webhook_deliveries d
 SET next_retry_at = clock_timestamp() + make_interval(secs => least(q.k / $2::float8, $3::float8))
-FROM (SELECT id, row_number() OVER (ORDER BY due.next_retry_at NULLS FIRST) AS k FROM (
+FROM (SELECT id, row_number() OVER (ORDER BY %s) AS k FROM (
 	SELECT id, next_retry_at FROM webhook_deliveries
-	WHERE endpoint_id = $1 AND status = 'pending' AND (next_retry_at <= now() OR next_retry_at IS NULL)
+	WHERE endpoint_id = $1 AND status = 'pending' AND %s
 		AND id <> ALL ($4::uuid[])
-	ORDER BY next_retry_at NULLS FIRST
+	ORDER BY %s
 	LIMIT $5
 	FOR UPDATE SKIP LOCKED) due) q
-WHERE d.id = q.id`
+WHERE d.id = q.id`, dueOrder, due, order)
+	}()
 )
 
 // maxThrottleRows bounds one push.
@@ -187,13 +191,13 @@ type candidate struct {
 func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Duration) (claimed []claimedDelivery, throttled int, err error) {
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
-		return nil, 0, fmt.Errorf("claim webhook_deliveries: %w", err)
+		return nil, 0, wrapClaim(err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
 
 	rows, err := tx.Query(ctx, claimCandidatesSQL, n, p.cfg.BreakerFailures)
 	if err != nil {
-		return nil, 0, fmt.Errorf("claim webhook_deliveries: %w", err)
+		return nil, 0, wrapClaim(err)
 	}
 	cands, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (candidate, error) {
 		var c candidate

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -57,9 +56,7 @@ func runFailed(ctx context.Context, env *Env, outbox string, limit int, asJSON b
 		return err
 	}
 	if asJSON {
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeJSON(env.Stdout, out)
 	}
 	if len(out) == 0 {
 		fmt.Fprintf(env.Stdout, "no failed %s rows\n", outbox)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/postbox/postbox/webhook"
 )
 
 // Flag types that check their value while the arguments are parsed, so a
@@ -81,7 +83,7 @@ func sinceFlag(fs *flag.FlagSet, name, usage string) *time.Time {
 type sinceValue time.Time
 
 func (v *sinceValue) Set(s string) error {
-	t, err := parseSince(s, time.Now())
+	t, err := webhook.ParseSince(s, time.Now())
 	if err != nil {
 		return err
 	}

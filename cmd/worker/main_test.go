@@ -1,12 +1,12 @@
 package main
 
 import (
+	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 
+	"github.com/postbox/postbox/internal/harness/gobuild"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
@@ -28,21 +28,10 @@ func workerBinary(t *testing.T) string {
 			buildErr = err
 			return
 		}
-		binPath = filepath.Join(dir, "worker")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = &buildError{err: err, out: string(out)}
-		}
+		binPath, buildErr = gobuild.Worker(context.Background(), dir)
 	})
 	if buildErr != nil {
 		t.Fatalf("build worker: %v", buildErr)
 	}
 	return binPath
 }
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }

@@ -114,9 +114,6 @@ func attemptsText(s webhook.Tally, schedule leases.Backoff) string {
 	return text
 }
 
-// parseSince reads --since (webhook.ParseSince).
-func parseSince(s string, now time.Time) (time.Time, error) { return webhook.ParseSince(s, now) }
-
 // requeueWebhook runs webhook.RequeueOutbox; its refusals say why.
 func requeueWebhook(ctx context.Context, pool *pgxpool.Pool, id string) (string, error) {
 	if err := webhook.RequeueOutbox(ctx, pool, id); err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 
@@ -40,9 +39,7 @@ func init() {
 					return err
 				}
 				if *asJSON {
-					enc := json.NewEncoder(env.Stdout)
-					enc.SetIndent("", "  ")
-					return enc.Encode(s)
+					return writeJSON(env.Stdout, s)
 				}
 				return story.WriteText(env.Stdout, s)
 			}

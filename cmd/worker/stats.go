@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -40,9 +39,7 @@ func runStats(ctx context.Context, env *Env, asJSON bool, recent int) error {
 		return err
 	}
 	if asJSON {
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(stats)
+		return writeJSON(env.Stdout, stats)
 	}
 	printStats(env.Stdout, stats)
 	return nil

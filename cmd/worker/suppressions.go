@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -48,7 +47,7 @@ func init() {
 					return err
 				}
 				if *asJSON {
-					return printJSON(env.Stdout, suppressionsJSON(list))
+					return writeJSON(env.Stdout, suppressionsJSON(list))
 				}
 				printSuppressions(env.Stdout, list)
 				return nil
@@ -123,9 +122,9 @@ func init() {
 				}
 				if *asJSON {
 					if !ok {
-						return printJSON(env.Stdout, map[string]bool{"suppressed": false})
+						return writeJSON(env.Stdout, map[string]bool{"suppressed": false})
 					}
-					return printJSON(env.Stdout, suppressionsJSON([]outbox.Suppression{s})[0])
+					return writeJSON(env.Stdout, suppressionsJSON([]outbox.Suppression{s})[0])
 				}
 				if !ok {
 					fmt.Fprintf(env.Stdout, "%s is not suppressed\n", strings.ToLower(args[0]))
@@ -166,12 +165,6 @@ func suppressionsJSON(list []outbox.Suppression) []suppressionJSON {
 			SourceRow: s.SourceRow, CreatedBy: s.CreatedBy, CreatedAt: s.CreatedAt}
 	}
 	return out
-}
-
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func printSuppressions(w io.Writer, list []outbox.Suppression) {

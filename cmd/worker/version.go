@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 
@@ -22,9 +21,7 @@ func init() {
 			return func(_ context.Context, env *Env, _ []string) error {
 				info := version.Get()
 				if *asJSON {
-					enc := json.NewEncoder(env.Stdout)
-					enc.SetIndent("", "  ")
-					return enc.Encode(info)
+					return writeJSON(env.Stdout, info)
 				}
 				_, err := fmt.Fprintf(env.Stdout, "postbox worker %s\n", info)
 				return err

@@ -171,6 +171,14 @@ func RetryMark(ctx context.Context, until time.Time, try func(ctx context.Contex
 	}
 }
 
+// IsCheckViolation reports whether err is Postgres's check_violation for
+// the named constraint: a row a CHECK refused, which the enqueues turn into
+// a validation error naming the field.
+func IsCheckViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23514" && pgErr.ConstraintName == constraint
+}
+
 // Retriable reports whether a statement that failed with err may succeed
 // if run again unchanged: the connection broke or timed out, or the server
 // was shutting down or starting up. A statement the server refused on its
@@ -213,10 +221,7 @@ func Landed(ctx context.Context, db DB, t Table, id, status string) bool {
 // index serves it, so it is cheap enough for every scrape and every
 // console sample.
 func (t Table) ReadDue(ctx context.Context, db DB) (due int64, oldest time.Duration, err error) {
-	cond := t.DueColumn + " <= now()"
-	if t.LegacyNullDue {
-		cond = "(" + cond + " OR " + t.DueColumn + " IS NULL)"
-	}
+	cond, _ := t.Due("")
 	var secs float64
 	err = db.QueryRow(ctx, fmt.Sprintf(`SELECT count(*),
 		COALESCE(EXTRACT(EPOCH FROM now() - min(COALESCE(%s, created_at))), 0)::float8

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"time"
 
 	"github.com/postbox/postbox/internal/story"
@@ -151,8 +150,6 @@ var actions = map[string]action{
 	},
 }
 
-var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-
 type confirmView struct {
 	Name   string
 	Action action
@@ -171,7 +168,7 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.FormValue("id")
-	if !uuidRE.MatchString(id) {
+	if !outbox.IsRowID(id) {
 		c.problem(w, r, http.StatusBadRequest, fmt.Sprintf("%q is not a row id (a UUID).", id))
 		return
 	}
@@ -204,7 +201,7 @@ func (c *Console) do(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PostFormValue("id")
-	if !uuidRE.MatchString(id) {
+	if !outbox.IsRowID(id) {
 		c.problem(w, r, http.StatusBadRequest, fmt.Sprintf("Refused: %q is not a row id (a UUID). Nothing was changed.", id))
 		return
 	}

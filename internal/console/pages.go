@@ -109,7 +109,7 @@ func title(s story.Story) string {
 const failedLimit = 100
 
 type failedView struct {
-	Emails     []story.Email
+	Emails     []outbox.Record // the table shows only the row's own columns
 	Deliveries []webhook.DeliveryRecord
 	Outbox     []webhook.OutboxRecord
 }
@@ -118,10 +118,8 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), pageTimeout)
 	defer cancel()
 	var v failedView
-	recs, err := outbox.ListFailed(ctx, c.db, failedLimit)
-	if err == nil {
-		v.Emails, err = story.Emails(ctx, c.db, recs)
-	}
+	var err error
+	v.Emails, err = outbox.ListFailed(ctx, c.db, failedLimit)
 	if err == nil {
 		v.Deliveries, err = webhook.ListFailedDeliveries(ctx, c.db, failedLimit)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/postbox/postbox/outbox"
 )
 
 // Kind is what an input names.
@@ -61,7 +63,6 @@ func (k Kind) takesID() bool {
 var ErrMalformed = errors.New("malformed input")
 
 var (
-	uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 	// uuidishRE is input that was meant to be a UUID: hex digits in
 	// dash-separated groups, at least 20 characters. Invoice and customer
 	// ids are application-chosen, but none of this shape is plausible.
@@ -73,7 +74,7 @@ var (
 // else. A malformed UUID is ErrMalformed.
 func detect(q string) ([]Kind, error) {
 	switch {
-	case uuidRE.MatchString(q):
+	case outbox.IsRowID(q):
 		return idKinds, nil
 	case len(q) >= 20 && uuidishRE.MatchString(q):
 		return nil, fmt.Errorf("%w: %q looks like an id but is not a UUID (8-4-4-4-12 hex digits)", ErrMalformed, q)
@@ -85,7 +86,7 @@ func detect(q string) ([]Kind, error) {
 
 // checkForced refuses input that cannot be of the forced kind.
 func checkForced(q string, k Kind) error {
-	if k.takesID() && !uuidRE.MatchString(q) {
+	if k.takesID() && !outbox.IsRowID(q) {
 		return fmt.Errorf("%w: --kind %s takes a UUID (8-4-4-4-12 hex digits), not %q", ErrMalformed, k, q)
 	}
 	return nil

@@ -32,7 +32,7 @@ CREATE UNIQUE INDEX webhook_outbox_idempotency_idx ON webhook_outbox (idempotenc
 ALTER TABLE webhook_outbox ADD COLUMN endpoint_id uuid;
 
 -- Rate limit, pool-wide: a token bucket on the endpoint row, refilled at
--- rate_limit tokens per second up to a tenth of a second's worth (at least
+-- rate_limit tokens per second up to half a second's worth (at least
 -- one), and taken under the row's lock by every claim, on every replica.
 -- max_in_flight counts the endpoint's leased deliveries (leased_until in
 -- the future): a replica that dies holding leases frees them when they

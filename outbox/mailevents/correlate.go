@@ -58,13 +58,3 @@ func rowFromDump(dump string) string {
 	}
 	return fromMessageID
 }
-
-// firstRow is the first non-empty candidate.
-func firstRow(candidates ...string) string {
-	for _, c := range candidates {
-		if c != "" {
-			return c
-		}
-	}
-	return ""
-}

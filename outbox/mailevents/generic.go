@@ -2,6 +2,7 @@ package mailevents
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -71,8 +72,8 @@ func genericEvents(id string, body []byte) ([]outbox.Event, *reject) {
 		return nil, rejectf(http.StatusBadRequest, "recipient is required")
 	}
 	return []outbox.Event{{
-		RowID:             firstRow(rowFromHeader(g.RowID), rowFromMessageID(g.MessageID)),
-		Ref:               firstRow(g.RowID, g.MessageID, g.ProviderMessageID),
+		RowID:             cmp.Or(rowFromHeader(g.RowID), rowFromMessageID(g.MessageID)),
+		Ref:               cmp.Or(g.RowID, g.MessageID, g.ProviderMessageID),
 		Type:              g.Type,
 		BounceClass:       g.BounceClass,
 		Provider:          ProviderGeneric,

@@ -1,6 +1,7 @@
 package mailevents
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -129,7 +130,7 @@ func sesEvents(m snsMessage) ([]outbox.Event, *reject) {
 			fromHeader = rowFromHeader(hd.Value)
 		}
 	}
-	base.RowID = firstRow(fromHeader, rowFromMessageID(n.Mail.CommonHeaders.MessageID))
+	base.RowID = cmp.Or(fromHeader, rowFromMessageID(n.Mail.CommonHeaders.MessageID))
 	// feedbackId identifies a bounce or complaint report; an event without
 	// one is keyed by the SNS message, which SNS redelivers unchanged.
 	key := func(kind, feedbackID, addr string) string {

@@ -120,7 +120,7 @@ func init() {
 		Mutation{
 			Name:    "show kind detection: a forced id kind takes any input",
 			File:    "internal/story/kind.go",
-			Find:    "if k.takesID() && !uuidRE.MatchString(q) {",
+			Find:    "if k.takesID() && !outbox.IsRowID(q) {",
 			Replace: "if false {",
 			Pkg:     "./cmd/worker/",
 			Test:    "TestShow",
@@ -160,8 +160,8 @@ func init() {
 		Mutation{
 			Name:    "due figures: a legacy delivery with no due time is not due",
 			File:    "internal/claim/claim.go",
-			Find:    `cond = "(" + cond + " OR " + t.DueColumn + " IS NULL)"`,
-			Replace: `cond = "(" + cond + ")"`,
+			Find:    `due = fmt.Sprintf("(%s <= now() OR %s IS NULL)", col, col)`,
+			Replace: `due = fmt.Sprintf("(%s <= now())", col)`,
 			Pkg:     "./internal/backlog/",
 			Test:    "TestReadFigures",
 		},

@@ -35,8 +35,7 @@
 //   - pool-latency: an open-loop load at each rate, plain SQL INSERT and
 //     outbox.Enqueue (the peer: InsertTx), commit → DATA accepted.
 //   - pool-enqueue: outbox.Enqueue from 30 goroutines with the
-//     email_outbox_wake trigger enabled and disabled (once, and said so,
-//     when the schema has no such trigger).
+//     email_outbox_wake trigger enabled and disabled.
 //   - pool-leaderkill: a steady load, SIGKILL of the River leader, the
 //     longest gap between deliveries; every row must arrive once the
 //     survivors (and the dead replica's claim lease) allow.

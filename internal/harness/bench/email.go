@@ -477,12 +477,10 @@ func (r *runner) enqueueNoWake(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(ctx, `ALTER TABLE email_outbox DISABLE TRIGGER email_outbox_wake`); err != nil {
+	if err := setWakeTrigger(ctx, pool, false); err != nil {
 		return err
 	}
-	defer func() {
-		_, _ = pool.Exec(context.WithoutCancel(ctx), `ALTER TABLE email_outbox ENABLE TRIGGER email_outbox_wake`)
-	}()
+	defer func() { _ = setWakeTrigger(context.WithoutCancel(ctx), pool, true) }()
 	var enq outbox.Enqueuer
 	r.logf("enqueue: outbox.Enqueue without the wake-up trigger, %d rows, %d goroutines", n, c)
 	elapsed, lat, err := parallel(ctx, n, c, func(ctx context.Context, i int) error {

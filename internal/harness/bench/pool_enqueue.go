@@ -8,54 +8,42 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/postbox/postbox/outbox"
 )
 
 // wakeTrigger is the statement-level AFTER INSERT trigger that wakes the
-// workers when rows are enqueued (the engine rewrite's migration adds it).
+// workers when rows are enqueued (migration 00005).
 const wakeTrigger = "email_outbox_wake"
 
-// hasWakeTrigger reports whether email_outbox has the wake-up trigger.
-func (pr *poolRunner) hasWakeTrigger(ctx context.Context) (bool, error) {
-	var ok bool
-	err := pr.ctl.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'email_outbox'::regclass AND tgname = $1)`, wakeTrigger).Scan(&ok)
-	return ok, err
-}
-
-func (pr *poolRunner) setWakeTrigger(ctx context.Context, on bool) error {
+// setWakeTrigger turns email_outbox's wake-up trigger on or off, for the
+// enqueue figures with and without it.
+func setWakeTrigger(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, on bool) error {
 	verb := "DISABLE"
 	if on {
 		verb = "ENABLE"
 	}
-	_, err := pr.ctl.Exec(ctx, "ALTER TABLE email_outbox "+verb+" TRIGGER "+wakeTrigger)
+	_, err := db.Exec(ctx, "ALTER TABLE email_outbox "+verb+" TRIGGER "+wakeTrigger)
 	return err
 }
 
 // enqueueSection measures outbox.Enqueue, each in its own transaction from
 // EnqueueGoroutines goroutines for EnqueueDuration, with the worker
 // processes running, once with the wake-up trigger enabled and once
-// disabled. Without the trigger it measures once and says so.
+// disabled.
 func (pr *poolRunner) enqueueSection(ctx context.Context) error {
-	has, err := pr.hasWakeTrigger(ctx)
-	if err != nil {
-		return err
-	}
-	if !has {
-		pr.logf("pool enqueue: no %s trigger on email_outbox: measuring without it only", wakeTrigger)
-	}
 	type key struct {
 		replicas int
 		on       bool
 	}
 	rates := map[key][]float64{}
 	variants := []bool{true, false}
-	if !has {
-		variants = []bool{false}
-	}
-	err = pr.trials(ctx, pr.po.Replicas, func(ctx context.Context, t, rc int) error {
+	err := pr.trials(ctx, pr.po.Replicas, func(ctx context.Context, t, rc int) error {
 		for _, on := range rotate(variants, t) {
-			rate, err := pr.enqueueRun(ctx, rc, on, has)
+			rate, err := pr.enqueueRun(ctx, rc, on)
 			if err != nil {
 				return err
 			}
@@ -63,20 +51,13 @@ func (pr *poolRunner) enqueueSection(ctx context.Context) error {
 		}
 		return nil
 	})
-	if has {
-		if terr := pr.setWakeTrigger(ctx, true); terr != nil && err == nil {
-			err = terr
-		}
+	if terr := setWakeTrigger(ctx, pr.ctl, true); terr != nil && err == nil {
+		err = terr
 	}
 	if err != nil {
 		return err
 	}
 	for _, rc := range pr.po.Replicas {
-		if !has {
-			pr.add(Row{Section: titlePoolEnqueue, Path: rp(rc) + "wake-up cost", Figure: "no wake trigger", Unit: "",
-				Notes: fmt.Sprintf("email_outbox has no %s trigger in this build: nothing to toggle", wakeTrigger)})
-			continue
-		}
 		on, off := rates[key{rc, true}], rates[key{rc, false}]
 		if median(off) <= 0 {
 			continue
@@ -88,23 +69,16 @@ func (pr *poolRunner) enqueueSection(ctx context.Context) error {
 	return nil
 }
 
-func (pr *poolRunner) enqueueRun(ctx context.Context, rc int, on, has bool) (float64, error) {
-	label := rp(rc) + "outbox.Enqueue"
-	switch {
-	case !has:
-		label += " (no wake trigger)"
-	case on:
-		label += ", wake trigger enabled"
-	default:
-		label += ", wake trigger disabled"
+func (pr *poolRunner) enqueueRun(ctx context.Context, rc int, on bool) (float64, error) {
+	label := rp(rc) + "outbox.Enqueue, wake trigger disabled"
+	if on {
+		label = rp(rc) + "outbox.Enqueue, wake trigger enabled"
 	}
 	if err := pr.truncate(ctx); err != nil {
 		return 0, err
 	}
-	if has {
-		if err := pr.setWakeTrigger(ctx, on); err != nil {
-			return 0, err
-		}
+	if err := setWakeTrigger(ctx, pr.ctl, on); err != nil {
+		return 0, err
 	}
 	g := pr.po.EnqueueGoroutines
 	app, err := pr.pool(ctx, g+poolReserve)

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
@@ -24,22 +22,6 @@ func TestRunPool_TinyPreset(t *testing.T) {
 	url := pgtest.URL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-
-	// The engine rewrite adds the wake-up trigger; until then a stand-in
-	// exercises the enable/disable toggle.
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = conn.Exec(ctx, `DO $$ BEGIN
-IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'email_outbox'::regclass AND tgname = 'email_outbox_wake') THEN
-	CREATE FUNCTION bench_test_wake() RETURNS trigger LANGUAGE plpgsql AS 'BEGIN PERFORM pg_notify(''bench_test_wake'', ''''); RETURN NULL; END';
-	CREATE TRIGGER email_outbox_wake AFTER INSERT ON email_outbox FOR EACH STATEMENT EXECUTE FUNCTION bench_test_wake();
-END IF; END $$`)
-	conn.Close(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	opts := PoolOptions{
 		Replicas:        []int{2},

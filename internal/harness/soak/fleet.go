@@ -252,7 +252,6 @@ func (f *fleet) stop(grace time.Duration) (unclean []string) {
 	return unclean
 }
 
-// snapshot returns the crashes so far and every process started.
 // slotOf returns the slot whose current process has pid, or -1.
 func (f *fleet) slotOf(pid int) int {
 	f.mu.Lock()
@@ -265,6 +264,7 @@ func (f *fleet) slotOf(pid int) int {
 	return -1
 }
 
+// snapshot returns the crashes so far and every process started.
 func (f *fleet) snapshot() ([]Crash, []*proc) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -75,10 +75,8 @@ FROM river_job WHERE state = 'running'`)
 		if rows.Scan(&kind, &by, &age) != nil {
 			return
 		}
-		// River client ids are host-pid (cmd/worker replicaID).
-		i := strings.LastIndexByte(by, '-')
-		pid, err := strconv.Atoi(by[i+1:])
-		if err != nil || !dead[pid] {
+		pid := clientPID(by)
+		if !dead[pid] {
 			continue
 		}
 		d := time.Duration(age * float64(time.Second)).Round(time.Second)
@@ -98,10 +96,7 @@ func (r *run) pollLeader(ctx context.Context, dead map[int]bool) {
 	if err != nil {
 		return // the database is restarting: no verdict
 	}
-	pid := -1
-	if i := strings.LastIndexByte(leader, '-'); i >= 0 {
-		pid, _ = strconv.Atoi(leader[i+1:])
-	}
+	pid := clientPID(leader)
 	now := time.Now()
 	s := &r.stuck
 	s.mu.Lock()
@@ -144,4 +139,15 @@ func (s *stuckWatch) snapshot() map[string]time.Duration {
 		out[k] = v
 	}
 	return out
+}
+
+// clientPID is the pid in a River client id, which cmd/worker makes
+// host-pid (replicaID); -1 when the id has none.
+func clientPID(id string) int {
+	i := strings.LastIndexByte(id, '-')
+	pid, err := strconv.Atoi(id[i+1:])
+	if i < 0 || err != nil {
+		return -1
+	}
+	return pid
 }

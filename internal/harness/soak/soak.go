@@ -380,9 +380,8 @@ func (r *run) leaderSlot(ctx context.Context) int {
 	if err := r.pool.QueryRow(ctx, `SELECT leader_id FROM river_leader`).Scan(&id); err != nil {
 		return -1
 	}
-	i := strings.LastIndexByte(id, '-')
-	pid, err := strconv.Atoi(id[i+1:])
-	if i < 0 || err != nil {
+	pid := clientPID(id)
+	if pid < 0 {
 		return -1
 	}
 	return r.fleet.slotOf(pid)

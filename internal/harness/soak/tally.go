@@ -224,15 +224,6 @@ type event struct {
 	lag      time.Duration // how long after the duplicate it may be recorded
 }
 
-// explain attributes a row's duplicates: the k-th extra acceptance must have
-// an event of its own between the previous acceptance (less explainSlack)
-// and it. Of the candidates it names the one nearest the previous
-// acceptance — the send whose mark never landed — so the cause shown is
-// the one that struck while that row was in flight; on a tie a crash wins.
-//
-// A resend sooner than minResend after the previous acceptance is never
-// explained: the lease that should have kept the row from being claimed
-// again did not hold.
 // followedByCrash reports whether one of events (kills, the restart, lease
 // expiries) happened after t: what lets an accepted send go unmarked and
 // its row be claimed again.
@@ -245,6 +236,15 @@ func followedByCrash(t time.Time, events []event) bool {
 	return false
 }
 
+// explain attributes a row's duplicates: the k-th extra acceptance must have
+// an event of its own between the previous acceptance (less explainSlack)
+// and it. Of the candidates it names the one nearest the previous
+// acceptance — the send whose mark never landed — so the cause shown is
+// the one that struck while that row was in flight; on a tie a crash wins.
+//
+// A resend sooner than minResend after the previous acceptance is never
+// explained: the lease that should have kept the row from being claimed
+// again did not hold.
 func explain(rd *RowDuplicates, accepted []time.Time, events []event, pendingFrom, pendingTo time.Time, minResend time.Duration) {
 	rd.Sends = len(accepted)
 	rd.Duplicates = max(0, len(accepted)-1)
