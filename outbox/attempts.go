@@ -21,23 +21,33 @@ type Attempt struct {
 // Attempts count is higher had attempts that never marked: the worker died,
 // or its lease ran out, first.
 func AttemptsFor(ctx context.Context, db DB, rowID string) ([]Attempt, error) {
-	if !IsRowID(rowID) {
-		return nil, invalid("row_id", "is not a row id")
+	byRow, err := AttemptsForRows(ctx, db, []string{rowID})
+	return byRow[rowID], err
+}
+
+// AttemptsForRows is AttemptsFor for many rows in one query, keyed by row
+// id.
+func AttemptsForRows(ctx context.Context, db DB, rowIDs []string) (map[string][]Attempt, error) {
+	for _, id := range rowIDs {
+		if !IsRowID(id) {
+			return nil, invalid("row_id", "is not a row id")
+		}
 	}
-	rows, err := db.Query(ctx, `SELECT attempt, outcome, COALESCE(error, ''), at
-		FROM email_attempts WHERE row_id = $1 ORDER BY attempt`, rowID)
+	rows, err := db.Query(ctx, `SELECT row_id::text, attempt, outcome, COALESCE(error, ''), at
+		FROM email_attempts WHERE row_id = ANY ($1::uuid[]) ORDER BY row_id, attempt`, rowIDs)
 	if err != nil {
-		return nil, fmt.Errorf("outbox: attempts of %s: %w", rowID, err)
+		return nil, fmt.Errorf("outbox: attempts: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
-		var a Attempt
-		var outcome string
-		err := r.Scan(&a.Attempt, &outcome, &a.Error, &a.At)
+	byRow := make(map[string][]Attempt, len(rowIDs))
+	var id, outcome string
+	var a Attempt
+	_, err = pgx.ForEachRow(rows, []any{&id, &a.Attempt, &outcome, &a.Error, &a.At}, func() error {
 		a.Outcome = Outcome(outcome)
-		return a, err
+		byRow[id] = append(byRow[id], a)
+		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("outbox: attempts of %s: %w", rowID, err)
+		return nil, fmt.Errorf("outbox: attempts: %w", err)
 	}
-	return out, nil
+	return byRow, nil
 }

@@ -252,15 +252,32 @@ func applySuppression(ctx context.Context, db DB, e Event, policy SuppressionPol
 
 // EventsFor returns the row's events, oldest first: its delivery timeline.
 func EventsFor(ctx context.Context, db DB, rowID string) ([]Event, error) {
-	if !IsRowID(rowID) {
-		return nil, invalid("row_id", "is not a row id")
+	byRow, err := EventsForRows(ctx, db, []string{rowID})
+	return byRow[rowID], err
+}
+
+// EventsForRows is EventsFor for many rows in one query: each row's
+// events, oldest first, keyed by row id.
+func EventsForRows(ctx context.Context, db DB, rowIDs []string) (map[string][]Event, error) {
+	for _, id := range rowIDs {
+		if !IsRowID(id) {
+			return nil, invalid("row_id", "is not a row id")
+		}
 	}
 	rows, err := db.Query(ctx, `SELECT `+eventColumns+` FROM email_events
-WHERE row_id = $1 ORDER BY received_at, id`, rowID)
+WHERE row_id = ANY ($1::uuid[]) ORDER BY received_at, id`, rowIDs)
 	if err != nil {
-		return nil, fmt.Errorf("outbox: events for row: %w", err)
+		return nil, fmt.Errorf("outbox: events for rows: %w", err)
 	}
-	return collectEvents(rows, "events for row")
+	events, err := collectEvents(rows, "events for rows")
+	if err != nil {
+		return nil, err
+	}
+	byRow := make(map[string][]Event, len(rowIDs))
+	for _, e := range events {
+		byRow[e.RowID] = append(byRow[e.RowID], e)
+	}
+	return byRow, nil
 }
 
 // EventFilter narrows ListEvents.

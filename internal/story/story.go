@@ -245,6 +245,19 @@ func Emails(ctx context.Context, db DB, recs []outbox.Record) ([]Email, error) {
 		on    bool
 	}
 	supp := map[string]suppression{} // per address: one lookup
+	ids := make([]string, len(recs))
+	for i, r := range recs {
+		ids[i] = r.ID
+	}
+	// Every row's attempt log and events in one query each, not two per row.
+	logs, err := outbox.AttemptsForRows(ctx, db, ids)
+	if err != nil {
+		return nil, err
+	}
+	eventsByRow, err := outbox.EventsForRows(ctx, db, ids)
+	if err != nil {
+		return nil, err
+	}
 	for _, r := range recs {
 		e := Email{
 			ID: r.ID, Kind: string(r.Kind), CustomerID: r.CustomerID, InvoiceID: r.InvoiceID, To: r.To, Subject: r.Subject,
@@ -272,15 +285,11 @@ func Emails(ctx context.Context, db DB, recs []outbox.Record) ([]Email, error) {
 			entry := got.entry
 			e.Suppressed, e.SuppressionReason, e.Suppression = true, entry.Reason, &entry
 		}
-		log, err := outbox.AttemptsFor(ctx, db, r.ID)
-		if err != nil {
-			return nil, err
+		e.AttemptLog = logs[r.ID]
+		if e.AttemptLog == nil {
+			e.AttemptLog = []outbox.Attempt{}
 		}
-		e.AttemptLog = log
-		events, err := outbox.EventsFor(ctx, db, r.ID)
-		if err != nil {
-			return nil, err
-		}
+		events := eventsByRow[r.ID]
 		e.Events = make([]EmailEvent, 0, len(events))
 		for _, ev := range events {
 			at := ev.ReceivedAt

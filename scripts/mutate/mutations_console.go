@@ -176,8 +176,8 @@ func init() {
 		Mutation{
 			Name:    "story: an email's delivery events are not read",
 			File:    "internal/story/story.go",
-			Find:    "events, err := outbox.EventsFor(ctx, db, r.ID)",
-			Replace: "events, err := []outbox.Event(nil), error(nil)",
+			Find:    "eventsByRow, err := outbox.EventsForRows(ctx, db, ids)",
+			Replace: "eventsByRow, err := map[string][]outbox.Event(nil), error(nil)",
 			Pkg:     "./internal/story/",
 			Test:    "TestFind_EmailEventsAndSuppression",
 		},
