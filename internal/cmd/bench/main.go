@@ -71,6 +71,11 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 	explain := fs.Bool("explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of the claim and the dispatched mark on 10,000 rows")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to FILE")
 	keep := fs.Bool("keep", false, "keep the postbox_bench_* database")
+	scaleRows := fs.Int("scale-rows", 0, "pool-scale: sent rows (and attempts) seeded into the kept-history database (default 10000000; 200000 with --quick)")
+	scaleRate := fs.Int("scale-rate", 0, "pool-scale: the steady load, msg/s (default 200)")
+	scaleDuration := fs.Duration("scale-duration", 0, "pool-scale: length of each steady-load run (default 120s; 20s with --quick)")
+	scaleBacklog := fs.Int("scale-backlog", 0, "pool-scale: rows of the backlog drains (default 20000; 5000 with --quick)")
+	keepSeed := fs.Bool("keep-seed", false, "pool-scale: keep the seeded database (postbox_scale_seed_*) for the next run, which reuses it while the migrations are unchanged")
 	return func(ctx context.Context, stdout, stderr io.Writer) error {
 		if *rate != "" {
 			if *rates != "" && *rates != *rate {
@@ -90,7 +95,7 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 			}
 		}
 		if poolMode && *only == "" {
-			poolSections = bench.PoolSections
+			poolSections = bench.DefaultPoolSections
 		}
 
 		opts := bench.Default()
@@ -139,11 +144,19 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 			for _, f := range []struct {
 				v   int
 				dst *int
-			}{{*n, &popts.N}, {*concurrency, &popts.Concurrency}, {*trials, &popts.Trials}} {
+			}{{*n, &popts.N}, {*concurrency, &popts.Concurrency}, {*trials, &popts.Trials},
+				{*scaleRows, &popts.ScaleRows}, {*scaleRate, &popts.ScaleRate}, {*scaleBacklog, &popts.ScaleBacklog}} {
+				if f.v < 0 {
+					return program.Usagef("a count flag is %d: want 0 (the default) or more", f.v)
+				}
 				if f.v > 0 {
 					*f.dst = f.v
 				}
 			}
+			if *scaleDuration > 0 {
+				popts.ScaleDuration = *scaleDuration
+			}
+			popts.KeepSeed = *keepSeed
 			if *duration > 0 {
 				popts.Duration = *duration
 			}

@@ -114,3 +114,26 @@ func (u cpuUse) total(n int) float64 {
 	}
 	return float64((u.self + u.postgres).Microseconds()) / float64(n)
 }
+
+// machineBusy is the CPU time every process on the machine has spent so
+// far (user, nice, system, irq, softirq, steal from /proc/stat), or zero
+// where /proc/stat cannot be read: the workers, Postgres (its background
+// writers too), the bench's own load and sinks — the whole cost of a
+// message, whoever pays it.
+func machineBusy() time.Duration {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return 0
+	}
+	var busy int64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} { // user nice system (idle iowait) irq softirq steal
+		v, _ := strconv.ParseInt(fields[i], 10, 64)
+		busy += v
+	}
+	return time.Duration(busy) * clockTick
+}

@@ -25,10 +25,15 @@ const (
 	SectionPoolLatency    = "pool-latency"
 	SectionPoolEnqueue    = "pool-enqueue"
 	SectionPoolLeaderKill = "pool-leaderkill"
+	SectionPoolScale      = "pool-scale"
 )
 
 // PoolSections lists the pool sections in run order.
-var PoolSections = []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLeaderKill}
+var PoolSections = []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLeaderKill, SectionPoolScale}
+
+// DefaultPoolSections are what --pool runs without --only: all but the
+// scale section, which seeds millions of rows and runs for half an hour.
+var DefaultPoolSections = PoolSections[:4]
 
 // Report section titles of the pool sections.
 const (
@@ -36,6 +41,7 @@ const (
 	titlePoolLatency = "pool latency commit→DATA"
 	titlePoolEnqueue = "pool enqueue"
 	titlePoolKill    = "pool leader kill"
+	titlePoolScale   = "pool scale: kept history, held snapshot"
 )
 
 // PoolOptions configure the pool sections. Zero fields take
@@ -75,6 +81,16 @@ type PoolOptions struct {
 	KillAfter time.Duration
 	KillLoad  time.Duration
 
+	// The scale section: ScaleRows sent rows (and their attempts) seeded,
+	// ScaleRate msg/s offered for ScaleDuration, a backlog of ScaleBacklog
+	// drained. KeepSeed keeps the seeded database for the next run, which
+	// reuses it while the migrations are unchanged.
+	ScaleRows     int
+	ScaleRate     int
+	ScaleDuration time.Duration
+	ScaleBacklog  int
+	KeepSeed      bool
+
 	BodyBytes int
 	// KeepLogs keeps the processes' logs (always kept when a run fails).
 	KeepLogs bool
@@ -97,6 +113,10 @@ func DefaultPool() PoolOptions {
 		KillRate:          200,
 		KillAfter:         5 * time.Second,
 		KillLoad:          20 * time.Second,
+		ScaleRows:         10_000_000,
+		ScaleRate:         200,
+		ScaleDuration:     120 * time.Second,
+		ScaleBacklog:      20_000,
 		BodyBytes:         2048,
 	}
 }
@@ -109,6 +129,9 @@ func QuickPool() PoolOptions {
 	o.Duration = 3 * time.Second
 	o.EnqueueDuration = 3 * time.Second
 	o.KillLoad = 15 * time.Second
+	o.ScaleRows = 200_000
+	o.ScaleDuration = 20 * time.Second
+	o.ScaleBacklog = 5000
 	return o
 }
 
@@ -136,7 +159,7 @@ func (o PoolOptions) withDefaults() PoolOptions {
 		o.Trials = d.Trials
 	}
 	if len(o.Sections) == 0 {
-		o.Sections = PoolSections
+		o.Sections = DefaultPoolSections
 	}
 	if o.EnqueueGoroutines <= 0 {
 		o.EnqueueGoroutines = d.EnqueueGoroutines
@@ -152,6 +175,18 @@ func (o PoolOptions) withDefaults() PoolOptions {
 	}
 	if o.KillLoad <= 0 {
 		o.KillLoad = d.KillLoad
+	}
+	if o.ScaleRows <= 0 {
+		o.ScaleRows = d.ScaleRows
+	}
+	if o.ScaleRate <= 0 {
+		o.ScaleRate = d.ScaleRate
+	}
+	if o.ScaleDuration <= 0 {
+		o.ScaleDuration = d.ScaleDuration
+	}
+	if o.ScaleBacklog <= 0 {
+		o.ScaleBacklog = d.ScaleBacklog
 	}
 	if o.BodyBytes <= 0 {
 		o.BodyBytes = d.BodyBytes
@@ -218,8 +253,12 @@ func (o PoolOptions) String() string {
 	for i, r := range o.Replicas {
 		reps[i] = strconv.Itoa(r)
 	}
-	return fmt.Sprintf("replicas %s, EMAIL_CONCURRENCY=%d (River peer MaxWorkers %d per process), relay delay %s per message, backlog N=%d, latency %s msg/s for %s, %d trial(s), body=%d B",
+	s := fmt.Sprintf("replicas %s, EMAIL_CONCURRENCY=%d (River peer MaxWorkers %d per process), relay delay %s per message, backlog N=%d, latency %s msg/s for %s, %d trial(s), body=%d B",
 		strings.Join(reps, ","), o.Concurrency, o.peerWorkers(), o.RelayDelay, o.N, strings.Join(rates, ","), o.Duration, o.Trials, o.BodyBytes)
+	if o.want(SectionPoolScale) {
+		s += fmt.Sprintf("; scale: %s sent rows seeded, %d msg/s for %s, backlog %d", fmtCount(o.ScaleRows), o.ScaleRate, o.ScaleDuration, o.ScaleBacklog)
+	}
+	return s
 }
 
 // RunPool is Run for the pool sections: a fresh postbox_bench_* database,
@@ -255,6 +294,10 @@ type poolRunner struct {
 	tmp  string
 	seq  int
 	ctl  *pgxpool.Pool // the bench's own connections: setup, checks, leader lookup
+	base string        // the run's own database, which url may leave for a while (onSeeded)
+
+	seedName, seedNote string   // the scale section's seeded template, once made or found
+	cleanups           []func() // run when the run ends
 }
 
 // RunPoolURL runs the pool sections on an existing, migrated database
@@ -269,7 +312,12 @@ func RunPoolURL(ctx context.Context, url string, opts PoolOptions) (rep *Report,
 	if r.rep.Machine, err = r.machine(ctx); err != nil {
 		return nil, err
 	}
-	pr := &poolRunner{runner: r, po: opts}
+	pr := &poolRunner{runner: r, po: opts, base: url}
+	defer func() {
+		for _, c := range pr.cleanups {
+			c()
+		}
+	}()
 	if pr.tmp, err = os.MkdirTemp("", "postbox-bench-pool-"); err != nil {
 		return nil, err
 	}
@@ -297,6 +345,7 @@ func RunPoolURL(ctx context.Context, url string, opts PoolOptions) (rep *Report,
 		{opts.want(SectionPoolLatency), pr.latencySection},
 		{opts.want(SectionPoolEnqueue), pr.enqueueSection},
 		{opts.want(SectionPoolLeaderKill), pr.leaderKillSection},
+		{opts.want(SectionPoolScale), pr.scaleSection},
 	}
 	for _, s := range steps {
 		if !s.on {

@@ -1,0 +1,198 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// seedCustomers is how many customers the seeded history and the scale
+// section's load spread over: every insert lands at a random place in
+// email_outbox_customer_idx, as an application's do.
+const seedCustomers = 100_000
+
+// seedSpan is how far back the seeded history reaches.
+const seedSpan = 90 * 24 * time.Hour
+
+// seedHistory fills a migrated database with rows sent emails: dispatched
+// rows spread over seedSpan, each with its attempt in email_attempts, as a
+// few months of postbox would leave them. It drops the two tables' indexes
+// and keys first and builds them again after (an INSERT per row into ten
+// indexes is what made the seed take 22 minutes), then vacuums, freezes
+// and analyzes, so the statistics say what a production table's say:
+// millions sent, nothing pending. It returns how long it took.
+func seedHistory(ctx context.Context, url string, rows int, body string, logf func(string, ...any)) (time.Duration, error) {
+	start := time.Now()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return 0, err
+	}
+	cfg.MaxConns = 2
+	db, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+
+	restore, err := dropIndexes(ctx, db, "email_attempts", "email_outbox")
+	if err != nil {
+		return 0, err
+	}
+	const chunk = 500_000
+	var (
+		next  = make(chan int)
+		errMu sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	for range 2 { // two cores: two inserting sessions
+		wg.Go(func() {
+			for lo := range next {
+				hi := min(lo+chunk, rows) - 1
+				if _, err := db.Exec(ctx, seedOutboxSQL, lo, hi, rows, seedSpan.Seconds(), seedCustomers, subject, body); err != nil {
+					errMu.Lock()
+					first = cmpErr(first, fmt.Errorf("seed email_outbox rows %d-%d: %w", lo, hi, err))
+					errMu.Unlock()
+				}
+			}
+		})
+	}
+	for lo := 0; lo < rows; lo += chunk {
+		logf("pool scale: seeding sent rows %d of %d (%s)", lo, rows, time.Since(start).Round(time.Second))
+		select {
+		case next <- lo:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(next)
+	wg.Wait()
+	if first != nil {
+		return 0, first
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	logf("pool scale: seeding their attempts (%s)", time.Since(start).Round(time.Second))
+	if _, err := db.Exec(ctx, `INSERT INTO email_attempts (row_id, attempt, outcome, at)
+SELECT id, 1, 'sent', dispatched_at FROM email_outbox WHERE status = 'dispatched'`); err != nil {
+		return 0, fmt.Errorf("seed email_attempts: %w", err)
+	}
+	logf("pool scale: building indexes (%s)", time.Since(start).Round(time.Second))
+	if err := restore(ctx); err != nil {
+		return 0, err
+	}
+	logf("pool scale: vacuum, freeze, analyze (%s)", time.Since(start).Round(time.Second))
+	for _, t := range []string{"email_outbox", "email_attempts"} {
+		if _, err := db.Exec(ctx, "VACUUM (FREEZE, ANALYZE) "+t); err != nil {
+			return 0, fmt.Errorf("vacuum %s: %w", t, err)
+		}
+	}
+	if _, err := db.Exec(ctx, "CHECKPOINT"); err != nil {
+		logf("pool scale: CHECKPOINT refused (%v)", err)
+	}
+	return time.Since(start), nil
+}
+
+// seedOutboxSQL writes rows $1..$2 of $3: row i was created i/$3 of the
+// way from $4 seconds ago to now, sent a second later, for one of $5
+// customers; every second one belongs to an invoice. The payload is what a
+// sent raw row keeps (the scrub removed only secret keys).
+const seedOutboxSQL = `INSERT INTO email_outbox (kind, customer_id, invoice_id, payload, status, attempts,
+	next_attempt_at, created_at, dispatched_at)
+SELECT 'raw', 'cus_' || (hashint4(i) & 2147483647) % $5::int,
+	CASE WHEN i % 2 = 0 THEN 'in_' || i END,
+	jsonb_build_object('to', 'customer' || i || '@example.com', 'subject', $6::text, 'text', $7::text),
+	'dispatched', 1, t, t, t + interval '1 second'
+FROM generate_series($1::int, $2::int) AS i,
+	LATERAL (SELECT now() - make_interval(secs => $4::float8 * (1 - i::float8 / $3::int))) AS c(t)`
+
+// dropIndexes drops every index and key of tables (foreign keys first) and
+// returns what builds them again, from the definitions the catalog gave.
+func dropIndexes(ctx context.Context, db *pgxpool.Pool, tables ...string) (restore func(context.Context) error, err error) {
+	type def struct{ table, name, sql string }
+	var cons, idx []def
+	for _, t := range tables {
+		rows, err := db.Query(ctx, `SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
+WHERE conrelid = $1::regclass AND contype IN ('p', 'u', 'f') ORDER BY contype = 'f' DESC`, t)
+		if err != nil {
+			return nil, err
+		}
+		err = forEach(rows, func(name, sql string) { cons = append(cons, def{t, name, sql}) })
+		if err != nil {
+			return nil, err
+		}
+		rows, err = db.Query(ctx, `SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid) FROM pg_index i
+WHERE i.indrelid = $1::regclass AND NOT EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = i.indexrelid)`, t)
+		if err != nil {
+			return nil, err
+		}
+		err = forEach(rows, func(name, sql string) { idx = append(idx, def{t, name, sql}) })
+		if err != nil {
+			return nil, err
+		}
+	}
+	// Foreign keys of every table first: a key may be what another
+	// table's foreign key points at.
+	for _, fk := range []bool{true, false} {
+		for _, c := range cons {
+			if strings.HasPrefix(c.sql, "FOREIGN KEY") != fk {
+				continue
+			}
+			if _, err := db.Exec(ctx, "ALTER TABLE "+c.table+" DROP CONSTRAINT "+pgx.Identifier{c.name}.Sanitize()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, i := range idx {
+		if _, err := db.Exec(ctx, "DROP INDEX "+i.name); err != nil {
+			return nil, err
+		}
+	}
+	return func(ctx context.Context) error {
+		conn, err := db.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		defer conn.Release()
+		if _, err := conn.Exec(ctx, "SET maintenance_work_mem = '1GB'"); err != nil {
+			return err
+		}
+		for _, fk := range []bool{false, true} { // keys before the foreign keys that need them
+			for _, c := range cons {
+				if strings.HasPrefix(c.sql, "FOREIGN KEY") != fk {
+					continue
+				}
+				if _, err := conn.Exec(ctx, "ALTER TABLE "+c.table+" ADD CONSTRAINT "+pgx.Identifier{c.name}.Sanitize()+" "+c.sql); err != nil {
+					return fmt.Errorf("restore %s: %w", c.name, err)
+				}
+			}
+		}
+		for _, i := range idx {
+			if _, err := conn.Exec(ctx, i.sql); err != nil {
+				return fmt.Errorf("restore %s: %w", i.name, err)
+			}
+		}
+		return nil
+	}, nil
+}
+
+func forEach(rows pgx.Rows, fn func(a, b string)) error {
+	var a, b string
+	_, err := pgx.ForEachRow(rows, []any{&a, &b}, func() error { fn(a, b); return nil })
+	return err
+}
+
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
