@@ -44,8 +44,16 @@ var table = claim.Table{
 //
 // The rows come back oldest first (by created_at): RETURNING has no order
 // of its own, and the rows that waited longest should go out first.
+//
+// Claim reads the claim index from its start; a Dispatcher claims from
+// its window's edge instead (claim.Window).
 func Claim(ctx context.Context, db DB, n int, lease time.Duration) ([]Row, error) {
-	rows, err := claim.Claim(ctx, db, table, n, lease, scanRow)
+	return claimFrom(ctx, db, nil, n, lease)
+}
+
+// claimFrom is Claim from window w's edge (w nil: from the start).
+func claimFrom(ctx context.Context, db DB, w *claim.Window, n int, lease time.Duration) ([]Row, error) {
+	rows, err := claim.Claim(ctx, db, table, w, n, lease, scanRow)
 	slices.SortFunc(rows, func(a, b Row) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
@@ -71,7 +79,7 @@ func (d *Dispatcher) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	leaseEnd := start.Add(d.leases.ClaimLease(size) - time.Second)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	rows, err := Claim(ctx, d.db, n*size, d.leases.ClaimLease(size))
+	rows, err := claimFrom(ctx, d.db, &d.window, n*size, d.leases.ClaimLease(size))
 	if err != nil {
 		return engine.Claim{}, fmt.Errorf("outbox: %w", err)
 	}
@@ -98,6 +106,16 @@ func (d *Dispatcher) Claim(ctx context.Context, n int) (engine.Claim, error) {
 		units = append(units, &batch{d: d, rows: chunk, deadline: deadline, supp: supp.view(chunk)})
 	}
 	return engine.Claim{Units: units, Rows: len(rows), Full: len(rows) == n*size}, nil
+}
+
+// Sweep moves the rows due behind the claim window into it (claim.Sweep):
+// the Dispatcher's lane runs it at an interval, one replica at a time.
+func (d *Dispatcher) Sweep(ctx context.Context) (int, []string, error) {
+	s, err := claim.Sweep(ctx, d.db, table, &d.window)
+	if err != nil {
+		err = fmt.Errorf("outbox: %w", err)
+	}
+	return s.Rows, s.First, err
 }
 
 // deal splits rows, oldest first, into at most n batches as even as can

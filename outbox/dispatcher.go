@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/smtp"
@@ -110,6 +111,7 @@ type Dispatcher struct {
 	marks     *markGroups
 	slots     *engine.Slots
 	lane      *engine.Lane
+	window    claim.Window // where the lane's claims start (see Claim)
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -179,6 +181,9 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 		Poll:    cfg.Poll,
 		Logger:  cfg.Logger,
 		Metrics: cfg.Metrics.engine(),
+		// One sweep per interval across the pool covers every replica's
+		// window (claim.Sweep).
+		SweepGate: &engine.Gate{DB: db, Name: table.Name + "_sweep", Owner: "email", Lease: engine.DefaultSweepEvery},
 	})
 	return d, nil
 }

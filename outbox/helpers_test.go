@@ -100,15 +100,17 @@ VALUES ($1, 'cus_test', $2) RETURNING id::text`, kind, body).Scan(&id); err != n
 	return id
 }
 
-// insertRows writes n raw rows, each due a little after the previous one,
-// and returns their ids oldest first.
+// insertRows writes n raw rows, each due a millisecond after the previous
+// one, and returns their ids oldest first. The due times are as recent as
+// an application's commits would make them: a due time further in the past
+// than the claim window's margin is the sweep's to find (claim.Window).
 func insertRows(t *testing.T, db DB, n int) []string {
 	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = insertRow(t, db, "raw", rawPayload("ada@example.com"))
 		if _, err := db.Exec(testCtx(t), `UPDATE email_outbox SET next_attempt_at = now() - make_interval(secs => $2)
-WHERE id = $1`, ids[i], float64(n-i)); err != nil {
+WHERE id = $1`, ids[i], float64(n-i)/1000); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -182,3 +182,52 @@ func TestClaim_DealsRowsAcrossTheFreeSlots(t *testing.T) {
 		}
 	}
 }
+
+// A row whose application transaction stayed open long after it began
+// (its next_attempt_at is that transaction's now()) is behind the claim
+// window when it commits; the lane's sweep moves it into the window and
+// it is sent, once.
+func TestRun_LateCommitIsSentAfterTheSweep(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	sender := newFakeSender(nil)
+	d := newDispatcher(t, pool, sender)
+	d.window.Margin = 20 * time.Millisecond
+	d.lane = engine.NewLane(engine.LaneConfig{
+		Name: table.Name, Source: d, Slots: d.slots, Poll: 10 * time.Millisecond, HotPoll: 10 * time.Millisecond,
+		SweepEvery: 100 * time.Millisecond,
+		SweepGate:  &engine.Gate{DB: pool, Name: table.Name + "_sweep", Owner: "test", Lease: 100 * time.Millisecond},
+	})
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ran := make(chan Tally, 1)
+	go func() {
+		res, _ := d.Run(runCtx, time.Hour)
+		ran <- res
+	}()
+
+	late, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = late.Rollback(ctx) }()
+	id, err := Enqueue(ctx, late, Email{Payload: Payload{To: "ada@example.com", Subject: "Hi", Text: "Hello"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var due time.Time
+	if err := late.QueryRow(ctx, `SELECT next_attempt_at FROM email_outbox WHERE id = $1`, id).Scan(&due); err != nil {
+		t.Fatal(err)
+	}
+	// Open until the lane's claims have moved the window's edge past it.
+	waitFor(t, func() bool { return d.window.Low().After(due) })
+	if err := late.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return sender.callsFor(id) == 1 })
+	d.Stop()
+	if res := <-ran; res.Sent != 1 {
+		t.Errorf("Run = %+v, want the late row sent once", res)
+	}
+}

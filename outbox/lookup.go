@@ -66,11 +66,12 @@ LIMIT $3`, addr, ReadWindow, limit)
 }
 
 // ListFailed returns the newest failed rows, at most limit (0 means
-// DefaultListLimit), through the failed partial index.
+// DefaultListLimit), through the failed partial index, whose predicate
+// (migration 00010) it states in full.
 func ListFailed(ctx context.Context, db DB, limit int) ([]Record, error) {
 	limit = listLimit(limit)
 	rows, err := db.Query(ctx, `SELECT `+recordColumns+` FROM email_outbox
-WHERE status = 'failed' ORDER BY created_at DESC LIMIT $1`, limit)
+WHERE status = 'failed' AND created_at IS NOT NULL ORDER BY created_at DESC LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: list failed: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/leases"
 )
@@ -29,6 +30,7 @@ type DB interface {
 type Pool interface {
 	DB
 	Begin(ctx context.Context) (pgx.Tx, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // Config configures a Dispatcher. Every zero field has a working default.
@@ -98,6 +100,9 @@ type Dispatcher struct {
 
 	outboxLane, retryLane *engine.Lane
 
+	// Where each lane's claims start in its table's claim index.
+	outboxWindow, retryWindow claim.Window
+
 	// retryWake tells this replica's retry lane that deliveries were born
 	// held (bornDeliveriesSQL) and are due for admission now.
 	retryWake chan struct{}
@@ -156,13 +161,18 @@ func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
 		retryWake: make(chan struct{}, 1),
 		onDisable: opts.OnDisable,
 	}
+	// One sweep per interval across the pool covers every replica's
+	// window (claim.Sweep).
+	sweepGate := func(t claim.Table) *engine.Gate {
+		return &engine.Gate{DB: pool, Name: t.Name + "_sweep", Owner: "webhook", Lease: engine.DefaultSweepEvery}
+	}
 	p.outboxLane = engine.NewLane(engine.LaneConfig{
 		Name: outboxTable.Name, Source: outboxSource{p}, Slots: p.fanOuts, Wake: opts.Wake, Poll: opts.Poll, Logger: p.logger,
-		Metrics: opts.Metrics.engine(),
+		Metrics: opts.Metrics.engine(), SweepGate: sweepGate(outboxTable),
 	})
 	p.retryLane = engine.NewLane(engine.LaneConfig{
 		Name: deliveriesTable.Name, Source: retrySource{p}, Slots: p.slots, Wake: p.retryWake, Poll: opts.Poll, Logger: p.logger,
-		Metrics: opts.Metrics.engine(),
+		Metrics: opts.Metrics.engine(), SweepGate: sweepGate(deliveriesTable),
 	})
 	return p, nil
 }

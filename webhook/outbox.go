@@ -84,6 +84,19 @@ func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	return s.p.claimOutbox(ctx, n)
 }
 
+// Sweep moves the outbox rows due behind the claim window into it.
+func (s outboxSource) Sweep(ctx context.Context) (int, []string, error) {
+	return sweep(ctx, s.p.pool, outboxTable, &s.p.outboxWindow)
+}
+
+func sweep(ctx context.Context, db claim.DB, t claim.Table, w *claim.Window) (int, []string, error) {
+	s, err := claim.Sweep(ctx, db, t, w)
+	if err != nil {
+		err = fmt.Errorf("webhook: %w", err)
+	}
+	return s.Rows, s.First, err
+}
+
 // claimOutbox claims up to n due outbox rows, one fan-out unit each. The
 // chain BatchSize×PerRowBudget ≤ BatchTimeout < ClaimLease(BatchSize)
 // (leases.Validate) means every claimed row is fanned out or released
@@ -97,7 +110,7 @@ func (p *Dispatcher) claimOutbox(ctx context.Context, n int) (engine.Claim, erro
 	deadline := time.Now().Add(p.lc.BatchTimeout)
 	claimCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	rows, err := claim.Claim(claimCtx, p.pool, outboxTable, n, p.lc.ClaimLease(p.lc.BatchSize), pgx.RowToStructByPos[outboxRow])
+	rows, err := claim.Claim(claimCtx, p.pool, outboxTable, &p.outboxWindow, n, p.lc.ClaimLease(p.lc.BatchSize), pgx.RowToStructByPos[outboxRow])
 	if err != nil {
 		return engine.Claim{}, fmt.Errorf("webhook: %w", err)
 	}
@@ -258,6 +271,10 @@ func (p *Dispatcher) dispatch(ctx context.Context, outboxID string) (fanOut, err
 	return fanOut{eventID: eventID, deliveries: ds}, nil
 }
 
+// outboxBackstopSQL is backstopDispatched's mark: $1 = the row's id.
+const outboxBackstopSQL = `UPDATE webhook_outbox SET status = 'dispatched', dispatched_at = now()
+WHERE id = $1 AND status = 'pending'`
+
 // backstopDispatched is the drainer's own success mark. The fan-out
 // transaction already marked the row, so this is a CAS no-op; it exists so
 // that a future change that loses the in-transaction mark leaves rows
@@ -265,8 +282,7 @@ func (p *Dispatcher) dispatch(ctx context.Context, outboxID string) (fanOut, err
 func (p *Dispatcher) backstopDispatched(ctx context.Context, id string) {
 	ctx, cancel := claim.MarkContext(ctx)
 	defer cancel()
-	tag, err := p.pool.Exec(ctx, `UPDATE webhook_outbox SET status = 'dispatched', dispatched_at = now()
-WHERE id = $1 AND status = 'pending'`, id)
+	tag, err := p.pool.Exec(ctx, outboxBackstopSQL, id)
 	switch {
 	case err != nil:
 		p.logger.Error("outbox backstop mark", "outbox_id", id, "error", err.Error())
@@ -274,6 +290,13 @@ WHERE id = $1 AND status = 'pending'`, id)
 		p.logger.Error("outbox backstop mark applied: the fan-out transaction did not mark its row", "outbox_id", id)
 	}
 }
+
+// outboxFailureSQL is markOutboxFailure's mark: $1 = the row's id, $2
+// the error, $3 whether to retry, $4 after how long.
+const outboxFailureSQL = `UPDATE webhook_outbox SET last_error = $2,
+	status = CASE WHEN $3::bool THEN status ELSE 'failed' END,
+	next_attempt_at = CASE WHEN $3::bool THEN now() + $4::interval ELSE next_attempt_at END
+WHERE id = $1 AND status = 'pending'`
 
 // markOutboxFailure records a failed fan-out (a database error: the
 // payload is already valid jsonb) and schedules the row again, or fails it
@@ -285,10 +308,7 @@ func (p *Dispatcher) markOutboxFailure(ctx context.Context, row outboxRow, cause
 	var tag pgconn.CommandTag
 	_, err := claim.RetryMark(ctx, time.Now().Add(leases.MarkTimeout), func(ctx context.Context) error {
 		var err error
-		tag, err = p.pool.Exec(ctx, `UPDATE webhook_outbox SET last_error = $2,
-	status = CASE WHEN $3::bool THEN status ELSE 'failed' END,
-	next_attempt_at = CASE WHEN $3::bool THEN now() + $4::interval ELSE next_attempt_at END
-WHERE id = $1 AND status = 'pending'`, row.ID, msg, retry, wait)
+		tag, err = p.pool.Exec(ctx, outboxFailureSQL, row.ID, msg, retry, wait)
 		return err
 	})
 	log := p.logger.With("outbox_id", row.ID, "attempts", row.Attempts, "cause", msg)

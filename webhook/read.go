@@ -242,9 +242,10 @@ func GetEndpoint(ctx context.Context, db DB, id string) (Endpoint, error) {
 }
 
 // ListFailedDeliveries returns the newest failed deliveries (without
-// attempt logs), at most limit, through the failed partial index.
+// attempt logs), at most limit, through the failed partial index, whose
+// predicate (migration 00010) it states in full.
 func ListFailedDeliveries(ctx context.Context, db DB, limit int) ([]DeliveryRecord, error) {
-	rows, err := db.Query(ctx, `SELECT `+deliveryColumns+deliveryFrom+`WHERE d.status = 'failed'
+	rows, err := db.Query(ctx, `SELECT `+deliveryColumns+deliveryFrom+`WHERE d.status = 'failed' AND d.created_at IS NOT NULL
 ORDER BY d.created_at DESC LIMIT $1`, max(limit, 1))
 	if err != nil {
 		return nil, fmt.Errorf("webhook: list failed deliveries: %w", err)
@@ -257,9 +258,10 @@ ORDER BY d.created_at DESC LIMIT $1`, max(limit, 1))
 }
 
 // ListFailedOutbox returns the newest failed webhook_outbox rows (events
-// whose fan-out kept failing), at most limit.
+// whose fan-out kept failing), at most limit, through the failed partial
+// index.
 func ListFailedOutbox(ctx context.Context, db DB, limit int) ([]OutboxRecord, error) {
-	rows, err := db.Query(ctx, `SELECT `+outboxColumns+` FROM webhook_outbox o WHERE o.status = 'failed'
+	rows, err := db.Query(ctx, `SELECT `+outboxColumns+` FROM webhook_outbox o WHERE o.status = 'failed' AND o.created_at IS NOT NULL
 ORDER BY o.created_at DESC LIMIT $1`, max(limit, 1))
 	if err != nil {
 		return nil, fmt.Errorf("webhook: list failed outbox rows: %w", err)

@@ -8,14 +8,22 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// The requeues' guarded UPDATEs: $1 = the row's id.
+const (
+	requeueOutboxSQL = `UPDATE webhook_outbox SET status = 'pending', attempts = 0, next_attempt_at = now()
+WHERE id = $1 AND status = 'failed'`
+	requeueDeliverySQL = `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_retry_at = now(),
+	leased_until = NULL, last_error = NULL
+WHERE id = $1 AND status = 'failed'`
+)
+
 // RequeueOutbox puts a failed webhook_outbox row back to pending with a
 // fresh attempt budget, due now (ADR-072 decision 5's operator UPDATE). A
 // row fails only after outboxSchedule's fan-outs all failed — a database
 // problem — so requeue it once that is fixed. Any other state is refused
 // with an error saying why; an unknown id gives ErrNotFound.
 func RequeueOutbox(ctx context.Context, db DB, id string) error {
-	return requeueFailed(ctx, db, id, `UPDATE webhook_outbox SET status = 'pending', attempts = 0, next_attempt_at = now()
-WHERE id = $1 AND status = 'failed'`, "webhook_outbox", "webhook outbox row %s (dispatched rows are pruned after the retention)",
+	return requeueFailed(ctx, db, id, requeueOutboxSQL, "webhook_outbox", "webhook outbox row %s (dispatched rows are pruned after the retention)",
 		func(status string) error {
 			if status == "dispatched" {
 				return fmt.Errorf("webhook: outbox row %s was already fanned out; to send its event again: worker replay event <event-id>", id)
@@ -32,9 +40,7 @@ WHERE id = $1 AND status = 'failed'`, "webhook_outbox", "webhook outbox row %s (
 // endpoint subscribed to its type.) Any other state is refused with the
 // reason; an unknown id gives ErrNotFound.
 func RequeueDelivery(ctx context.Context, db DB, id string) error {
-	return requeueFailed(ctx, db, id, `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_retry_at = now(),
-	leased_until = NULL, last_error = NULL
-WHERE id = $1 AND status = 'failed'`, "webhook_deliveries", "delivery %s",
+	return requeueFailed(ctx, db, id, requeueDeliverySQL, "webhook_deliveries", "delivery %s",
 		func(status string) error {
 			if status == "succeeded" {
 				return fmt.Errorf("webhook: delivery %s already succeeded; to send its event again: worker replay event <event-id>", id)

@@ -21,7 +21,8 @@ var deliveriesTable = claim.Table{
 	// LEGACY BRANCH (ADR-072 accepted residual, pre-P5 rollout): deliveries
 	// written before P5 may be pending with next_retry_at NULL — the old
 	// fan-out inserted them unleased. Without this branch they would never
-	// be claimed, so never delivered. Every row born since is leased (see
+	// be claimed, so never delivered: the claim reads a range of due times,
+	// and the sweep (claim.Sweep) moves these into it. Every row born since is leased (see
 	// bornDeliveriesSQL), so this can go once no pending row has a NULL
 	// next_retry_at:
 	//
@@ -32,6 +33,11 @@ var deliveriesTable = claim.Table{
 
 	// What an endpoint's max_in_flight counts; see throttle.go.
 	LeaseColumn: "leased_until",
+
+	// A disabled endpoint's deliveries are never claimed: they wait
+	// behind the claim window without holding it back, and the sweep
+	// brings them into it once the endpoint is enabled.
+	Claimable: "EXISTS (SELECT 1 FROM webhook_endpoints ep WHERE ep.id = {t}.endpoint_id AND ep.enabled)",
 }
 
 type claimedDelivery struct {
@@ -83,6 +89,12 @@ func (s retrySource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	// takes them when their tokens come; they do not make the claim full,
 	// which would have the lane claim again at once, in a busy loop.
 	return engine.Claim{Units: units, Rows: len(ds) + throttled, Full: len(ds) == n}, nil
+}
+
+// Sweep moves the deliveries due behind the claim window into it, and the
+// legacy ones with no due time (Table.LegacyNullDue).
+func (s retrySource) Sweep(ctx context.Context) (int, []string, error) {
+	return sweep(ctx, s.p.pool, deliveriesTable, &s.p.retryWindow)
 }
 
 // attemptUnit is one claimed delivery's attempt, in the slot the retry

@@ -32,6 +32,11 @@ SELECT ev.id, $1, 0, NULL FROM ev RETURNING id`, ep.ID).Scan(&deliveryID); err !
 		t.Fatal(err)
 	}
 
+	// The claim reads a range of due times; the sweep moves the row with
+	// none into it.
+	if n, _, err := (retrySource{p}).Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("the sweep moved %d (%v), want the legacy row", n, err)
+	}
 	before := dbNow(t, pool)
 	claimed, _, err := p.claimRetries(ctx, leases.RetryClaimBatch)
 	if err != nil {
@@ -269,5 +274,48 @@ func TestRetry_ClaimsNoMoreThanItCanSend(t *testing.T) {
 			t.Errorf("delivery %s: attempts %d after %d requests, want %d (birth + one claim per request)",
 				d.ID, d.Attempts, sent[d.EventID], want)
 		}
+	}
+}
+
+// A disabled endpoint's deliveries are never claimed, so they must neither
+// hold the retry window's edge back (every claim would read from them) nor
+// be moved into the window by every sweep only to fall behind again; once
+// the endpoint is enabled the sweep brings them in.
+func TestRetry_DisabledEndpointLeavesTheWindowAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, nil)
+	ep := createEndpoint(t, pool, "https://hooks.example.com/off")
+	if err := DisableEndpoint(ctx, pool, ep.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `WITH ev AS (INSERT INTO webhook_events (event_type, payload) VALUES ('invoice.paid', '{}') RETURNING id)
+INSERT INTO webhook_deliveries (event_id, endpoint_id, next_retry_at) SELECT id, $1, now() - interval '1 minute' FROM ev`, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	claimed, _, err := p.claimAdmitted(ctx, 10, time.Hour)
+	if err != nil || len(claimed) != 0 {
+		t.Fatalf("claimed %d (%v) of a disabled endpoint's deliveries", len(claimed), err)
+	}
+	var due time.Time
+	if err := pool.QueryRow(ctx, `SELECT next_retry_at FROM webhook_deliveries`).Scan(&due); err != nil {
+		t.Fatal(err)
+	}
+	if edge := p.retryWindow.Low(); !edge.After(due) {
+		t.Fatalf("the window's edge %s stays at the disabled endpoint's delivery (due %s)", edge, due)
+	}
+	src := retrySource{p}
+	if n, _, err := src.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("swept %d (%v) deliveries of a disabled endpoint", n, err)
+	}
+	if err := EnableEndpoint(ctx, pool, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, _, err := src.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("after the enable the sweep moved %d (%v), want its delivery", n, err)
+	}
+	if claimed, _, err := p.claimAdmitted(ctx, 10, time.Hour); err != nil || len(claimed) != 1 {
+		t.Fatalf("after the sweep claimed %d (%v), want the delivery", len(claimed), err)
 	}
 }

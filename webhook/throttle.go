@@ -59,9 +59,10 @@ const (
 // tripped ($threshold is the breaker's failure count).
 const needsAdmission = `(ep.rate_limit IS NOT NULL OR ep.max_in_flight IS NOT NULL OR ep.consecutive_failures >= %s)`
 
-// claimCandidatesSQL is step 1: $1 rows at most, $2 the breaker threshold.
+// claimCandidatesSQL is step 1: $1 rows at most, $2 the breaker threshold,
+// $3 the claim window's edge (claim.Window).
 var claimCandidatesSQL = func() string {
-	due, order := deliveriesTable.Due("d")
+	due, order := deliveriesTable.Due("d", "$3")
 	return fmt.Sprintf(`SELECT d.id, d.endpoint_id, %s
 FROM webhook_deliveries d
 JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
@@ -118,8 +119,8 @@ RETURNING ` + deliveriesTable.Returning
 	// candidates are locked by it already): waiting on them while holding
 	// the endpoint's lock could deadlock.
 	throttleSQL = func() string {
-		due, order := deliveriesTable.Due("")
-		_, dueOrder := deliveriesTable.Due("due")
+		due, order := deliveriesTable.Due("", "")
+		_, dueOrder := deliveriesTable.Due("due", "")
 		return fmt.Sprintf(`UPDATE webhook_deliveries d
 SET next_retry_at = clock_timestamp() + make_interval(secs => least(q.k / $2::float8, $3::float8))
 FROM (SELECT id, row_number() OVER (ORDER BY %s) AS k FROM (
@@ -186,8 +187,8 @@ type candidate struct {
 }
 
 // claimAdmitted is the retry lane's claim: up to n due deliveries, through
-// the pool-wide admission above, with lease. It returns the claimed rows
-// and how many it throttled.
+// the pool-wide admission above, with lease, in one transaction. It
+// returns the claimed rows and how many it throttled.
 func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Duration) (claimed []claimedDelivery, throttled int, err error) {
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
@@ -195,7 +196,8 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
 
-	rows, err := tx.Query(ctx, claimCandidatesSQL, n, p.cfg.BreakerFailures)
+	edge := p.retryWindow.Low()
+	rows, err := tx.Query(ctx, claimCandidatesSQL, n, p.cfg.BreakerFailures, edge)
 	if err != nil {
 		return nil, 0, wrapClaim(err)
 	}
@@ -204,10 +206,30 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 		err := row.Scan(&c.id, &c.endpointID, &c.admission)
 		return c, err
 	})
-	if err != nil || len(cands) == 0 {
+	if err != nil {
 		return nil, 0, wrapClaim(err)
 	}
+	if len(cands) > 0 {
+		if claimed, throttled, err = p.admit(ctx, tx, cands, lease); err != nil {
+			return nil, 0, err
+		}
+	}
+	// With or without candidates, the edge moves only up to what admission
+	// holds back: a capped, paused or tokenless endpoint's deliveries are
+	// due the moment it opens.
+	advance, err := p.nextInRetryWindow(ctx, tx, edge)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, 0, wrapClaim(err)
+	}
+	advance()
+	return claimed, throttled, nil
+}
 
+// admit runs steps 2 and 3 on the candidates in the claim's transaction.
+func (p *Dispatcher) admit(ctx context.Context, tx pgx.Tx, cands []candidate, lease time.Duration) (claimed []claimedDelivery, throttled int, err error) {
 	admitted := make([]string, 0, len(cands))
 	want := map[string][]string{} // endpoint → its candidates, in claim order
 	for _, c := range cands {
@@ -262,10 +284,27 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 			return nil, 0, wrapClaim(err)
 		}
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return nil, 0, wrapClaim(err)
-	}
 	return claimed, throttled, nil
+}
+
+// nextInRetryWindow reads, in the claim's transaction after its leases and
+// pushes, where the retry window's edge may move: up to the first delivery
+// of an enabled endpoint still due in the window — one admission held back
+// (the in-flight cap, the breaker's probe, an empty bucket), one another
+// claim held locked — or to Margin behind now (claim.Window.Advance). The
+// caller moves it once the claim has committed: a claim rolled back leaves
+// its rows due behind where the edge would have gone.
+func (p *Dispatcher) nextInRetryWindow(ctx context.Context, tx pgx.Tx, edge time.Time) (advance func(), err error) {
+	var now time.Time
+	var due *time.Time
+	if err := tx.QueryRow(ctx, deliveriesTable.NextSQL(), edge).Scan(&now, &due); err != nil {
+		return nil, wrapClaim(err)
+	}
+	var next time.Time
+	if due != nil {
+		next = *due
+	}
+	return func() { p.retryWindow.Advance(now, next) }, nil
 }
 
 // lockBuckets locks the endpoints of want and reads their buckets and

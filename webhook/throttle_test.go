@@ -192,3 +192,45 @@ WHERE id = (SELECT id FROM webhook_deliveries ORDER BY created_at, id LIMIT 1)`)
 		t.Fatalf("claim after the lease expired: %d claimed, %v; want 1 (the cap of 1 holds)", len(ds), err)
 	}
 }
+
+// A delivery its endpoint's in-flight cap holds back stays claimable: the
+// retry claim's window does not move past it — neither when the claim took
+// it as a candidate and admission held it, nor when the capped endpoint's
+// rows were not candidates at all — so the slot a mark frees is taken by
+// the next claim, not by the sweep seconds later.
+func TestMaxInFlight_HeldDeliveriesStayInTheWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	ep := createEndpoint(t, pool, "https://hooks.example.com/capped")
+	limit := 1
+	if err := SetLimits(ctx, pool, ep.ID, Limits{MaxInFlight: &limit}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `WITH ev AS (
+	INSERT INTO webhook_events (event_type, payload) SELECT 'invoice.paid', '{}' FROM generate_series(1, 3) RETURNING id)
+INSERT INTO webhook_deliveries (event_id, endpoint_id, next_retry_at)
+SELECT id, $1, now() - interval '1 minute' FROM ev`, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	p := newDispatcher(t, pool, nil)
+	take := func(want int) []claimedDelivery {
+		t.Helper()
+		got, _, err := p.claimAdmitted(ctx, 10, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != want {
+			t.Fatalf("claimed %d deliveries, want %d (window edge %s)", len(got), want, p.retryWindow.Low())
+		}
+		return got
+	}
+	for range 3 {
+		d := take(1) // the cap's one; admission held the rest
+		take(0)      // capped: no candidates at all
+		if err := UpdateDelivery(ctx, pool, d[0].ID, DeliveryMark{Status: StatusSucceeded, Attempt: d[0].Attempts, StatusCode: 204}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take(0)
+}

@@ -21,18 +21,42 @@ type DB interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Batcher is a DB that sends batches, as Claim does: a pool, a connection
+// or a transaction.
+type Batcher interface {
+	DB
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
 // Table describes one outbox-shaped table. Names are constants of this
 // module, never user input, so interpolating them into SQL is safe.
+//
+// Its claim index is built on the due column WHERE status = 'pending' AND
+// the due column IS NOT NULL (migration 00010). The second condition
+// holds for every row a claim can take, and only a statement that bounds
+// the due column implies it: one that names a row by id and status =
+// 'pending' — every mark, release and requeue — cannot, so the planner
+// cannot choose to read the whole claim index for that one row. It did,
+// whenever the statistics said nothing was pending (ANALYZE ran between
+// two backlogs): every mark then read every pending row.
 type Table struct {
 	Name      string // e.g. "email_outbox"
 	DueColumn string // e.g. "next_attempt_at"
 	Returning string // columns the claim returns, e.g. "id, payload, attempts"
 
-	// LegacyNullDue makes rows whose due column is NULL claimable too. Only
-	// webhook_deliveries needs it: pre-P5 rows were written with NULL
-	// next_retry_at (ADR-072 accepted residual), and would otherwise never
-	// be delivered.
+	// LegacyNullDue makes the sweep move rows whose due column is NULL
+	// into the claim window too. Only webhook_deliveries needs it: pre-P5
+	// rows were written with NULL next_retry_at (ADR-072 accepted
+	// residual), and would otherwise never be delivered.
 	LegacyNullDue bool
+
+	// Claimable, if set, is a condition a pending, due row must also meet
+	// to be claimed at all, with {t}. standing for the table's alias
+	// (webhook deliveries: their endpoint is enabled). The window waits
+	// for, and the sweep moves, only such rows: a disabled endpoint's
+	// deliveries wait behind the window without holding it back, and come
+	// back into it with the sweep once the endpoint is enabled.
+	Claimable string
 
 	// LeaseColumn, if set, is a column holding the lease alone (the due
 	// column holds a retry's back-off too): Release clears it, so a
@@ -41,7 +65,8 @@ type Table struct {
 	LeaseColumn string
 }
 
-// ClaimSQL is the claim statement: $1 = batch size, $2 = lease.
+// ClaimSQL is the claim statement: $1 = batch size, $2 = lease, $3 = the
+// window's edge (Window.Low).
 //
 // It is one statement, so it is its own short transaction and commits
 // before the caller sends anything. SKIP LOCKED lets concurrent claimers
@@ -50,7 +75,7 @@ type Table struct {
 // here and nowhere else, so a claim-then-crash row still advances toward
 // failed.
 func (t Table) ClaimSQL() string {
-	due, order := t.Due("")
+	due, order := t.Due("", "$3")
 	// id = ANY (ARRAY(…)) rather than id IN (…): the planner cannot turn
 	// it into a join, so the update finds its rows by primary key however
 	// large the batch. As a semi-join, a claim of a few hundred rows (one
@@ -60,42 +85,91 @@ func (t Table) ClaimSQL() string {
 	return fmt.Sprintf(`UPDATE %[1]s SET attempts = attempts + 1, %[2]s = now() + $2::interval
 WHERE id = ANY (ARRAY(
 	SELECT id FROM %[1]s
-	WHERE status = 'pending' AND %[3]s
+	WHERE status = 'pending' AND %[3]s%[6]s
 	ORDER BY %[5]s
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED))
-RETURNING %[4]s`, t.Name, t.DueColumn, due, t.Returning, order)
+RETURNING %[4]s`, t.Name, t.DueColumn, due, t.Returning, order, t.claimable(""))
+}
+
+// NextSQL reads, after a claim in the same transaction, the database's
+// now() and the due time of the first row in the window from edge $1 that
+// is still claimable and due (NULL when there is none): one the claim left
+// for want of room in its batch, one another transaction held locked, one
+// webhook admission held back. The window's edge stops there (Advance).
+func (t Table) NextSQL() string {
+	due, order := t.Due("", "$1")
+	return fmt.Sprintf(`SELECT now(), (SELECT %[2]s FROM %[1]s
+	WHERE status = 'pending' AND %[3]s%[5]s
+	ORDER BY %[4]s LIMIT 1)`, t.Name, t.DueColumn, due, order, t.claimable(""))
+}
+
+// claimable is Claimable as an extra condition, qualified by alias.
+func (t Table) claimable(alias string) string {
+	if t.Claimable == "" {
+		return ""
+	}
+	c := t.Claimable
+	if alias != "" {
+		c = strings.ReplaceAll(c, "{t}", alias)
+	} else {
+		c = strings.ReplaceAll(c, "{t}.", "")
+	}
+	return " AND " + c
 }
 
 // Due is the claim's "due" predicate and its order, for t's due column
-// qualified by alias (none when ""): ClaimSQL's, and that of a claim that
-// joins the table to another (webhook deliveries to their endpoints).
-func (t Table) Due(alias string) (due, order string) {
+// qualified by alias (none when ""), from the window edge in parameter
+// low (none when ""): ClaimSQL's, and that of a claim that joins the table
+// to another (webhook deliveries to their endpoints). It bounds the due
+// column, so it implies the claim index's predicate (see Table), and it
+// reads the index in order from the edge.
+func (t Table) Due(alias, low string) (due, order string) {
 	col := t.DueColumn
 	if alias != "" {
 		col = alias + "." + col
 	}
-	due, order = fmt.Sprintf("%s <= now()", col), col
-	if t.LegacyNullDue {
-		// The legacy branch; its table's claim index is built NULLS FIRST
-		// to match. Elsewhere the due column is NOT NULL and the plain
-		// ascending order is what lets the claim read its partial index
-		// instead of sorting every due row per batch.
-		due = fmt.Sprintf("(%s <= now() OR %s IS NULL)", col, col)
-		order += " NULLS FIRST"
+	due = col + " <= now()"
+	if low != "" {
+		due = fmt.Sprintf("%s >= %s::timestamptz AND %s", col, low, due)
 	}
-	return due, order
+	return due, col
 }
 
-// Claim runs ClaimSQL and scans each returned row with scan.
-func Claim[T any](ctx context.Context, db DB, t Table, n int, lease time.Duration, scan pgx.RowToFunc[T]) ([]T, error) {
-	rows, err := db.Query(ctx, t.ClaimSQL(), n, lease)
+// Claim runs ClaimSQL from w's edge (the table's start when w is nil) and
+// scans each returned row with scan, then moves w's edge to what NextSQL
+// found. Both run in one implicit transaction (a batch), so NextSQL sees
+// the claim's own leases and shares its now().
+func Claim[T any](ctx context.Context, db Batcher, t Table, w *Window, n int, lease time.Duration, scan pgx.RowToFunc[T]) ([]T, error) {
+	edge := w.Low()
+	b := &pgx.Batch{}
+	b.Queue(t.ClaimSQL(), n, lease, edge)
+	if w != nil {
+		b.Queue(t.NextSQL(), edge)
+	}
+	br := db.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("claim %s: %w", t.Name, err)
 	}
 	claimed, err := pgx.CollectRows(rows, scan)
 	if err != nil {
 		return nil, fmt.Errorf("claim %s: %w", t.Name, err)
+	}
+	if w != nil {
+		var now, next time.Time
+		var due *time.Time
+		if err := br.QueryRow().Scan(&now, &due); err != nil {
+			return nil, fmt.Errorf("claim %s: %w", t.Name, err)
+		}
+		if err := br.Close(); err != nil {
+			return nil, fmt.Errorf("claim %s: %w", t.Name, err)
+		}
+		if due != nil {
+			next = *due
+		}
+		w.Advance(now, next)
 	}
 	return claimed, nil
 }
@@ -113,13 +187,7 @@ func Release(ctx context.Context, db DB, t Table, ids []string, why string, logg
 	}
 	ctx, cancel := MarkContext(ctx)
 	defer cancel()
-	set := t.DueColumn + " = now()"
-	if t.LeaseColumn != "" {
-		set += ", " + t.LeaseColumn + " = NULL"
-	}
-	tag, err := db.Exec(ctx, fmt.Sprintf(
-		`UPDATE %s SET %s WHERE id = ANY($1::uuid[]) AND status = 'pending'`,
-		t.Name, set), ids)
+	tag, err := db.Exec(ctx, t.ReleaseSQL(), ids)
 	if err != nil {
 		logger.Error("releasing unstarted rows failed; they wait out their lease",
 			"outbox", t.Name, "rows", ids, "reason", why, "error", err.Error())
@@ -127,6 +195,20 @@ func Release(ctx context.Context, db DB, t Table, ids []string, why string, logg
 	}
 	logger.Info("released unstarted rows", "outbox", t.Name, "rows", ids, "released", tag.RowsAffected(), "reason", why)
 	return tag.RowsAffected(), nil
+}
+
+// ReleaseSQL is Release's statement: $1 = the rows' ids.
+func (t Table) ReleaseSQL() string {
+	set := t.DueColumn + " = now()"
+	if t.LeaseColumn != "" {
+		set += ", " + t.LeaseColumn + " = NULL"
+	}
+	return fmt.Sprintf(`UPDATE %s SET %s WHERE id = ANY($1::uuid[]) AND status = 'pending'`, t.Name, set)
+}
+
+// LandedSQL is Landed's statement: $1 = the row's id.
+func (t Table) LandedSQL() string {
+	return fmt.Sprintf(`SELECT status FROM %s WHERE id = $1`, t.Name)
 }
 
 // MarkContext detaches a mark from its caller's cancellation and bounds it
@@ -212,16 +294,30 @@ func Landed(ctx context.Context, db DB, t Table, id, status string) bool {
 	ctx, cancel := MarkContext(ctx)
 	defer cancel()
 	var got string
-	err := db.QueryRow(ctx, fmt.Sprintf(`SELECT status FROM %s WHERE id = $1`, t.Name), id).Scan(&got)
+	err := db.QueryRow(ctx, t.LandedSQL(), id).Scan(&got)
 	return err == nil && got == status
+}
+
+// Pending is the predicate of every pending row of t, phrased so that the
+// planner reads the claim index (and the legacy rows' own) rather than the
+// whole table: status = 'pending' alone implies neither index's predicate.
+func (t Table) Pending() string {
+	p := fmt.Sprintf("status = 'pending' AND %s IS NOT NULL", t.DueColumn)
+	if t.LegacyNullDue {
+		p = fmt.Sprintf("status = 'pending' AND (%[1]s IS NOT NULL OR %[1]s IS NULL)", t.DueColumn)
+	}
+	return p
 }
 
 // ReadDue reads how many pending rows of t are due now and how long the
 // oldest of them has been due (zero when none is). The claim's partial
-// index serves it, so it is cheap enough for every scrape and every
-// console sample.
+// index serves it (and, for the legacy rows with no due time, theirs), so
+// it is cheap enough for every scrape and every console sample.
 func (t Table) ReadDue(ctx context.Context, db DB) (due int64, oldest time.Duration, err error) {
-	cond, _ := t.Due("")
+	cond := t.DueColumn + " <= now()"
+	if t.LegacyNullDue {
+		cond = fmt.Sprintf("(%s OR %s IS NULL)", cond, t.DueColumn)
+	}
 	var secs float64
 	err = db.QueryRow(ctx, fmt.Sprintf(`SELECT count(*),
 		COALESCE(EXTRACT(EPOCH FROM now() - min(COALESCE(%s, created_at))), 0)::float8

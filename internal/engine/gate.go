@@ -88,6 +88,24 @@ func (g Gate) Run(ctx context.Context, pass func(ctx context.Context) error) err
 	return err
 }
 
+// Take takes the gate for its lease and keeps it, running nothing and
+// releasing nothing: one Take succeeds per Lease across the pool, which
+// makes the gate a pool-wide schedule (the sweep's). false with no error
+// means another holder's lease has not run out.
+func (g Gate) Take(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, gateStatementTimeout)
+	defer cancel()
+	var got string
+	err := g.DB.QueryRow(ctx, acquireGateSQL, g.Name, g.Owner+"/"+token(), g.Lease).Scan(&got)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("gate %s: take: %w", g.Name, err)
+	}
+	return true, nil
+}
+
 // gateStatementTimeout bounds each gate statement.
 const gateStatementTimeout = 5 * time.Second
 

@@ -102,3 +102,24 @@ func TestGate_LostLeaseCancelsThePass(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Take is a pool-wide schedule: one taker per lease, the next once the
+// lease has run out, and nothing to release.
+func TestGate_TakeOncePerLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	a := engine.Gate{DB: pool, Name: "email_outbox_sweep", Owner: "replica-a", Lease: 300 * time.Millisecond}
+	b := a
+	b.Owner = "replica-b"
+	if ok, err := a.Take(ctx); !ok || err != nil {
+		t.Fatalf("first take: %v, %v", ok, err)
+	}
+	if ok, err := b.Take(ctx); ok || err != nil {
+		t.Fatalf("a second take within the lease: %v, %v; want false", ok, err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if ok, err := b.Take(ctx); !ok || err != nil {
+		t.Fatalf("a take after the lease: %v, %v", ok, err)
+	}
+}

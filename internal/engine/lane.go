@@ -26,6 +26,12 @@ const (
 
 	// DefaultHotFor is how long a Lane stays hot after activity.
 	DefaultHotFor = 2 * time.Second
+
+	// DefaultSweepEvery is how often a Sweeper's sweep runs, pool-wide
+	// when the Lane has a SweepGate: the longest a row committed behind
+	// the claim window (its transaction ran for more than the window's
+	// margin) waits for the sweep to move it into the window.
+	DefaultSweepEvery = 5 * time.Second
 )
 
 // Unit is claimed work that runs on its own goroutine while holding one
@@ -57,6 +63,19 @@ type Source interface {
 	Claim(ctx context.Context, n int) (Claim, error)
 }
 
+// Sweeper is a Source whose claims start at a window's edge rather than at
+// the start of its table's claim index (claim.Window): the rows that can
+// become due behind the edge — a transaction that committed long after it
+// began, a due time written in the past — are moved into the window by
+// Sweep, which the Lane runs at the start of every Run and every
+// SweepEvery, on a goroutine of its own, so a slow sweep never holds a
+// claim back.
+type Sweeper interface {
+	// Sweep moves the rows due behind the window into it and says how
+	// many, and the first few ids.
+	Sweep(ctx context.Context) (rows int, first []string, err error)
+}
+
 // LaneConfig configures a Lane. Source and Slots are required.
 type LaneConfig struct {
 	Name   string // the table, for logs
@@ -70,6 +89,13 @@ type LaneConfig struct {
 	// Poll, HotPoll and HotFor: zero means DefaultPoll, DefaultHotPoll
 	// and DefaultHotFor.
 	Poll, HotPoll, HotFor time.Duration
+
+	// SweepEvery is how often a Sweeper Source is swept; zero means
+	// DefaultSweepEvery. SweepGate, if set, makes it pool-wide: a sweep
+	// runs only where SweepGate.Take succeeds, at most once per its Lease
+	// across every replica (one sweep covers every lane: see claim.Sweep).
+	SweepEvery time.Duration
+	SweepGate  *Gate
 
 	// Refill is how many free slots a Lane with a backlog waits for before
 	// its next claim, so that one claim serves many units, the way River's
@@ -104,6 +130,9 @@ func NewLane(cfg LaneConfig) *Lane {
 	}
 	if cfg.Refill <= 0 {
 		cfg.Refill = max(cfg.Slots.Cap()/8, 1)
+	}
+	if cfg.SweepEvery <= 0 {
+		cfg.SweepEvery = DefaultSweepEvery
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -151,6 +180,14 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 	defer context.AfterFunc(l.stopCtx, cancel)()
 
 	r := &run{lane: l, ctx: ctx}
+	if s, ok := l.cfg.Source.(Sweeper); ok {
+		if opts.UntilIdle {
+			// A drain takes what is due, late rows too, and then ends.
+			l.sweep(claimCtx, s)
+		} else {
+			r.wg.Go(func() { l.sweepEvery(claimCtx, s) })
+		}
+	}
 	var (
 		errs     []error
 		due      = true // claim at once: rows may be waiting since before this run
@@ -214,6 +251,43 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		}
 	}
 	return r.wait(), errors.Join(errs...)
+}
+
+// sweepEvery sweeps s at once and then every SweepEvery until ctx ends.
+func (l *Lane) sweepEvery(ctx context.Context, s Sweeper) {
+	ticker := time.NewTicker(l.cfg.SweepEvery)
+	defer ticker.Stop()
+	for {
+		l.sweep(ctx, s)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// sweep runs one sweep, if the gate (when there is one) says it is this
+// lane's turn. Errors are logged: the next sweep tries again.
+func (l *Lane) sweep(ctx context.Context, s Sweeper) {
+	if g := l.cfg.SweepGate; g != nil {
+		ok, err := g.Take(ctx)
+		if err != nil && ctx.Err() == nil {
+			l.logger.Warn("sweep gate failed; sweeping at the next interval", "outbox", l.cfg.Name, "error", err.Error())
+		}
+		if !ok {
+			return
+		}
+	}
+	n, first, err := s.Sweep(ctx)
+	l.cfg.Metrics.Swept(l.cfg.Name, n)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		l.logger.Warn("sweep failed; sweeping at the next interval", "outbox", l.cfg.Name, "moved", n, "error", err.Error())
+	case n > 0:
+		l.logger.Info("swept rows due behind the claim window into it (committed late, or due in the past)",
+			"outbox", l.cfg.Name, "moved", n, "rows", first)
+	}
 }
 
 // run is one Run's units in flight and their tally.

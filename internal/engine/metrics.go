@@ -15,10 +15,11 @@ import (
 //	postbox_stale_marks_total{outbox}  CAS marks dropped: the row was no longer pending
 //	postbox_mark_errors_total{outbox}  marks that could not run (the row waits out its lease)
 //	postbox_panics_total{outbox}       panics recovered in delivery goroutines (their rows recorded)
+//	postbox_swept_total{outbox}        rows the sweep moved into the claim window (committed late, or due in the past)
 //
 // A nil *Metrics records nothing.
 type Metrics struct {
-	claimed, released, stale, markErrors, panics *prometheus.CounterVec
+	claimed, released, stale, markErrors, panics, swept *prometheus.CounterVec
 }
 
 // The tables, for the outbox label.
@@ -44,11 +45,12 @@ func MetricsFor(reg prometheus.Registerer) *Metrics {
 		stale:      vec("postbox_stale_marks_total", "CAS marks dropped because the row was no longer pending, by outbox table."),
 		markErrors: vec("postbox_mark_errors_total", "Marks that could not run (the row is retried when its lease expires), by outbox table."),
 		panics:     vec("postbox_panics_total", "Panics recovered in delivery goroutines (their rows recorded), by outbox table."),
+		swept:      vec("postbox_swept_total", "Rows the sweep moved into the claim window (their transaction committed long after it began, or their due time was in the past), by outbox table."),
 	}
 	if actual, loaded := registered.LoadOrStore(reg, m); loaded {
 		return actual.(*Metrics)
 	}
-	for _, c := range []*prometheus.CounterVec{m.claimed, m.released, m.stale, m.markErrors, m.panics} {
+	for _, c := range []*prometheus.CounterVec{m.claimed, m.released, m.stale, m.markErrors, m.panics, m.swept} {
 		reg.MustRegister(c)
 		for _, o := range outboxes {
 			c.WithLabelValues(o) // every series exists from the start, at zero
@@ -72,6 +74,11 @@ func (m *Metrics) Claimed(outbox string, n int) {
 // Released counts n claimed rows released unstarted.
 func (m *Metrics) Released(outbox string, n int) {
 	m.add(func(m *Metrics) *prometheus.CounterVec { return m.released }, outbox, n)
+}
+
+// Swept counts n rows the sweep moved into the claim window.
+func (m *Metrics) Swept(outbox string, n int) {
+	m.add(func(m *Metrics) *prometheus.CounterVec { return m.swept }, outbox, n)
 }
 
 // Stale counts a dropped CAS mark.

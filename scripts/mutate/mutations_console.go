@@ -160,8 +160,8 @@ func init() {
 		Mutation{
 			Name:    "due figures: a legacy delivery with no due time is not due",
 			File:    "internal/claim/claim.go",
-			Find:    `due = fmt.Sprintf("(%s <= now() OR %s IS NULL)", col, col)`,
-			Replace: `due = fmt.Sprintf("(%s <= now())", col)`,
+			Find:    `cond = fmt.Sprintf("(%s OR %s IS NULL)", cond, t.DueColumn)`,
+			Replace: `cond = fmt.Sprintf("(%s)", cond)`,
 			Pkg:     "./internal/backlog/",
 			Test:    "TestReadFigures",
 		},

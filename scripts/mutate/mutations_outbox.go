@@ -209,15 +209,15 @@ func init() {
 	register(Mutation{
 		Name:    "outbox claim: order NULLS FIRST on a NOT NULL due column (sorts every due row per batch)",
 		File:    "internal/claim/claim.go",
-		Find:    "due, order = fmt.Sprintf(\"%s <= now()\", col), col",
-		Replace: "due, order = fmt.Sprintf(\"%s <= now()\", col), col+\" NULLS FIRST\"",
+		Find:    "\treturn due, col\n",
+		Replace: "\treturn due, col + \" NULLS FIRST\"\n",
 		Pkg:     "./outbox/",
 		Test:    "TestClaim_ReadsItsPartialIndex",
 	}, Mutation{
 		Name:    "outbox claim: rows found by a semi-join (a sequential scan for a multi-batch claim)",
 		File:    "internal/claim/claim.go",
-		Find:    "WHERE id = ANY (ARRAY(\n\tSELECT id FROM %[1]s\n\tWHERE status = 'pending' AND %[3]s\n\tORDER BY %[5]s\n\tLIMIT $1\n\tFOR UPDATE SKIP LOCKED))",
-		Replace: "WHERE id IN (\n\tSELECT id FROM %[1]s\n\tWHERE status = 'pending' AND %[3]s\n\tORDER BY %[5]s\n\tLIMIT $1\n\tFOR UPDATE SKIP LOCKED)",
+		Find:    "WHERE id = ANY (ARRAY(\n\tSELECT id FROM %[1]s\n\tWHERE status = 'pending' AND %[3]s%[6]s\n\tORDER BY %[5]s\n\tLIMIT $1\n\tFOR UPDATE SKIP LOCKED))",
+		Replace: "WHERE id IN (\n\tSELECT id FROM %[1]s\n\tWHERE status = 'pending' AND %[3]s%[6]s\n\tORDER BY %[5]s\n\tLIMIT $1\n\tFOR UPDATE SKIP LOCKED)",
 		Pkg:     "./outbox/",
 		Test:    "TestClaim_ReadsItsPartialIndex",
 	}, Mutation{

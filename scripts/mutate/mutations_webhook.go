@@ -366,8 +366,8 @@ func init() {
 		Mutation{
 			Name:    "webhook outbox: failure mark without its status = 'pending' guard",
 			File:    "webhook/outbox.go",
-			Find:    "ELSE next_attempt_at END\nWHERE id = $1 AND status = 'pending'`, row.ID, msg, retry, wait)",
-			Replace: "ELSE next_attempt_at END\nWHERE id = $1`, row.ID, msg, retry, wait)",
+			Find:    "ELSE next_attempt_at END\nWHERE id = $1 AND status = 'pending'`",
+			Replace: "ELSE next_attempt_at END\nWHERE id = $1`",
 			Pkg:     pkg,
 			Test:    "TestOutboxFailureMark_StaleIsDroppedNotRetried",
 		},

@@ -53,6 +53,13 @@ func (r *recorder) QueryRow(ctx context.Context, sql string, args ...any) pgx.Ro
 	return r.DB.QueryRow(ctx, sql, args...)
 }
 
+func (r *recorder) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	for _, q := range b.QueuedQueries {
+		r.note(q.SQL, q.Arguments)
+	}
+	return r.DB.SendBatch(ctx, b)
+}
+
 func (r *recorder) find(substr string) (statement, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -120,7 +127,7 @@ FROM generate_series(1, $1::int) AS i`, explainRows, subject, r.body); err != ni
 		// Drain claims for every free batch slot in one statement: the
 		// same SQL with a larger LIMIT, the case a semi-join plans badly.
 		{fmt.Sprintf("claim (%d pending rows, Drain with %d free batch slots)", explainRows, r.opts.Concurrency),
-			claimStmt, []any{r.opts.Concurrency * d.Leases().BatchSize, claimStmt.args[1]}},
+			claimStmt, []any{r.opts.Concurrency * d.Leases().BatchSize, claimStmt.args[1], claimStmt.args[2]}},
 		{"dispatched mark (CAS on one pending row)", markStmt, markArgs},
 	} {
 		plan, err := explainRolledBack(ctx, pool, e.stmt.sql, e.args)

@@ -1,0 +1,109 @@
+package claim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// roundRows bounds one statement of a sweep: a round's rows stay locked
+// until it commits.
+const roundRows = 1000
+
+// SweepSQL moves up to $3 pending rows due in [$1, $2) — behind a window
+// whose edge is $2 — to now(), in front of every window's edge, so that
+// the next claims take them; it returns their ids and the newest due time
+// it moved, where the next round starts. It changes only the due column:
+// attempts and every mark stay the claim's. A row locked elsewhere (being
+// claimed or marked) is skipped, not waited for. Every pending row behind
+// an edge is due (a lease or a back-off is a due time in front of it).
+func (t Table) SweepSQL() string {
+	return fmt.Sprintf(`WITH picked AS MATERIALIZED (
+	SELECT id, %[2]s AS due FROM %[1]s
+	WHERE status = 'pending' AND %[2]s >= $1::timestamptz AND %[2]s < $2::timestamptz%[3]s
+	ORDER BY %[2]s
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED)
+UPDATE %[1]s SET %[2]s = now()
+WHERE id = ANY (ARRAY(SELECT id FROM picked))
+RETURNING id::text, (SELECT max(due) FROM picked)`, t.Name, t.DueColumn, t.claimable(""))
+}
+
+// legacySweepSQL moves up to $1 pending rows whose due column is NULL into
+// the window (LEGACY BRANCH, see Table.LegacyNullDue). Its partial index
+// (webhook_deliveries_legacy_due_idx) holds only such rows: none, once the
+// last pre-P5 delivery is resolved.
+func (t Table) legacySweepSQL() string {
+	return fmt.Sprintf(`UPDATE %[1]s SET %[2]s = now()
+WHERE id = ANY (ARRAY(
+	SELECT id FROM %[1]s WHERE status = 'pending' AND %[2]s IS NULL%[3]s
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED))
+RETURNING id::text, now()`, t.Name, t.DueColumn, t.claimable(""))
+}
+
+// Swept is what one Sweep moved into the window.
+type Swept struct {
+	Rows  int
+	First []string // the first few ids, for the log line
+}
+
+// Sweep moves every pending row of t due behind w's edge — a row whose
+// transaction committed long after it began, or written with a due time in
+// the past — and, with LegacyNullDue, every row with no due time, to
+// now(), so that w's next claims (and every other lane's) take them. It is
+// the window's backstop, run at an interval (engine.Lane), not on the
+// claim's path: under a held snapshot it walks the dead index entries
+// behind the edge that the claims skip. Each round is its own short
+// statement.
+func Sweep(ctx context.Context, db DB, t Table, w *Window) (Swept, error) {
+	var out Swept
+	note := func(ids []string) {
+		out.Rows += len(ids)
+		if room := 10 - len(out.First); room > 0 {
+			out.First = append(out.First, ids[:min(len(ids), room)]...)
+		}
+	}
+	if edge := w.Low(); !edge.IsZero() {
+		from := time.Time{}
+		for {
+			ids, next, err := sweepRound(ctx, db, t.SweepSQL(), from, edge, roundRows)
+			if err != nil {
+				return out, fmt.Errorf("sweep %s: %w", t.Name, err)
+			}
+			note(ids)
+			if len(ids) < roundRows {
+				break
+			}
+			from = next
+		}
+	}
+	if t.LegacyNullDue {
+		for {
+			ids, _, err := sweepRound(ctx, db, t.legacySweepSQL(), roundRows)
+			if err != nil {
+				return out, fmt.Errorf("sweep %s: %w", t.Name, err)
+			}
+			note(ids)
+			if len(ids) < roundRows {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+func sweepRound(ctx context.Context, db DB, sql string, args ...any) (ids []string, next time.Time, err error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, next, err
+	}
+	var id string
+	_, err = pgx.ForEachRow(rows, []any{&id, &next}, func() error {
+		ids = append(ids, id)
+		return nil
+	})
+	return ids, next, err
+}

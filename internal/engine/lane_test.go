@@ -1,0 +1,65 @@
+package engine_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/postbox/postbox/internal/engine"
+)
+
+// sweptSource claims nothing and counts its sweeps, and the claims made
+// before the first sweep.
+type sweptSource struct {
+	sweeps, claimsBeforeSweep atomic.Int32
+}
+
+func (s *sweptSource) Claim(context.Context, int) (engine.Claim, error) {
+	if s.sweeps.Load() == 0 {
+		s.claimsBeforeSweep.Add(1)
+	}
+	return engine.Claim{}, nil
+}
+
+func (s *sweptSource) Sweep(context.Context) (int, []string, error) {
+	s.sweeps.Add(1)
+	return 0, nil, nil
+}
+
+// A Lane sweeps a Sweeper when a Run starts and every SweepEvery while it
+// runs.
+func TestLane_SweepsAtStartAndEveryInterval(t *testing.T) {
+	t.Parallel()
+	src := &sweptSource{}
+	lane := engine.NewLane(engine.LaneConfig{Name: "t", Source: src, Slots: engine.NewSlots(1), SweepEvery: 10 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = lane.Run(ctx, engine.RunOptions{})
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for src.sweeps.Load() < 3 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if n := src.sweeps.Load(); n < 3 {
+		t.Fatalf("%d sweeps in 30 s at a 10 ms interval", n)
+	}
+}
+
+// A drain sweeps once, before its first claim, so it takes the rows the
+// sweep moved into the window, and returns when idle.
+func TestLane_DrainSweepsFirst(t *testing.T) {
+	t.Parallel()
+	src := &sweptSource{}
+	lane := engine.NewLane(engine.LaneConfig{Name: "t", Source: src, Slots: engine.NewSlots(1)})
+	if _, err := lane.Run(context.Background(), engine.RunOptions{UntilIdle: true}); err != nil {
+		t.Fatal(err)
+	}
+	if src.sweeps.Load() != 1 || src.claimsBeforeSweep.Load() != 0 {
+		t.Fatalf("%d sweeps, %d claims before the first; want one sweep, first", src.sweeps.Load(), src.claimsBeforeSweep.Load())
+	}
+}

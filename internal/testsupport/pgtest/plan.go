@@ -1,0 +1,112 @@
+package pgtest
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Querier is what the plan helpers need: a pool or a connection.
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Plan returns the planner's plan of sql with args, as EXPLAIN prints
+// it, without running the statement.
+func Plan(t testing.TB, db Querier, sql string, args ...any) string {
+	t.Helper()
+	rows, err := db.Query(context.Background(), "EXPLAIN "+sql, args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN %s: %v", firstLine(sql), err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("EXPLAIN %s: %v", firstLine(sql), err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// IndexEntriesRead runs fn in a transaction it rolls back and returns how
+// many entries of index fn's statements read, dead ones included
+// (pg_stat_get_xact_tuples_returned): the work an index scan does,
+// counted, where a duration would depend on how busy the machine is.
+func IndexEntriesRead(t testing.TB, db Querier, index string, fn func(ctx context.Context, tx pgx.Tx) error) int64 {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var before, after int64
+	const read = `SELECT pg_stat_get_xact_tuples_returned($1::regclass)`
+	if err := tx.QueryRow(ctx, read, index).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+	if err := fn(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.QueryRow(ctx, read, index).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	return after - before
+}
+
+func firstLine(sql string) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(sql), "\n")
+	return line
+}
+
+// Statement is one SQL statement that names rows of Table by id, with
+// arguments to plan it with.
+type Statement struct {
+	Name, Table, SQL string
+	Args             []any
+}
+
+// RequireKeyLookups runs RequireKeyLookup for each statement, each in a
+// parallel subtest of its name.
+func RequireKeyLookups(t *testing.T, db Querier, stmts []Statement) {
+	t.Helper()
+	for _, s := range stmts {
+		t.Run(s.Name, func(t *testing.T) {
+			t.Parallel()
+			RequireKeyLookup(t, db, s.Table, s.SQL, s.Args...)
+		})
+	}
+}
+
+// RequireKeyLookup fails t unless the plan of sql finds its rows of table
+// through table's primary key: no other index of table, and no sequential
+// scan of it, appears in the plan.
+func RequireKeyLookup(t testing.TB, db Querier, table, sql string, args ...any) {
+	t.Helper()
+	plan := Plan(t, db, sql, args...)
+	rows, err := db.Query(context.Background(), `SELECT indexrelid::regclass::text, indisprimary FROM pg_index WHERE indrelid = $1::regclass`, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		name    string
+		primary bool
+		keyed   bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&name, &primary}, func() error {
+		switch {
+		case primary:
+			keyed = keyed || strings.Contains(plan, " "+name+" ")
+		case strings.Contains(plan, " "+name+" "):
+			t.Errorf("%s reads %s, not the primary key:\n%s", firstLine(sql), name, plan)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !keyed || strings.Contains(plan, "Seq Scan on "+table+" ") {
+		t.Errorf("%s does not find its rows of %s by primary key:\n%s", firstLine(sql), table, plan)
+	}
+}
