@@ -37,7 +37,7 @@ var deliveriesTable = claim.Table{
 	// A disabled endpoint's deliveries are never claimed: they wait
 	// behind the claim window without holding it back, and the sweep
 	// brings them into it once the endpoint is enabled.
-	Claimable: "EXISTS (SELECT 1 FROM webhook_endpoints ep WHERE ep.id = {t}.endpoint_id AND ep.enabled)",
+	Claimable: "EXISTS (SELECT 1 FROM webhook_endpoints ep WHERE ep.id = webhook_deliveries.endpoint_id AND ep.enabled)",
 }
 
 type claimedDelivery struct {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox/postbox/internal/claim"
 )
 
 // Pool-wide admission: the per-endpoint rate limit and in-flight cap, and
@@ -197,8 +199,17 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
 
 	edge := p.retryWindow.Low()
-	rows, err := tx.Query(ctx, claimCandidatesSQL, n, p.cfg.BreakerFailures, edge)
+	b := &pgx.Batch{}
+	b.Queue(claim.IndexOnlySQL) // for the whole claim: see there
+	b.Queue(claimCandidatesSQL, n, p.cfg.BreakerFailures, edge)
+	br := tx.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, 0, wrapClaim(err)
+	}
+	rows, err := br.Query()
 	if err != nil {
+		br.Close()
 		return nil, 0, wrapClaim(err)
 	}
 	cands, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (candidate, error) {
@@ -206,6 +217,9 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 		err := row.Scan(&c.id, &c.endpointID, &c.admission)
 		return c, err
 	})
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
 		return nil, 0, wrapClaim(err)
 	}

@@ -2,6 +2,7 @@ package backlog
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,36 @@ func TestReadFigures(t *testing.T) {
 		if f.Pending != w.pending || f.Due != w.due || f.Failed != w.failed ||
 			f.OldestDue < w.oldest || f.OldestDue > w.oldest+10*time.Second {
 			t.Errorf("%s: %+v, want %+v", f.Outbox, f, w)
+		}
+	}
+}
+
+// The figures are read at every scrape, on tables that keep every sent
+// email: each count and the due figures read their partial indexes, never
+// the whole table, whatever the statistics say.
+func TestReadFigures_ReadThePartialIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	for _, sql := range []string{
+		`INSERT INTO email_outbox (payload, status, dispatched_at)
+SELECT '{"to":"a@example.com","subject":"s","text":"t"}', 'dispatched', now() FROM generate_series(1, 20000)`,
+		`INSERT INTO webhook_outbox (event_type, payload, status, dispatched_at) SELECT 't', '{}', 'dispatched', now() FROM generate_series(1, 20000)`,
+		`INSERT INTO webhook_endpoints (url, secret) VALUES ('https://h.example.com', 'whsec_MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTIz')`,
+		`INSERT INTO webhook_events (event_type, payload) SELECT 't', '{}' FROM generate_series(1, 20000)`,
+		`INSERT INTO webhook_deliveries (event_id, endpoint_id, status, next_retry_at, delivered_at)
+SELECT e.id, p.id, 'succeeded', now(), now() FROM webhook_events e, webhook_endpoints p`,
+		`ANALYZE`,
+	} {
+		if _, err := db.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	for _, o := range Tables {
+		for _, sql := range []string{countsSQL(o.Table), o.Table.ReadDueSQL()} {
+			if plan := pgtest.Plan(t, db, sql); strings.Contains(plan, "Seq Scan") {
+				t.Errorf("%s figures scan the table:\n%s", o.Name, plan)
+			}
 		}
 	}
 }

@@ -51,8 +51,8 @@ type Table struct {
 	LegacyNullDue bool
 
 	// Claimable, if set, is a condition a pending, due row must also meet
-	// to be claimed at all, with {t}. standing for the table's alias
-	// (webhook deliveries: their endpoint is enabled). The window waits
+	// to be claimed at all (webhook deliveries: their endpoint is enabled),
+	// on the table by its name. The window waits
 	// for, and the sweep moves, only such rows: a disabled endpoint's
 	// deliveries wait behind the window without holding it back, and come
 	// back into it with the sweep once the endpoint is enabled.
@@ -89,7 +89,7 @@ WHERE id = ANY (ARRAY(
 	ORDER BY %[5]s
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED))
-RETURNING %[4]s`, t.Name, t.DueColumn, due, t.Returning, order, t.claimable(""))
+RETURNING %[4]s`, t.Name, t.DueColumn, due, t.Returning, order, t.claimable())
 }
 
 // NextSQL reads, after a claim in the same transaction, the database's
@@ -101,21 +101,15 @@ func (t Table) NextSQL() string {
 	due, order := t.Due("", "$1")
 	return fmt.Sprintf(`SELECT now(), (SELECT %[2]s FROM %[1]s
 	WHERE status = 'pending' AND %[3]s%[5]s
-	ORDER BY %[4]s LIMIT 1)`, t.Name, t.DueColumn, due, order, t.claimable(""))
+	ORDER BY %[4]s LIMIT 1)`, t.Name, t.DueColumn, due, order, t.claimable())
 }
 
-// claimable is Claimable as an extra condition, qualified by alias.
-func (t Table) claimable(alias string) string {
+// claimable is Claimable as an extra condition.
+func (t Table) claimable() string {
 	if t.Claimable == "" {
 		return ""
 	}
-	c := t.Claimable
-	if alias != "" {
-		c = strings.ReplaceAll(c, "{t}", alias)
-	} else {
-		c = strings.ReplaceAll(c, "{t}.", "")
-	}
-	return " AND " + c
+	return " AND " + t.Claimable
 }
 
 // Due is the claim's "due" predicate and its order, for t's due column
@@ -136,19 +130,34 @@ func (t Table) Due(alias, low string) (due, order string) {
 	return due, col
 }
 
+// IndexOnlySQL makes the rest of its transaction read tables through their
+// indexes: the statements of the claims and the sweep, which run thousands
+// of times on one connection, are planned once for all (a generic plan),
+// and a plan made while a table was new and small — a sequential scan of
+// "ten pages" looks cheaper than the primary key for a list of ids — would
+// read the whole table for every claim once it had grown: under a held
+// snapshot, every dead tuple of it. With sequential scans off the planner
+// takes the index whatever it thinks the table's size is. It is SET LOCAL,
+// so it ends with the transaction, also the implicit one of a batch.
+const IndexOnlySQL = `SET LOCAL enable_seqscan = off`
+
 // Claim runs ClaimSQL from w's edge (the table's start when w is nil) and
 // scans each returned row with scan, then moves w's edge to what NextSQL
-// found. Both run in one implicit transaction (a batch), so NextSQL sees
+// found. All run in one implicit transaction (a batch), so NextSQL sees
 // the claim's own leases and shares its now().
 func Claim[T any](ctx context.Context, db Batcher, t Table, w *Window, n int, lease time.Duration, scan pgx.RowToFunc[T]) ([]T, error) {
 	edge := w.Low()
 	b := &pgx.Batch{}
+	b.Queue(IndexOnlySQL)
 	b.Queue(t.ClaimSQL(), n, lease, edge)
 	if w != nil {
 		b.Queue(t.NextSQL(), edge)
 	}
 	br := db.SendBatch(ctx, b)
 	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, fmt.Errorf("claim %s: %w", t.Name, err)
+	}
 	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("claim %s: %w", t.Name, err)
@@ -314,13 +323,18 @@ func (t Table) Pending() string {
 // index serves it (and, for the legacy rows with no due time, theirs), so
 // it is cheap enough for every scrape and every console sample.
 func (t Table) ReadDue(ctx context.Context, db DB) (due int64, oldest time.Duration, err error) {
+	var secs float64
+	err = db.QueryRow(ctx, t.ReadDueSQL()).Scan(&due, &secs)
+	return due, time.Duration(secs * float64(time.Second)), err
+}
+
+// ReadDueSQL is ReadDue's statement.
+func (t Table) ReadDueSQL() string {
 	cond := t.DueColumn + " <= now()"
 	if t.LegacyNullDue {
 		cond = fmt.Sprintf("(%s OR %s IS NULL)", cond, t.DueColumn)
 	}
-	var secs float64
-	err = db.QueryRow(ctx, fmt.Sprintf(`SELECT count(*),
+	return fmt.Sprintf(`SELECT count(*),
 		COALESCE(EXTRACT(EPOCH FROM now() - min(COALESCE(%s, created_at))), 0)::float8
-		FROM %s WHERE status = 'pending' AND %s`, t.DueColumn, t.Name, cond)).Scan(&due, &secs)
-	return due, time.Duration(secs * float64(time.Second)), err
+		FROM %s WHERE status = 'pending' AND %s`, t.DueColumn, t.Name, cond)
 }

@@ -28,7 +28,7 @@ func (t Table) SweepSQL() string {
 	FOR UPDATE SKIP LOCKED)
 UPDATE %[1]s SET %[2]s = now()
 WHERE id = ANY (ARRAY(SELECT id FROM picked))
-RETURNING id::text, (SELECT max(due) FROM picked)`, t.Name, t.DueColumn, t.claimable(""))
+RETURNING id::text, (SELECT max(due) FROM picked)`, t.Name, t.DueColumn, t.claimable())
 }
 
 // legacySweepSQL moves up to $1 pending rows whose due column is NULL into
@@ -41,7 +41,7 @@ WHERE id = ANY (ARRAY(
 	SELECT id FROM %[1]s WHERE status = 'pending' AND %[2]s IS NULL%[3]s
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED))
-RETURNING id::text, now()`, t.Name, t.DueColumn, t.claimable(""))
+RETURNING id::text, now()`, t.Name, t.DueColumn, t.claimable())
 }
 
 // Swept is what one Sweep moved into the window.
@@ -58,7 +58,7 @@ type Swept struct {
 // claim's path: under a held snapshot it walks the dead index entries
 // behind the edge that the claims skip. Each round is its own short
 // statement.
-func Sweep(ctx context.Context, db DB, t Table, w *Window) (Swept, error) {
+func Sweep(ctx context.Context, db Batcher, t Table, w *Window) (Swept, error) {
 	var out Swept
 	note := func(ids []string) {
 		out.Rows += len(ids)
@@ -95,8 +95,16 @@ func Sweep(ctx context.Context, db DB, t Table, w *Window) (Swept, error) {
 	return out, nil
 }
 
-func sweepRound(ctx context.Context, db DB, sql string, args ...any) (ids []string, next time.Time, err error) {
-	rows, err := db.Query(ctx, sql, args...)
+func sweepRound(ctx context.Context, db Batcher, sql string, args ...any) (ids []string, next time.Time, err error) {
+	b := &pgx.Batch{}
+	b.Queue(IndexOnlySQL)
+	b.Queue(sql, args...)
+	br := db.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, next, err
+	}
+	rows, err := br.Query()
 	if err != nil {
 		return nil, next, err
 	}

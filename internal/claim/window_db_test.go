@@ -197,3 +197,46 @@ VALUES ('cus', '{"to":"a@example.com","subject":"s","text":"t"}', now() + interv
 		t.Fatalf("swept %+v (%v), want nothing", swept, err)
 	}
 }
+
+// TestClaim_ReadsByIndexWhateverThePlanCache: the claim and the sweep run
+// thousands of times on one connection, so Postgres plans them once for
+// all; planned on a table that has never been analyzed (a new install, a
+// truncated table), a sequential scan looks cheaper than the primary key
+// for the claimed ids, and would read the whole table at every claim once
+// it had grown. Neither may scan the table sequentially, even under a
+// generic plan made on a new table.
+func TestClaim_ReadsByIndexWhateverThePlanCache(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO email_outbox (customer_id, payload, next_attempt_at)
+SELECT 'cus', '{"to":"a@example.com","subject":"s","text":"t"}', now() - interval '1 hour' FROM generate_series(1, 10)`); err != nil {
+		t.Fatal(err)
+	}
+	seqScans := func() int64 {
+		var n int64
+		if err := tx.QueryRow(ctx, `SELECT pg_stat_get_xact_numscans('email_outbox'::regclass)`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := seqScans()
+	w := &claim.Window{}
+	if _, err := claim.Claim(ctx, tx, emails, w, 5, time.Hour, pgx.RowTo[string]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claim.Sweep(ctx, tx, emails, w); err != nil {
+		t.Fatal(err)
+	}
+	if n := seqScans() - before; n != 0 {
+		t.Fatalf("the claim and the sweep scanned email_outbox sequentially %d times", n)
+	}
+}
