@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/postbox/postbox/internal/claim"
@@ -105,13 +106,20 @@ func (e *Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, email Email) (string,
 	return id, nil
 }
 
-// newRowID returns a random (version 4) UUID in the form Postgres prints
-// it, so the associated data sealed here matches the id::text the
-// dispatcher reads back.
+// newRowID returns a time-ordered (version 7, RFC 9562) UUID in the form
+// Postgres prints it, so the associated data sealed here matches the
+// id::text the dispatcher reads back. Its first 48 bits are the time in
+// milliseconds, so the row's entries land on the right-hand edge of the
+// primary key and of email_attempts', as postbox_uuidv7() makes them for
+// plain SQL (migration 00011): the rest is random.
 func newRowID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
-	b[6] = b[6]&0x0f | 0x40
+	ms := uint64(time.Now().UnixMilli())
+	for i := range 6 {
+		b[i] = byte(ms >> (40 - 8*i))
+	}
+	b[6] = b[6]&0x0f | 0x70
 	b[8] = b[8]&0x3f | 0x80
 	var out [36]byte
 	hex.Encode(out[0:8], b[0:4])
