@@ -104,10 +104,13 @@ SELECT id, 1, 'sent', dispatched_at FROM email_outbox WHERE status = 'dispatched
 // seedOutboxSQL writes rows $1..$2 of $3: row i was created i/$3 of the
 // way from $4 seconds ago to now, sent a second later, for one of $5
 // customers; every second one belongs to an invoice. The payload is what a
-// sent raw row keeps (the scrub removed only secret keys).
-const seedOutboxSQL = `INSERT INTO email_outbox (kind, customer_id, invoice_id, payload, status, attempts,
+// sent raw row keeps (the scrub removed only secret keys). Its id is the
+// version 7 UUID postbox_uuidv7() made at its creation.
+const seedOutboxSQL = `INSERT INTO email_outbox (id, kind, customer_id, invoice_id, payload, status, attempts,
 	next_attempt_at, created_at, dispatched_at)
-SELECT 'raw', 'cus_' || (hashint4(i) & 2147483647) % $5::int,
+SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
+		PLACING substring(int8send((extract(epoch FROM t) * 1000)::bigint) FROM 3) FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid,
+	'raw', 'cus_' || (hashint4(i) & 2147483647) % $5::int,
 	CASE WHEN i % 2 = 0 THEN 'in_' || i END,
 	jsonb_build_object('to', 'customer' || i || '@example.com', 'subject', $6::text, 'text', $7::text),
 	'dispatched', 1, t, t, t + interval '1 second'
