@@ -231,3 +231,44 @@ func TestRun_LateCommitIsSentAfterTheSweep(t *testing.T) {
 		t.Errorf("Run = %+v, want the late row sent once", res)
 	}
 }
+
+// The same with the shipped figures (a margin of a second, a sweep every
+// 5 s): an application transaction open for 30 s before its COMMIT still
+// has its email sent, once, within about one sweep interval.
+func TestRun_ThirtySecondTransactionIsSent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("holds a transaction open for 30 s")
+	}
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	sender := newFakeSender(nil)
+	d := newDispatcher(t, pool, sender)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	ran := make(chan Tally, 1)
+	go func() {
+		res, _ := d.Run(runCtx, time.Hour)
+		ran <- res
+	}()
+	late, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = late.Rollback(ctx) }()
+	id, err := Enqueue(ctx, late, Email{Payload: Payload{To: "ada@example.com", Subject: "Hi", Text: "Hello"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Second)
+	if err := late.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	committed := time.Now()
+	waitFor(t, func() bool { return sender.callsFor(id) == 1 })
+	t.Logf("sent %s after its commit", time.Since(committed).Round(time.Millisecond))
+	d.Stop()
+	if res := <-ran; res.Sent != 1 {
+		t.Errorf("Run = %+v, want the row sent once", res)
+	}
+}

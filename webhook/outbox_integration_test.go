@@ -191,3 +191,45 @@ func TestOutbox_ProcessBatch_ConcurrentClaimersDisjoint(t *testing.T) {
 		t.Errorf("events for %d distinct rows, want 10", n)
 	}
 }
+
+// A webhook_outbox row whose transaction committed long after it began is
+// behind the outbox lane's claim window: claims pass it by until the
+// sweep moves it into the window.
+func TestOutbox_LateCommitIsClaimedAfterTheSweep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, nil)
+	p.outboxWindow.Margin = 20 * time.Millisecond
+	late, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = late.Rollback(ctx) }()
+	if _, err := late.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('invoice.paid', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	src := outboxSource{p}
+	claimed := func() int {
+		t.Helper()
+		c, err := p.claimOutbox(ctx, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Rows
+	}
+	claimed() // the edge passes the row's due time
+	if err := late.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := claimed(); n != 0 {
+		t.Fatalf("claimed %d rows from behind the window's edge", n)
+	}
+	if n, _, err := src.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("the sweep moved %d (%v), want the late row", n, err)
+	}
+	if n := claimed(); n != 1 {
+		t.Fatalf("after the sweep claimed %d, want the late row", n)
+	}
+}
