@@ -198,7 +198,7 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
 
-	edge := p.retryWindow.Low()
+	edge, token := p.retryWindow.Start()
 	b := &pgx.Batch{}
 	b.Queue(claim.IndexOnlySQL) // for the whole claim: see there
 	b.Queue(claimCandidatesSQL, n, p.cfg.BreakerFailures, edge)
@@ -231,7 +231,7 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 	// With or without candidates, the edge moves only up to what admission
 	// holds back: a capped, paused or tokenless endpoint's deliveries are
 	// due the moment it opens.
-	advance, err := p.nextInRetryWindow(ctx, tx, edge)
+	advance, err := p.nextInRetryWindow(ctx, tx, edge, token)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -308,7 +308,7 @@ func (p *Dispatcher) admit(ctx context.Context, tx pgx.Tx, cands []candidate, le
 // claim held locked — or to Margin behind now (claim.Window.Advance). The
 // caller moves it once the claim has committed: a claim rolled back leaves
 // its rows due behind where the edge would have gone.
-func (p *Dispatcher) nextInRetryWindow(ctx context.Context, tx pgx.Tx, edge time.Time) (advance func(), err error) {
+func (p *Dispatcher) nextInRetryWindow(ctx context.Context, tx pgx.Tx, edge time.Time, token uint64) (advance func(), err error) {
 	var now time.Time
 	var due *time.Time
 	if err := tx.QueryRow(ctx, deliveriesTable.NextSQL(), edge).Scan(&now, &due); err != nil {
@@ -318,7 +318,7 @@ func (p *Dispatcher) nextInRetryWindow(ctx context.Context, tx pgx.Tx, edge time
 	if due != nil {
 		next = *due
 	}
-	return func() { p.retryWindow.Advance(now, next) }, nil
+	return func() { p.retryWindow.Advance(token, now, next) }, nil
 }
 
 // lockBuckets locks the endpoints of want and reads their buckets and

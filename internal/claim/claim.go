@@ -146,7 +146,7 @@ const IndexOnlySQL = `SET LOCAL enable_seqscan = off`
 // found. All run in one implicit transaction (a batch), so NextSQL sees
 // the claim's own leases and shares its now().
 func Claim[T any](ctx context.Context, db Batcher, t Table, w *Window, n int, lease time.Duration, scan pgx.RowToFunc[T]) ([]T, error) {
-	edge := w.Low()
+	edge, token := w.Start()
 	b := &pgx.Batch{}
 	b.Queue(IndexOnlySQL)
 	b.Queue(t.ClaimSQL(), n, lease, edge)
@@ -178,7 +178,7 @@ func Claim[T any](ctx context.Context, db Batcher, t Table, w *Window, n int, le
 		if due != nil {
 			next = *due
 		}
-		w.Advance(now, next)
+		w.Advance(token, now, next)
 	}
 	return claimed, nil
 }

@@ -15,7 +15,8 @@ const roundRows = 1000
 // SweepSQL moves up to $3 pending rows due in [$1, $2) — behind a window
 // whose edge is $2 — to now(), in front of every window's edge, so that
 // the next claims take them; it returns their ids and the newest due time
-// it moved, where the next round starts. It changes only the due column:
+// it moved, where the next round starts, and the due time it gave them
+// (the statement's now()). It changes only the due column:
 // attempts and every mark stay the claim's. A row locked elsewhere (being
 // claimed or marked) is skipped, not waited for. Every pending row behind
 // an edge is due (a lease or a back-off is a due time in front of it).
@@ -28,7 +29,7 @@ func (t Table) SweepSQL() string {
 	FOR UPDATE SKIP LOCKED)
 UPDATE %[1]s SET %[2]s = now()
 WHERE id = ANY (ARRAY(SELECT id FROM picked))
-RETURNING id::text, (SELECT max(due) FROM picked)`, t.Name, t.DueColumn, t.claimable())
+RETURNING id::text, (SELECT max(due) FROM picked), now()`, t.Name, t.DueColumn, t.claimable())
 }
 
 // legacySweepSQL moves up to $1 pending rows whose due column is NULL into
@@ -41,7 +42,7 @@ WHERE id = ANY (ARRAY(
 	SELECT id FROM %[1]s WHERE status = 'pending' AND %[2]s IS NULL%[3]s
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED))
-RETURNING id::text, now()`, t.Name, t.DueColumn, t.claimable())
+RETURNING id::text, now(), now()`, t.Name, t.DueColumn, t.claimable())
 }
 
 // Swept is what one Sweep moved into the window.
@@ -66,14 +67,20 @@ func Sweep(ctx context.Context, db Batcher, t Table, w *Window) (Swept, error) {
 			out.First = append(out.First, ids[:min(len(ids), room)]...)
 		}
 	}
+	// Each round has committed when sweepRound returns: the window goes
+	// back to the due time it gave its rows, so that they are in front of
+	// it however long the round took (Window.Rewind).
 	if edge := w.Low(); !edge.IsZero() {
 		from := time.Time{}
 		for {
-			ids, next, err := sweepRound(ctx, db, t.SweepSQL(), from, edge, roundRows)
+			ids, next, moved, err := sweepRound(ctx, db, t.SweepSQL(), from, edge, roundRows)
 			if err != nil {
 				return out, fmt.Errorf("sweep %s: %w", t.Name, err)
 			}
 			note(ids)
+			if len(ids) > 0 {
+				w.Rewind(moved)
+			}
 			if len(ids) < roundRows {
 				break
 			}
@@ -82,11 +89,14 @@ func Sweep(ctx context.Context, db Batcher, t Table, w *Window) (Swept, error) {
 	}
 	if t.LegacyNullDue {
 		for {
-			ids, _, err := sweepRound(ctx, db, t.legacySweepSQL(), roundRows)
+			ids, _, moved, err := sweepRound(ctx, db, t.legacySweepSQL(), roundRows)
 			if err != nil {
 				return out, fmt.Errorf("sweep %s: %w", t.Name, err)
 			}
 			note(ids)
+			if len(ids) > 0 {
+				w.Rewind(moved)
+			}
 			if len(ids) < roundRows {
 				break
 			}
@@ -95,23 +105,29 @@ func Sweep(ctx context.Context, db Batcher, t Table, w *Window) (Swept, error) {
 	return out, nil
 }
 
-func sweepRound(ctx context.Context, db Batcher, sql string, args ...any) (ids []string, next time.Time, err error) {
+// sweepRound runs one round and returns once it has committed: its ids,
+// the newest due time it moved, and the due time it gave them.
+func sweepRound(ctx context.Context, db Batcher, sql string, args ...any) (ids []string, next, moved time.Time, err error) {
 	b := &pgx.Batch{}
 	b.Queue(IndexOnlySQL)
 	b.Queue(sql, args...)
 	br := db.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return nil, next, err
+		return nil, next, moved, err
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, next, err
+		return nil, next, moved, err
 	}
 	var id string
-	_, err = pgx.ForEachRow(rows, []any{&id, &next}, func() error {
+	if _, err = pgx.ForEachRow(rows, []any{&id, &next, &moved}, func() error {
 		ids = append(ids, id)
 		return nil
-	})
-	return ids, next, err
+	}); err != nil {
+		return nil, next, moved, err
+	}
+	// The batch's implicit transaction commits at its Sync: Close waits
+	// for it, so a round is visible to every claim that starts after.
+	return ids, next, moved, br.Close()
 }

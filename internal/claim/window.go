@@ -36,13 +36,24 @@ const DefaultMargin = time.Second
 // start), or one written with a due time in the past; the sweep (Sweep)
 // moves those into the window.
 //
+// The sweep's own rows are the exception to "in front of the edge": it
+// gives them its transaction's now(), and while it walks to them (under a
+// held snapshot, through every dead entry behind the edge) the claims keep
+// moving the edge to a second behind their now(). A sweep slower than the
+// Margin would leave its rows behind the edge again, sweep after sweep. So
+// a sweep that moved rows rewinds the edge to their due time once it has
+// committed (Rewind), and an Advance computed by a claim that began before
+// the rewind — one that could not see the swept rows — is dropped.
+//
 // A Window is safe for concurrent claims; each only ever moves the edge
-// forward, since what each claim found holds whatever the others found.
+// forward, since what each claim found holds whatever the others found
+// (unless a rewind came between, see above).
 type Window struct {
 	Margin time.Duration // zero means DefaultMargin
 
-	mu  sync.Mutex
-	low time.Time // the zero time until the first claim: from the start
+	mu      sync.Mutex
+	low     time.Time // the zero time until the first claim: from the start
+	rewinds uint64    // Rewind calls so far: a claim's Start sees a count, its Advance must match it
 }
 
 // Low is where the next claim starts.
@@ -55,12 +66,24 @@ func (w *Window) Low() time.Time {
 	return w.low
 }
 
+// Start is where a claim starts, and the token its Advance passes back.
+func (w *Window) Start() (low time.Time, token uint64) {
+	if w == nil {
+		return time.Time{}, 0
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.low, w.rewinds
+}
+
 // Advance records a claim made at the database's now, after which next
 // (unless zero) was the due time of the first claimable row still due in
-// the window (Table.NextSQL). The edge keeps Margin behind now, for
-// transactions about to commit. Claim calls it; a claim of its own (the
-// webhook retry claim) calls it once it has run NextSQL's query.
-func (w *Window) Advance(now, next time.Time) {
+// the window (Table.NextSQL); token is what Start returned when the claim
+// began. The edge keeps Margin behind now, for transactions about to
+// commit. A claim that began before a Rewind moves nothing. Claim calls
+// it; a claim of its own (the webhook retry claim) calls it once it has
+// run NextSQL's query.
+func (w *Window) Advance(token uint64, now, next time.Time) {
 	if w == nil {
 		return
 	}
@@ -74,7 +97,22 @@ func (w *Window) Advance(now, next time.Time) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if edge.After(w.low) {
+	if token == w.rewinds && edge.After(w.low) {
 		w.low = edge
+	}
+}
+
+// Rewind moves the edge back to to, if it is in front of it, after a sweep
+// committed rows due at to: the next claims start there and find them.
+// Claims already under way when it is called cannot move the edge.
+func (w *Window) Rewind(to time.Time) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.rewinds++
+	if to.Before(w.low) {
+		w.low = to
 	}
 }

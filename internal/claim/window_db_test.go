@@ -176,6 +176,34 @@ VALUES ('cus', '{"to":"a@example.com","subject":"s","text":"t"}') RETURNING id::
 	}
 }
 
+// TestSweep_SlowerThanTheMarginStillLandsInTheWindow: under a held
+// snapshot a sweep can take longer than the window's margin, while the
+// claims keep moving the edge to just behind their now(); its rows, due at
+// the sweep's start, would then be behind the edge again at every sweep.
+// The sweep rewinds the edge to them once committed, and a claim that
+// began during the sweep (here: its Advance, with a now after the sweep's)
+// cannot move the edge past them.
+func TestSweep_SlowerThanTheMarginStillLandsInTheWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	w := &claim.Window{Margin: 50 * time.Millisecond}
+	claimIDs(t, pool, w, 10) // the edge: just behind now
+	var id string
+	if err := pool.QueryRow(ctx, `INSERT INTO email_outbox (customer_id, payload, next_attempt_at)
+VALUES ('cus', '{"to":"a@example.com","subject":"s","text":"t"}', now() - interval '1 hour') RETURNING id::text`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	_, during := w.Start() // a claim under way while the sweep runs
+	if swept, err := claim.Sweep(ctx, pool, emails, w); err != nil || swept.Rows != 1 {
+		t.Fatalf("swept %+v, %v; want the row due in the past", swept, err)
+	}
+	w.Advance(during, time.Now().Add(time.Minute), time.Time{})
+	if ids := claimIDs(t, pool, w, 10); len(ids) != 1 || ids[0] != id {
+		t.Fatalf("after a sweep slower than the margin the window claimed %v, want %s (edge %s)", ids, id, w.Low())
+	}
+}
+
 // TestSweep_LeavesLeasesAndBackOffsAlone: rows in front of the edge — a
 // claimed row's lease, a retry's back-off — are not the sweep's.
 func TestSweep_LeavesLeasesAndBackOffsAlone(t *testing.T) {

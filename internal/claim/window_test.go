@@ -24,7 +24,7 @@ func TestWindow_Advance(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			w := &Window{low: tt.low}
-			w.Advance(now, tt.next)
+			w.Advance(0, now, tt.next)
 			if got := w.Low(); !got.Equal(tt.want) {
 				t.Errorf("edge %s, want %s", got, tt.want)
 			}
@@ -35,8 +35,41 @@ func TestWindow_Advance(t *testing.T) {
 func TestWindow_NilStartsAtTheBeginning(t *testing.T) {
 	t.Parallel()
 	var w *Window
-	w.Advance(time.Now(), time.Time{})
+	w.Rewind(time.Now())
+	w.Advance(0, time.Now(), time.Time{})
 	if !w.Low().IsZero() {
 		t.Fatal("a nil window has an edge")
+	}
+}
+
+// A rewind moves the edge back to the rows a sweep moved, and a claim that
+// began before it — which could not see them — cannot move the edge past
+// them again; a claim that begins after it can.
+func TestWindow_RewindOutlivesClaimsBegunBeforeIt(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	w := &Window{}
+	w.Advance(0, now, time.Time{})
+	_, before := w.Start()
+	swept := now.Add(-time.Minute)
+	w.Rewind(swept)
+	if got := w.Low(); !got.Equal(swept) {
+		t.Fatalf("after the rewind the edge is %s, want the swept rows' %s", got, swept)
+	}
+	w.Advance(before, now.Add(time.Second), time.Time{})
+	if got := w.Low(); !got.Equal(swept) {
+		t.Fatalf("a claim begun before the rewind moved the edge to %s", got)
+	}
+	low, after := w.Start()
+	if !low.Equal(swept) {
+		t.Fatalf("Start = %s, want %s", low, swept)
+	}
+	w.Advance(after, now.Add(time.Second), time.Time{})
+	if got, want := w.Low(), now.Add(time.Second-DefaultMargin); !got.Equal(want) {
+		t.Fatalf("a claim begun after the rewind moved the edge to %s, want %s", got, want)
+	}
+	w.Rewind(now.Add(time.Hour)) // in front of the edge: stays
+	if got, want := w.Low(), now.Add(time.Second-DefaultMargin); !got.Equal(want) {
+		t.Fatalf("a rewind to a later time moved the edge to %s", got)
 	}
 }

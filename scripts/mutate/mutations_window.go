@@ -43,8 +43,8 @@ func init() {
 		Mutation{
 			Name:    "claim window: the edge moves back",
 			File:    "internal/claim/window.go",
-			Find:    "if edge.After(w.low) {",
-			Replace: "if true {",
+			Find:    "if token == w.rewinds && edge.After(w.low) {",
+			Replace: "if token == w.rewinds {",
 			Pkg:     "./internal/claim/",
 			Test:    "TestWindow_Advance",
 		},
@@ -91,8 +91,8 @@ func init() {
 		Mutation{
 			Name:    "retry claim: the edge passes the deliveries admission held",
 			File:    "webhook/throttle.go",
-			Find:    "return func() { p.retryWindow.Advance(now, next) }, nil",
-			Replace: "_ = next\n\treturn func() { p.retryWindow.Advance(now, time.Time{}) }, nil",
+			Find:    "return func() { p.retryWindow.Advance(token, now, next) }, nil",
+			Replace: "_ = next\n\treturn func() { p.retryWindow.Advance(token, now, time.Time{}) }, nil",
 			Pkg:     "./webhook/",
 			Test:    "TestMaxInFlight_HeldDeliveriesStayInTheWindow",
 		},
@@ -161,6 +161,22 @@ func init() {
 			Replace: "CREATE INDEX CONCURRENTLY email_outbox_failed_idx_v10 ON email_outbox (created_at DESC)\n    WHERE status = 'failed';",
 			Pkg:     "./outbox/",
 			Test:    "TestRowStatements_ReadThePrimaryKeyWhateverTheStatistics",
+		},
+		Mutation{
+			Name:    "claim window: a claim begun before a sweep's rewind moves the edge past the swept rows",
+			File:    "internal/claim/window.go",
+			Find:    "if token == w.rewinds && edge.After(w.low) {",
+			Replace: "if edge.After(w.low) {",
+			Pkg:     "./internal/claim/",
+			Test:    "TestSweep_SlowerThanTheMarginStillLandsInTheWindow",
+		},
+		Mutation{
+			Name:    "claim sweep: the window is not rewound to the rows it moved",
+			File:    "internal/claim/sweep.go",
+			Find:    "\t\t\tif len(ids) > 0 {\n\t\t\t\tw.Rewind(moved)\n\t\t\t}\n\t\t\tif len(ids) < roundRows {\n\t\t\t\tbreak\n\t\t\t}\n\t\t\tfrom = next",
+			Replace: "\t\t\t_ = moved\n\t\t\tif len(ids) < roundRows {\n\t\t\t\tbreak\n\t\t\t}\n\t\t\tfrom = next",
+			Pkg:     "./internal/claim/",
+			Test:    "TestSweep_SlowerThanTheMarginStillLandsInTheWindow",
 		},
 	)
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -333,7 +334,8 @@ func (pr *poolRunner) scaleRun(ctx context.Context, c scaleCase) (float64, error
 	}
 	cpu := machineBusy() - busy
 	if !all {
-		return 0, checkf("pool scale %s: %d of %d messages arrived within 2 min after the load ended", label, t.received, total)
+		return 0, checkf("pool scale %s: %d of %d messages arrived within 2 min after the load ended; %s", label, t.received, total,
+			pr.describeMissing(ctx, c.p, ids, t))
 	}
 	if t.dups != 0 {
 		return 0, checkf("pool scale %s: %d duplicates among %d messages", label, t.dups, total)
@@ -469,4 +471,37 @@ func fmtCount(n int) string {
 		return strconv.Itoa(n/1000) + " k"
 	}
 	return strconv.Itoa(n)
+}
+
+// describeMissing says where the first few undelivered rows stand, so a
+// check that fails tells what to look at: status, attempts, due time
+// against now, last error.
+func (pr *poolRunner) describeMissing(ctx context.Context, p path, ids []string, t tally) string {
+	var missing []string
+	for _, id := range ids {
+		if len(t.byID[id]) == 0 {
+			missing = append(missing, id)
+		}
+	}
+	if p.peer != nil || len(missing) == 0 {
+		return fmt.Sprintf("missing %v", missing[:min(len(missing), 5)])
+	}
+	rows, err := pr.ctl.Query(ctx, `SELECT id::text, status, attempts, extract(epoch FROM next_attempt_at - now())::float8,
+	extract(epoch FROM now() - created_at)::float8, coalesce(last_error, '')
+FROM email_outbox WHERE id = ANY ($1::uuid[]) LIMIT 5`, missing)
+	if err != nil {
+		return "missing rows not read: " + err.Error()
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id, status, lastErr string
+		var attempts int
+		var due, created float64
+		if err := rows.Scan(&id, &status, &attempts, &due, &created, &lastErr); err != nil {
+			return "missing rows not read: " + err.Error()
+		}
+		out = append(out, fmt.Sprintf("%s %s, %d attempts, due in %.1f s, created %.1f s ago, last error %q", id, status, attempts, due, created, lastErr))
+	}
+	return "missing: " + strings.Join(out, "; ")
 }

@@ -107,7 +107,7 @@ func (r *runner) machine(ctx context.Context) (Machine, error) {
 	}
 	m.Postgres = version
 	var settings []string
-	for _, name := range []string{"fsync", "synchronous_commit", "wal_sync_method", "commit_delay", "shared_buffers", "max_connections"} {
+	for _, name := range []string{"fsync", "synchronous_commit", "wal_sync_method", "commit_delay", "shared_buffers", "max_connections", "autovacuum"} {
 		var v string
 		if err := conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v); err != nil {
 			return m, err
