@@ -61,45 +61,39 @@ type Swept struct {
 // statement.
 func Sweep(ctx context.Context, db Batcher, t Table, w *Window) (Swept, error) {
 	var out Swept
-	note := func(ids []string) {
-		out.Rows += len(ids)
-		if room := 10 - len(out.First); room > 0 {
-			out.First = append(out.First, ids[:min(len(ids), room)]...)
-		}
-	}
-	// Each round has committed when sweepRound returns: the window goes
-	// back to the due time it gave its rows, so that they are in front of
-	// it however long the round took (Window.Rewind).
-	if edge := w.Low(); !edge.IsZero() {
+	// rounds runs sql until a round moves fewer than roundRows; args gives
+	// a round's arguments from where the last one stopped. Each round has
+	// committed when sweepRound returns: the window goes back to the due
+	// time it gave its rows, so that they are in front of it however long
+	// the round took (Window.Rewind).
+	rounds := func(sql string, args func(from time.Time) []any) error {
 		from := time.Time{}
 		for {
-			ids, next, moved, err := sweepRound(ctx, db, t.SweepSQL(), from, edge, roundRows)
+			ids, next, moved, err := sweepRound(ctx, db, sql, args(from)...)
 			if err != nil {
-				return out, fmt.Errorf("sweep %s: %w", t.Name, err)
+				return fmt.Errorf("sweep %s: %w", t.Name, err)
 			}
-			note(ids)
+			out.Rows += len(ids)
+			if room := 10 - len(out.First); room > 0 {
+				out.First = append(out.First, ids[:min(len(ids), room)]...)
+			}
 			if len(ids) > 0 {
 				w.Rewind(moved)
 			}
 			if len(ids) < roundRows {
-				break
+				return nil
 			}
 			from = next
 		}
 	}
+	if edge := w.Low(); !edge.IsZero() {
+		if err := rounds(t.SweepSQL(), func(from time.Time) []any { return []any{from, edge, roundRows} }); err != nil {
+			return out, err
+		}
+	}
 	if t.LegacyNullDue {
-		for {
-			ids, _, moved, err := sweepRound(ctx, db, t.legacySweepSQL(), roundRows)
-			if err != nil {
-				return out, fmt.Errorf("sweep %s: %w", t.Name, err)
-			}
-			note(ids)
-			if len(ids) > 0 {
-				w.Rewind(moved)
-			}
-			if len(ids) < roundRows {
-				break
-			}
+		if err := rounds(t.legacySweepSQL(), func(time.Time) []any { return []any{roundRows} }); err != nil {
+			return out, err
 		}
 	}
 	return out, nil

@@ -83,8 +83,8 @@ func init() {
 		Mutation{
 			Name:    "sweep: legacy NULL deliveries are never moved into the window",
 			File:    "internal/claim/sweep.go",
-			Find:    "\tif t.LegacyNullDue {\n\t\tfor {",
-			Replace: "\tif false {\n\t\tfor {",
+			Find:    "\tif t.LegacyNullDue {\n",
+			Replace: "\tif false {\n",
 			Pkg:     "./webhook/",
 			Test:    "TestRetry_ClaimsLegacyNullNextRetryAt",
 		},
@@ -173,8 +173,8 @@ func init() {
 		Mutation{
 			Name:    "claim sweep: the window is not rewound to the rows it moved",
 			File:    "internal/claim/sweep.go",
-			Find:    "\t\t\tif len(ids) > 0 {\n\t\t\t\tw.Rewind(moved)\n\t\t\t}\n\t\t\tif len(ids) < roundRows {\n\t\t\t\tbreak\n\t\t\t}\n\t\t\tfrom = next",
-			Replace: "\t\t\t_ = moved\n\t\t\tif len(ids) < roundRows {\n\t\t\t\tbreak\n\t\t\t}\n\t\t\tfrom = next",
+			Find:    "\t\t\tif len(ids) > 0 {\n\t\t\t\tw.Rewind(moved)\n\t\t\t}\n",
+			Replace: "\t\t\t_ = moved\n",
 			Pkg:     "./internal/claim/",
 			Test:    "TestSweep_SlowerThanTheMarginStillLandsInTheWindow",
 		},
