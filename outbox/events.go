@@ -79,11 +79,28 @@ func (e Event) Orphan() bool { return e.RowID == "" }
 
 // SuppressionPolicy is when events put an address on the list: every hard
 // bounce and complaint at once; soft bounces once SoftBounceLimit of them
-// arrived for the address within SoftBounceWindow.
+// arrived for the address within SoftBounceWindow. Only for the recipient
+// of the row the event names: an event about another address is stored as
+// a mismatch and suppresses nothing, and an orphan (no row found)
+// suppresses only with SuppressOrphans, at most MaxOrphanSuppressionsPerHour
+// an hour.
 type SuppressionPolicy struct {
 	SoftBounceLimit  int           // 0 means DefaultSoftBounceLimit
 	SoftBounceWindow time.Duration // 0 means DefaultSoftBounceWindow
+	// SuppressOrphans lets an event that names no row of ours suppress its
+	// recipient. Off by default: nothing ties such an address to mail
+	// postbox sent, so whoever holds the endpoint's credentials — or a
+	// provider account shared with another sender — could otherwise put
+	// any address on the list. Turn it on when postbox's rows are the
+	// only mail the provider account sends and its events carry no row id.
+	SuppressOrphans bool
 }
+
+// MaxOrphanSuppressionsPerHour bounds, pool-wide, the suppressions orphan
+// events add within an hour when SuppressOrphans is on: a burst of
+// unknown-row bounces (a replayed dump, a misrouted account) past it is
+// stored and counted, and suppresses no more.
+const MaxOrphanSuppressionsPerHour = 100
 
 // The soft-bounce defaults: three within a week is a mailbox that keeps
 // refusing, not a bad afternoon.
@@ -97,6 +114,12 @@ type Recorded struct {
 	Event      Event        // as stored (RowID resolved, ID and ReceivedAt set); the existing one for a duplicate
 	Duplicate  bool         // the provider event id was already recorded: nothing was written
 	Suppressed *Suppression // the entry this event added, if any
+	// Mismatch: the event names a row but another recipient than the
+	// row's. It is stored, and suppresses nothing.
+	Mismatch bool
+	// OrphanHeld: an orphan that would have suppressed its recipient, held
+	// back by the policy (SuppressOrphans off, or the hourly bound reached).
+	OrphanHeld bool
 }
 
 var providerRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
@@ -114,7 +137,7 @@ SELECT coalesce(
 			AND row_id IS NOT NULL ORDER BY id LIMIT 1)),
 	$2, $3, $4, $5, $6, $7, $8, $9, $10, $11
 ON CONFLICT (provider, provider_event_id) DO NOTHING
-RETURNING ` + eventColumns
+RETURNING ` + eventColumns + `, coalesce((SELECT payload->>'to' FROM email_outbox WHERE id = row_id), '')`
 
 const eventColumns = `id, coalesce(row_id::text, ''), ref, type, coalesce(bounce_class, ''), provider, provider_event_id,
 	provider_message_id, recipient, detail, raw_excerpt, occurred_at, received_at`
@@ -138,8 +161,9 @@ func RecordEvent(ctx context.Context, db DB, e Event, policy SuppressionPolicy) 
 	if e.BounceClass != "" {
 		bounceClass = new(string(e.BounceClass))
 	}
+	var rowTo string
 	stored, err := scanEvent(db.QueryRow(ctx, recordEventSQL, named, e.Ref, string(e.Type), bounceClass, e.Provider,
-		e.ProviderEventID, e.ProviderMessageID, e.Recipient, e.Detail, e.RawExcerpt, e.OccurredAt))
+		e.ProviderEventID, e.ProviderMessageID, e.Recipient, e.Detail, e.RawExcerpt, e.OccurredAt), &rowTo)
 	if errors.Is(err, pgx.ErrNoRows) {
 		existing, err := scanEvent(db.QueryRow(ctx, `SELECT `+eventColumns+` FROM email_events
 WHERE provider = $1 AND provider_event_id = $2`, e.Provider, e.ProviderEventID))
@@ -152,7 +176,15 @@ WHERE provider = $1 AND provider_event_id = $2`, e.Provider, e.ProviderEventID))
 		return Recorded{}, fmt.Errorf("outbox: record event: %w", err)
 	}
 	rec := Recorded{Event: stored}
-	if rec.Suppressed, err = applySuppression(ctx, db, stored, policy); err != nil {
+	if !stored.Orphan() && stored.Recipient != "" {
+		// A row whose "to" no longer parses matches nothing: only the
+		// address the row was sent to may be suppressed through it.
+		if to, err := recipient(rowTo); err != nil || to != stored.Recipient {
+			rec.Mismatch = true
+			return rec, nil
+		}
+	}
+	if rec.Suppressed, rec.OrphanHeld, err = applySuppression(ctx, db, stored, policy); err != nil {
 		return rec, err
 	}
 	return rec, nil
@@ -203,10 +235,16 @@ func (e *Event) normalize() error {
 const countSoftBouncesSQL = `SELECT count(*) FROM email_events
 WHERE recipient = $1 AND type = 'bounced' AND bounce_class = 'soft' AND received_at > now() - $2::interval`
 
-// applySuppression is the lifecycle step of one newly recorded event.
-func applySuppression(ctx context.Context, db DB, e Event, policy SuppressionPolicy) (*Suppression, error) {
+// countOrphanSuppressionsSQL counts the suppressions events without a row
+// added in the last hour, pool-wide.
+const countOrphanSuppressionsSQL = `SELECT count(*) FROM email_suppressions
+WHERE source IN ('hard_bounce', 'complaint', 'soft_bounces') AND source_row IS NULL AND created_at > now() - interval '1 hour'`
+
+// applySuppression is the lifecycle step of one newly recorded event. held
+// is true for an orphan the policy kept from suppressing.
+func applySuppression(ctx context.Context, db DB, e Event, policy SuppressionPolicy) (_ *Suppression, held bool, _ error) {
 	if e.Recipient == "" {
-		return nil, nil
+		return nil, false, nil
 	}
 	s := Suppression{Email: e.Recipient, SourceRow: e.RowID}
 	detail := e.Detail
@@ -230,24 +268,36 @@ func applySuppression(ctx context.Context, db DB, e Event, policy SuppressionPol
 		}
 		var n int
 		if err := db.QueryRow(ctx, countSoftBouncesSQL, e.Recipient, window).Scan(&n); err != nil {
-			return nil, fmt.Errorf("outbox: count soft bounces: %w", err)
+			return nil, false, fmt.Errorf("outbox: count soft bounces: %w", err)
 		}
 		if n < limit {
-			return nil, nil
+			return nil, false, nil
 		}
 		s.Source = SourceSoftBounces
 		s.Reason = strconv.Itoa(n) + " soft bounces within " + window.String() + ", the last reported by " + e.Provider + ": " + detail
 	default:
-		return nil, nil
+		return nil, false, nil
 	}
 	if !IsRowID(s.SourceRow) {
 		s.SourceRow = ""
 	}
+	if s.SourceRow == "" {
+		if !policy.SuppressOrphans {
+			return nil, true, nil
+		}
+		var n int
+		if err := db.QueryRow(ctx, countOrphanSuppressionsSQL).Scan(&n); err != nil {
+			return nil, false, fmt.Errorf("outbox: count orphan suppressions: %w", err)
+		}
+		if n >= MaxOrphanSuppressionsPerHour {
+			return nil, true, nil
+		}
+	}
 	added, err := AddSuppression(ctx, db, s)
 	if err != nil || !added {
-		return nil, err
+		return nil, false, err
 	}
-	return &s, nil
+	return &s, false, nil
 }
 
 // EventsFor returns the row's events, oldest first: its delivery timeline.
@@ -308,11 +358,13 @@ func collectEvents(rows pgx.Rows, what string) ([]Event, error) {
 	return out, nil
 }
 
-func scanEvent(row pgx.Row) (Event, error) {
+// scanEvent reads eventColumns, then into extra whatever the statement
+// returns after them.
+func scanEvent(row pgx.Row, extra ...any) (Event, error) {
 	var e Event
 	var typ, class string
-	err := row.Scan(&e.ID, &e.RowID, &e.Ref, &typ, &class, &e.Provider, &e.ProviderEventID,
-		&e.ProviderMessageID, &e.Recipient, &e.Detail, &e.RawExcerpt, &e.OccurredAt, &e.ReceivedAt)
+	err := row.Scan(append([]any{&e.ID, &e.RowID, &e.Ref, &typ, &class, &e.Provider, &e.ProviderEventID,
+		&e.ProviderMessageID, &e.Recipient, &e.Detail, &e.RawExcerpt, &e.OccurredAt, &e.ReceivedAt}, extra...)...)
 	e.Type, e.BounceClass = EventType(typ), BounceClass(class)
 	return e, err
 }

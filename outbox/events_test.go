@@ -274,27 +274,74 @@ func TestRecordEvent(t *testing.T) {
 			t.Fatalf("ListEvents orphans: %d, %v", len(orphans), err)
 		}
 	})
-	t.Run("hard bounce and complaint suppress with the source row", func(t *testing.T) {
+	t.Run("an event about another recipient than its row's suppresses nothing", func(t *testing.T) {
+		r, err := RecordEvent(ctx, pool, Event{RowID: row, Type: EventBounced, BounceClass: BounceHard, Provider: "ses",
+			ProviderEventID: "hb-stranger", Recipient: "ceo@bigcorp.example", Detail: "550 5.1.1"}, SuppressionPolicy{SuppressOrphans: true})
+		if err != nil || !r.Mismatch || r.Suppressed != nil || r.Event.RowID != row {
+			t.Fatalf("%+v, %v; want stored against the row as a mismatch, suppressing nothing", r, err)
+		}
+		for _, addr := range []string{"ceo@bigcorp.example", "ada@example.com"} {
+			if _, ok, err := CheckSuppression(ctx, pool, addr); err != nil || ok {
+				t.Errorf("%s suppressed (%v) by an event about another recipient", addr, err)
+			}
+		}
+	})
+	t.Run("hard bounce and complaint suppress the row's recipient with the source row", func(t *testing.T) {
+		hardRow := insertRow(t, pool, "raw", rawPayload("Hard <Hard@Example.com>"))
+		if _, err := MarkDispatched(ctx, pool, hardRow); err != nil {
+			t.Fatal(err)
+		}
 		for _, tc := range []struct {
 			e    Event
 			want SuppressionSource
 		}{
-			{Event{RowID: row, Type: EventBounced, BounceClass: BounceHard, Provider: "ses", ProviderEventID: "hb",
+			{Event{RowID: hardRow, Type: EventBounced, BounceClass: BounceHard, Provider: "ses", ProviderEventID: "hb",
 				Recipient: "hard@example.com", Detail: "smtp; 550 5.1.1 user unknown"}, SourceHardBounce},
-			{Event{RowID: row, Type: EventComplained, Provider: "ses", ProviderEventID: "c", Recipient: "angry@example.com"}, SourceComplaint},
+			{Event{RowID: row, Type: EventComplained, Provider: "ses", ProviderEventID: "c", Recipient: "ada@example.com"}, SourceComplaint},
 		} {
 			r, err := RecordEvent(ctx, pool, tc.e, SuppressionPolicy{})
-			if err != nil || r.Suppressed == nil {
+			if err != nil || r.Suppressed == nil || r.Mismatch {
 				t.Fatalf("%s: %+v, %v; want suppressed", tc.want, r, err)
 			}
 			s, ok, err := CheckSuppression(ctx, pool, tc.e.Recipient)
-			if err != nil || !ok || s.Source != tc.want || s.SourceRow != row {
+			if err != nil || !ok || s.Source != tc.want || s.SourceRow != tc.e.RowID {
 				t.Errorf("%s: entry %+v, %v, %v", tc.want, s, ok, err)
 			}
 		}
 	})
+	t.Run("orphans suppress only when the policy allows, and at most the hourly bound", func(t *testing.T) {
+		orphan := func(id, addr string, policy SuppressionPolicy) Recorded {
+			t.Helper()
+			r, err := RecordEvent(ctx, pool, Event{Type: EventBounced, BounceClass: BounceHard, Provider: "generic",
+				ProviderEventID: id, Recipient: addr}, policy)
+			if err != nil || !r.Event.Orphan() {
+				t.Fatalf("%s: %+v, %v; want a stored orphan", id, r, err)
+			}
+			return r
+		}
+		if r := orphan("orphan-hb-1", "someone@example.com", SuppressionPolicy{}); r.Suppressed != nil || !r.OrphanHeld {
+			t.Fatalf("default policy: %+v; want held, not suppressed", r)
+		}
+		if r := orphan("orphan-hb-2", "someone@example.com", SuppressionPolicy{SuppressOrphans: true}); r.Suppressed == nil {
+			t.Fatalf("SuppressOrphans: %+v; want suppressed", r)
+		}
+		// The bound counts what orphans added in the last hour, pool-wide.
+		if _, err := pool.Exec(ctx, `INSERT INTO email_suppressions (email, reason, source)
+			SELECT 'burst' || g || '@example.com', 'orphan hard bounce', 'hard_bounce' FROM generate_series(2, $1) g`, MaxOrphanSuppressionsPerHour); err != nil {
+			t.Fatal(err)
+		}
+		if r := orphan("orphan-hb-3", "one-more@example.com", SuppressionPolicy{SuppressOrphans: true}); r.Suppressed != nil || !r.OrphanHeld {
+			t.Fatalf("past %d orphan suppressions in the hour: %+v; want held", MaxOrphanSuppressionsPerHour, r)
+		}
+		if _, err := pool.Exec(ctx, `UPDATE email_suppressions SET created_at = now() - interval '61 minutes' WHERE email LIKE 'burst%'`); err != nil {
+			t.Fatal(err)
+		}
+		if r := orphan("orphan-hb-4", "one-more@example.com", SuppressionPolicy{SuppressOrphans: true}); r.Suppressed == nil {
+			t.Fatalf("an hour later: %+v; want suppressed", r)
+		}
+	})
 	t.Run("soft bounces suppress at the limit within the window", func(t *testing.T) {
-		policy := SuppressionPolicy{SoftBounceLimit: 3, SoftBounceWindow: time.Hour}
+		policy := SuppressionPolicy{SoftBounceLimit: 3, SoftBounceWindow: time.Hour, SuppressOrphans: true}
 		// An old soft bounce, outside the window, does not count.
 		if _, err := RecordEvent(ctx, pool, Event{Type: EventBounced, BounceClass: BounceSoft, Provider: "ses",
 			ProviderEventID: "soft-old", Recipient: "full@example.com"}, policy); err != nil {

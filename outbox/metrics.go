@@ -16,6 +16,7 @@ import (
 //	postbox_email_delivery_latency_seconds      enqueue (created_at) → dispatched mark
 //	postbox_email_events_total{provider,type,class} delivery events recorded (duplicates not counted); class hard, soft or ""
 //	postbox_email_event_orphans_total{provider}  of those, events whose row was not found
+//	postbox_email_event_mismatches_total{provider} of those, events about another recipient than their row's (they suppress nothing)
 //	postbox_email_suppressions_added_total{source} addresses put on the list by events and relay replies
 //
 // and, with outbox="email_outbox", the series every outbox shares
@@ -28,6 +29,7 @@ type Metrics struct {
 	deliveryLatency prometheus.Histogram
 	events          *prometheus.CounterVec
 	orphans         *prometheus.CounterVec
+	mismatches      *prometheus.CounterVec
 	suppressed      *prometheus.CounterVec
 }
 
@@ -69,6 +71,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "postbox_email_event_orphans_total",
 			Help: "Delivery events recorded whose email_outbox row was not found.",
 		}, []string{"provider"}),
+		mismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "postbox_email_event_mismatches_total",
+			Help: "Delivery events recorded whose recipient is not their email_outbox row's; they suppress nothing.",
+		}, []string{"provider"}),
 		suppressed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "postbox_email_suppressions_added_total",
 			Help: "Addresses put on the suppression list by delivery events and relay replies, by source.",
@@ -84,7 +90,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		m.suppressed.WithLabelValues(string(src))
 	}
 	if reg != nil {
-		reg.MustRegister(m.outcomes, m.sendDuration, m.deliveryLatency, m.events, m.orphans, m.suppressed)
+		reg.MustRegister(m.outcomes, m.sendDuration, m.deliveryLatency, m.events, m.orphans, m.mismatches, m.suppressed)
 	}
 	return m
 }
@@ -131,6 +137,9 @@ func (m *Metrics) CountEvent(r Recorded) {
 	m.events.WithLabelValues(e.Provider, string(e.Type), string(e.BounceClass)).Inc()
 	if e.Orphan() {
 		m.orphans.WithLabelValues(e.Provider).Inc()
+	}
+	if r.Mismatch {
+		m.mismatches.WithLabelValues(e.Provider).Inc()
 	}
 	if r.Suppressed != nil {
 		m.suppressed.WithLabelValues(string(r.Suppressed.Source)).Inc()

@@ -68,6 +68,9 @@ func genericEvents(id string, body []byte) ([]outbox.Event, *reject) {
 	if err := dec.Decode(&g); err != nil {
 		return nil, rejectf(http.StatusBadRequest, "not a generic delivery event: %v", err)
 	}
+	if err := endOfBody(dec); err != nil {
+		return nil, rejectf(http.StatusBadRequest, "not a generic delivery event: %v", err)
+	}
 	if strings.TrimSpace(g.Recipient) == "" {
 		return nil, rejectf(http.StatusBadRequest, "recipient is required")
 	}

@@ -63,6 +63,8 @@ func TestGeneric(t *testing.T) {
 		{"stale timestamp", bounce, signed(t, genericSecret, "msg_1", now.Add(-time.Hour), bounce), http.StatusUnauthorized},
 		{"malformed", []byte(`{"type":`), signed(t, genericSecret, "msg_2", now, []byte(`{"type":`)), http.StatusBadRequest},
 		{"unknown field", []byte(`{"type":"bounced","kind":"x"}`), signed(t, genericSecret, "msg_3", now, []byte(`{"type":"bounced","kind":"x"}`)), http.StatusBadRequest},
+		{"trailing bytes", append(append([]byte(nil), bounce...), "garbage"...), signed(t, genericSecret, "msg_6", now, append(append([]byte(nil), bounce...), "garbage"...)), http.StatusBadRequest},
+		{"two objects", append(append([]byte(nil), bounce...), bounce...), signed(t, genericSecret, "msg_7", now, append(append([]byte(nil), bounce...), bounce...)), http.StatusBadRequest},
 		{"unknown type", mustJSON(t, GenericEvent{Type: "opened", Recipient: "a@example.com"}),
 			signed(t, genericSecret, "msg_4", now, mustJSON(t, GenericEvent{Type: "opened", Recipient: "a@example.com"})), http.StatusBadRequest},
 		{"oversized", oversized(), signed(t, genericSecret, "msg_5", now, oversized()), http.StatusRequestEntityTooLarge},

@@ -123,6 +123,7 @@ type answer struct {
 	Recorded   int `json:"recorded"`
 	Duplicates int `json:"duplicates"`
 	Orphans    int `json:"orphans"`
+	Mismatches int `json:"mismatches"`
 }
 
 func (h *Handler) serve(ep endpoint) http.Handler {
@@ -192,8 +193,17 @@ func (h *Handler) handle(ep endpoint, w http.ResponseWriter, r *http.Request) in
 			a.Recorded++
 			h.log.Warn("delivery event for an unknown row stored as an orphan",
 				"provider", ep.provider, "type", string(rec.Event.Type), "ref", rec.Event.Ref, "event_id", rec.Event.ID)
+		case rec.Mismatch:
+			a.Mismatches++
+			a.Recorded++
+			h.log.Warn("delivery event about another recipient than its row's: stored, suppresses nothing",
+				"provider", ep.provider, "type", string(rec.Event.Type), "row_id", rec.Event.RowID, "event_id", rec.Event.ID)
 		default:
 			a.Recorded++
+		}
+		if rec.OrphanHeld {
+			h.log.Warn("orphan delivery event did not suppress its recipient", "provider", ep.provider,
+				"event_id", rec.Event.ID, "why", "EVENTS_SUPPRESS_ORPHANS is off, or its hourly bound is reached")
 		}
 		if s := rec.Suppressed; s != nil {
 			h.log.Info("recipient suppressed by a delivery event", "provider", ep.provider, "source", string(s.Source),

@@ -82,6 +82,9 @@ func postmarkEvents(body []byte) ([]outbox.Event, *reject) {
 	if err := dec.Decode(&rec); err != nil {
 		return nil, rejectf(http.StatusBadRequest, "not a Postmark webhook JSON object: %v", err)
 	}
+	if err := endOfBody(dec); err != nil {
+		return nil, rejectf(http.StatusBadRequest, "not a Postmark webhook JSON object: %v", err)
+	}
 	e := outbox.Event{
 		Provider:          ProviderPostmark,
 		ProviderMessageID: rec.MessageID,

@@ -99,6 +99,8 @@ func TestPostmark(t *testing.T) {
 		{"wrong password", postmarkBounce("1", "HardBounce", "ada@example.com", row), user, "guess", http.StatusUnauthorized},
 		{"wrong user", postmarkBounce("1", "HardBounce", "ada@example.com", row), "admin", pass, http.StatusUnauthorized},
 		{"malformed JSON", `{"RecordType": "Bounce", "ID": `, user, pass, http.StatusBadRequest},
+		{"trailing bytes", postmarkBounce("9", "HardBounce", "ada@example.com", row) + "garbage", user, pass, http.StatusBadRequest},
+		{"two objects", postmarkBounce("10", "HardBounce", "ada@example.com", row) + postmarkBounce("11", "HardBounce", "ceo@example.com", row), user, pass, http.StatusBadRequest},
 		{"not Postmark's shape", `{"hello": "world"}`, user, pass, http.StatusBadRequest},
 		{"bounce without email", `{"RecordType": "Bounce", "ID": 7, "Type": "HardBounce"}`, user, pass, http.StatusBadRequest},
 		{"bad recipient", postmarkBounce("8", "HardBounce", "not an address", row), user, pass, http.StatusBadRequest},

@@ -17,6 +17,7 @@ const (
 	EnvGenericSecret    = "EVENTS_WEBHOOK_SECRET"
 	EnvSoftBounceLimit  = "SOFT_BOUNCE_LIMIT"
 	EnvSoftBounceWindow = "SOFT_BOUNCE_WINDOW"
+	EnvSuppressOrphans  = "EVENTS_SUPPRESS_ORPHANS"
 )
 
 // Settings are the endpoints' credentials and the suppression policy. An
@@ -83,6 +84,13 @@ func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 			return s, fmt.Errorf("%s=%q: must be a positive duration such as 168h", EnvSoftBounceWindow, v)
 		}
 		s.Policy.SoftBounceWindow = d
+	}
+	if v := get(EnvSuppressOrphans); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return s, fmt.Errorf("%s=%q: must be true or false", EnvSuppressOrphans, v)
+		}
+		s.Policy.SuppressOrphans = on
 	}
 	return s, nil
 }

@@ -16,14 +16,14 @@ func TestSettingsFromEnv(t *testing.T) {
 	env := envtest.Lookup
 	s, err := SettingsFromEnv(env())
 	if err != nil || s.Policy.SoftBounceLimit != outbox.DefaultSoftBounceLimit || s.Policy.SoftBounceWindow != 7*24*time.Hour ||
-		s.PostmarkUsername != "" || len(s.SNSTopicARNs) != 0 || s.GenericSecret != "" {
+		s.PostmarkUsername != "" || len(s.SNSTopicARNs) != 0 || s.GenericSecret != "" || s.Policy.SuppressOrphans {
 		t.Fatalf("defaults: %+v, %v", s, err)
 	}
 	s, err = SettingsFromEnv(env(EnvPostmarkUsername, "pm", EnvPostmarkPassword, "pw",
 		EnvSNSTopicARNs, " arn:aws:sns:eu-west-1:123456789012:a , arn:aws-cn:sns:cn-north-1:123456789012:b ",
-		EnvGenericSecret, genericSecret, EnvSoftBounceLimit, "5", EnvSoftBounceWindow, "72h"))
+		EnvGenericSecret, genericSecret, EnvSoftBounceLimit, "5", EnvSoftBounceWindow, "72h", EnvSuppressOrphans, "true"))
 	if err != nil || s.PostmarkPassword != "pw" || len(s.SNSTopicARNs) != 2 || s.SNSTopicARNs[1] != "arn:aws-cn:sns:cn-north-1:123456789012:b" ||
-		s.Policy.SoftBounceLimit != 5 || s.Policy.SoftBounceWindow != 72*time.Hour {
+		s.Policy.SoftBounceLimit != 5 || s.Policy.SoftBounceWindow != 72*time.Hour || !s.Policy.SuppressOrphans {
 		t.Fatalf("set: %+v, %v", s, err)
 	}
 	for _, tc := range []struct {
@@ -38,6 +38,7 @@ func TestSettingsFromEnv(t *testing.T) {
 		{[]string{EnvSoftBounceLimit, "three"}, EnvSoftBounceLimit},
 		{[]string{EnvSoftBounceWindow, "-1h"}, EnvSoftBounceWindow},
 		{[]string{EnvSoftBounceWindow, "a week"}, EnvSoftBounceWindow},
+		{[]string{EnvSuppressOrphans, "sometimes"}, EnvSuppressOrphans},
 	} {
 		if _, err := SettingsFromEnv(env(tc.kv...)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v; want an error naming %s", tc.kv, err, tc.want)

@@ -214,5 +214,29 @@ func init() {
 			Pkg:     "./outbox/mailevents/",
 			Test:    "TestPostmark",
 		},
+		Mutation{
+			Name:    "events: a bounce about another recipient suppresses it through the row",
+			File:    "outbox/events.go",
+			Find:    "if to, err := recipient(rowTo); err != nil || to != stored.Recipient {",
+			Replace: "if to, err := recipient(rowTo); err != nil && to != stored.Recipient {",
+			Pkg:     "./outbox/",
+			Test:    "TestRecordEvent",
+		},
+		Mutation{
+			Name:    "events: orphans suppress by default",
+			File:    "outbox/events.go",
+			Find:    "\t\tif !policy.SuppressOrphans {\n",
+			Replace: "\t\tif false {\n",
+			Pkg:     "./outbox/",
+			Test:    "TestRecordEvent",
+		},
+		Mutation{
+			Name:    "events: orphan suppressions unbounded",
+			File:    "outbox/events.go",
+			Find:    "if n >= MaxOrphanSuppressionsPerHour {",
+			Replace: "if n >= MaxOrphanSuppressionsPerHour*1000 {",
+			Pkg:     "./outbox/",
+			Test:    "TestRecordEvent",
+		},
 	)
 }
