@@ -1,10 +1,15 @@
 package webhook
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/netip"
+	"net/url"
 	"slices"
+	"strings"
 	"syscall"
+	"time"
 )
 
 // AddressError is the SSRF guard's refusal: the delivery client would have
@@ -16,8 +21,16 @@ type AddressError struct {
 }
 
 func (e *AddressError) Error() string {
-	return fmt.Sprintf("webhook: refusing to connect to %s (%s address; admit it with %s)", e.Addr, e.Range, EnvAllowedCIDRs)
+	return fmt.Sprintf("%s %s (%s address; admit it with %s)", addressRefusal, e.Addr, e.Range, EnvAllowedCIDRs)
 }
+
+// addressRefusal starts every AddressError's text, as last_error keeps it.
+const addressRefusal = "webhook: refusing to connect to"
+
+// RefusedByAddressGuard reports whether a delivery's stored last_error is
+// the SSRF guard's refusal: retrying the same URL cannot succeed until the
+// endpoint or WEBHOOK_ALLOWED_CIDRS changes.
+func RefusedByAddressGuard(lastError string) bool { return strings.Contains(lastError, addressRefusal) }
 
 // Unwrap makes errors.Is(err, ErrForbiddenAddress) hold.
 func (e *AddressError) Unwrap() error { return ErrForbiddenAddress }
@@ -107,4 +120,37 @@ func (p addressPolicy) control(network, address string, _ syscall.RawConn) error
 		return fmt.Errorf("%w: cannot parse dial address %q (%s)", ErrForbiddenAddress, address, network)
 	}
 	return p.check(ap.Addr())
+}
+
+// resolveTimeout bounds CheckAddress's DNS lookup.
+const resolveTimeout = 5 * time.Second
+
+// CheckAddress resolves rawURL's host now and applies the SSRF guard to
+// every address, as each attempt will: an *AddressError (ErrForbiddenAddress)
+// for a URL that would be refused on every attempt under cfg.AllowedCIDRs.
+// A host that does not resolve is a *net.DNSError: not a refusal (DNS may
+// be ready before the first event), only worth a warning. Creating an
+// endpoint from the CLI calls it; the attempt checks again at connect time,
+// where DNS rebinding cannot slip past.
+func CheckAddress(ctx context.Context, cfg Settings, rawURL string) error {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return fmt.Errorf("%w: url %q does not parse", ErrInvalidEndpoint, redactURL(rawURL))
+	}
+	policy := addressPolicy{allowed: cfg.AllowedCIDRs}
+	if addr, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
+		return policy.check(addr)
+	}
+	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", u.Hostname())
+	if err != nil {
+		return err
+	}
+	for _, a := range addrs {
+		if err := policy.check(a); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -21,6 +21,11 @@ func checkEndpointURL(raw string, production bool) error {
 	return nil
 }
 
+// RedactURL is an endpoint URL as logs, errors, the console and the CLI
+// show it: the userinfo, query string and fragment, which may be tokens
+// (?token=…), replaced by REDACTED; scheme, host, port and path kept.
+func RedactURL(raw string) string { return redactURL(raw) }
+
 // redactURL returns raw with whatever may be a credential replaced by
 // REDACTED: the userinfo, the query string and the fragment. Scheme, host,
 // port and path stay, so an operator can still tell which receiver it is.

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -202,9 +203,30 @@ func endpointsCreate(ctx context.Context, env *Env, url, types, secret string, a
 			eventTypes = append(eventTypes, t)
 		}
 	}
+	if err := webhook.ValidateURL(url, env.Config.Webhook.Production); err != nil {
+		return usagef("%v", err)
+	}
+	// Resolved now, as every attempt will: a URL the SSRF guard refuses
+	// would fail each delivery at once, so it is not created.
+	var dnsErr *net.DNSError
+	switch err := webhook.CheckAddress(ctx, env.Config.Webhook, url); {
+	case errors.As(err, &dnsErr):
+		fmt.Fprintf(env.Stderr, "warning: %s does not resolve now (%v); each attempt resolves it again\n", dnsErr.Name, dnsErr.Err)
+	case err != nil:
+		return fmt.Errorf("not created: every attempt would be refused: %w", err)
+	}
 	pool, err := env.MigratedPool(ctx)
 	if err != nil {
 		return err
+	}
+	eps, err := webhook.ListEndpoints(ctx, pool)
+	if err != nil {
+		return err
+	}
+	for _, other := range eps {
+		if other.URL == url {
+			fmt.Fprintf(env.Stderr, "warning: endpoint %s already has this URL; its receiver will get each event once per endpoint\n", other.ID)
+		}
 	}
 	ep, err := webhook.CreateEndpoint(ctx, pool, env.Config.Webhook, webhook.EndpointParams{URL: url, EventTypes: eventTypes, Secret: secret})
 	if err != nil {
@@ -261,7 +283,7 @@ func endpointsList(ctx context.Context, env *Env, asJSON bool) error {
 			lat = w.P50.Round(time.Millisecond).String() + "/" + w.P99.Round(time.Millisecond).String()
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ep.ID, state, ep.Breaker.State, ep.Breaker.ConsecutiveFailures,
-			paused, limitText(ep.RateLimit), limitText(ep.MaxInFlight), ok, lat, eventTypesText(ep.EventTypes), ep.URL)
+			paused, limitText(ep.RateLimit), limitText(ep.MaxInFlight), ok, lat, eventTypesText(ep.EventTypes), webhook.RedactURL(ep.URL))
 	}
 	return tw.Flush()
 }

@@ -44,3 +44,38 @@ func TestEndpointsLimitRotateList(t *testing.T) {
 		t.Fatal("list prints a secret")
 	}
 }
+
+// endpoints create resolves the URL as each attempt will: one the SSRF
+// guard refuses is not created, with the reason; one that does not resolve
+// yet, or that another endpoint already has, is created with a warning.
+// endpoints list shows a URL's query token redacted.
+func TestEndpointsCreateChecksTheAddress(t *testing.T) {
+	t.Parallel()
+	db := pgtest.URL(t)
+	run := func(env map[string]string, args ...string) (int, string, string) {
+		t.Helper()
+		env["DATABASE_URL"], env["LOG_LEVEL"] = db, "error"
+		var out, errOut bytes.Buffer
+		code := runMain(args, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	code, _, errOut := run(map[string]string{}, "endpoints", "create", "--url", "http://127.0.0.1:9/hook")
+	if code != 1 || !strings.Contains(errOut, "not created: every attempt would be refused") || !strings.Contains(errOut, "loopback") {
+		t.Fatalf("loopback URL: exit %d, stderr %q; want refused with the guard's reason", code, errOut)
+	}
+	allowed := map[string]string{"WEBHOOK_ALLOWED_CIDRS": "127.0.0.0/8"}
+	if code, _, errOut := run(allowed, "endpoints", "create", "--url", "http://127.0.0.1:9/hook"); code != 0 || errOut != "" {
+		t.Fatalf("loopback URL, admitted: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := run(allowed, "endpoints", "create", "--url", "http://127.0.0.1:9/hook"); code != 0 || !strings.Contains(errOut, "already has this URL") {
+		t.Fatalf("the same URL again: exit %d, stderr %q; want created with a warning", code, errOut)
+	}
+	code, _, errOut = run(map[string]string{}, "endpoints", "create", "--url", "https://hooks.postbox-test.invalid/in?token=tok-SECRET")
+	if code != 0 || !strings.Contains(errOut, "does not resolve now") {
+		t.Fatalf("unresolvable URL: exit %d, stderr %q; want created with a warning", code, errOut)
+	}
+	_, list, _ := run(map[string]string{}, "endpoints", "list")
+	if strings.Contains(list, "tok-SECRET") || !strings.Contains(list, "https://hooks.postbox-test.invalid/in?REDACTED") {
+		t.Fatalf("endpoints list shows the token, or not the endpoint:\n%s", list)
+	}
+}

@@ -59,6 +59,7 @@ func TestShow(t *testing.T) {
 		{"malformed uuid", []string{"1234abcd-12-1234-1234-1234567890ab"}, 2, nil, "is not a UUID"},
 		{"forced id kind, not a uuid", []string{"INV-1042", "--kind", "event"}, 2, nil, "--kind event takes a UUID"},
 		{"bad address", []string{"a@b@c", "--kind", "recipient"}, 2, nil, "not a single valid address"},
+		{"invalid UTF-8", []string{"\xff"}, 2, nil, "invalid UTF-8 or a NUL byte"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := show(tc.args...)

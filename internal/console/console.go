@@ -196,6 +196,8 @@ func (c *Console) problem(w http.ResponseWriter, r *http.Request, status int, ms
 
 func (c *Console) funcs() template.FuncMap {
 	return template.FuncMap{
+		// redact shows an endpoint URL without what may be a token.
+		"redact": webhook.RedactURL,
 		"ts": func(t any) string {
 			switch t := t.(type) {
 			case time.Time:

@@ -110,6 +110,9 @@ func TestPages(t *testing.T) {
 		{"malformed uuid", "/console/search?q=1234abcd-12-1234-1234-1234567890ab", 400, []string{"not a UUID"}},
 		{"malformed uuid page", "/console/event/not-a-uuid", 400, []string{"takes a UUID"}},
 		{"bad kind", "/console/search?q=x&kind=bogus", 400, []string{"kind &#34;bogus&#34; is not one of"}},
+		{"invalid UTF-8 search", "/console/search?q=%FF", 400, []string{"invalid UTF-8 or a NUL byte"}},
+		{"NUL in a customer page", "/console/customer/a%00b", 400, []string{"invalid UTF-8 or a NUL byte"}},
+		{"overlong UTF-8 invoice page", "/console/invoice/%C0%AF", 400, []string{"invalid UTF-8 or a NUL byte"}},
 		{"no such page", "/console/nowhere/at/all", 404, []string{"No such console page"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -133,7 +133,11 @@ func newFixture(t *testing.T) *fixture {
 		}
 		return ep
 	}
-	f.goodEP, f.badEP, f.offEP = newEP("/hooks"), newEP("/fail"), newEP("/off")
+	// The disabled endpoint's URL carries a token, as some receivers'
+	// do: no page may show it.
+	token := secretText(t, "TOKEN")
+	f.secrets = append(f.secrets, token)
+	f.goodEP, f.badEP, f.offEP = newEP("/hooks"), newEP("/fail"), newEP("/off?token="+token)
 	if err := webhook.DisableEndpoint(ctx, db, f.offEP.ID, "answered 410 Gone"); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -28,10 +29,13 @@ type Story struct {
 	// first), a customer or a recipient (the last 30 days).
 	Emails []Email `json:"emails,omitempty"`
 
-	Event         *webhook.EventRecord    `json:"event,omitempty"`
-	Delivery      *webhook.DeliveryRecord `json:"delivery,omitempty"`
-	Endpoint      *webhook.Health         `json:"endpoint,omitempty"`
-	WebhookOutbox *webhook.OutboxRecord   `json:"webhook_outbox,omitempty"`
+	Event    *webhook.EventRecord    `json:"event,omitempty"`
+	Delivery *webhook.DeliveryRecord `json:"delivery,omitempty"`
+	// DeliveryFix is what would fix a failed delivery: the change to make
+	// first when retrying alone cannot help, and the command.
+	DeliveryFix   string                `json:"delivery_fix,omitempty"`
+	Endpoint      *webhook.Health       `json:"endpoint,omitempty"`
+	WebhookOutbox *webhook.OutboxRecord `json:"webhook_outbox,omitempty"`
 
 	// Jobs are the River shift jobs still kept (24 h) whose output names
 	// a row of this story.
@@ -116,6 +120,11 @@ func Find(ctx context.Context, db DB, q string, kind Kind) (Story, error) {
 	if q == "" {
 		return Story{}, fmt.Errorf("%w: nothing to look up: give an email, event, delivery or endpoint id, an invoice id, a customer id or an address", ErrMalformed)
 	}
+	// Postgres refuses such text as a parameter (SQLSTATE 22021), so no row
+	// can match it: it is the caller's mistake, not a failed lookup.
+	if !utf8.ValidString(q) || strings.ContainsRune(q, 0) {
+		return Story{}, fmt.Errorf("%w: %q is not text that can name anything (invalid UTF-8 or a NUL byte)", ErrMalformed, q)
+	}
 	kinds := []Kind{kind}
 	if kind == "" {
 		var err error
@@ -164,6 +173,7 @@ func load(ctx context.Context, db DB, q string, k Kind) (s Story, found bool, er
 		var d webhook.DeliveryRecord
 		if d, err = webhook.GetDelivery(ctx, db, q); err == nil {
 			s.Delivery = &d
+			s.DeliveryFix = deliveryFix(d)
 		}
 	case KindEndpoint:
 		var h webhook.Health
@@ -396,4 +406,20 @@ func jobsFor(ctx context.Context, db DB, ids []string, since time.Time) ([]JobRe
 		return nil, fmt.Errorf("story: shift jobs: %w", err)
 	}
 	return out, nil
+}
+
+// deliveryFix is a failed delivery's fix: requeue it, which sends it again
+// to its own endpoint under the same webhook-id (a replay would send a new
+// event to every endpoint) — after changing the endpoint when the SSRF
+// guard refused its address, since the same URL would be refused again.
+func deliveryFix(d webhook.DeliveryRecord) string {
+	if d.Status != webhook.StatusFailed {
+		return ""
+	}
+	requeue := "worker requeue delivery " + d.ID
+	if webhook.RefusedByAddressGuard(d.LastError) {
+		return "the endpoint's URL resolves to an address the SSRF guard refuses: point the endpoint at a public address " +
+			"(or admit its range with " + webhook.EnvAllowedCIDRs + "), then " + requeue
+	}
+	return requeue + "   (sent again to its endpoint only, same webhook-id)"
 }

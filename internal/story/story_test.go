@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -115,6 +117,8 @@ func TestFind(t *testing.T) {
 	event := one(`INSERT INTO webhook_events (event_type, payload) VALUES ('invoice.paid', '{}') RETURNING id`)
 	clone := one(`INSERT INTO webhook_events (event_type, payload, replay_of) VALUES ('invoice.paid', '{}', $1) RETURNING id`, event)
 	delivery := one(`INSERT INTO webhook_deliveries (event_id, endpoint_id, status, attempts, last_error) VALUES ($1, $2, 'failed', 2, 'HTTP 500') RETURNING id`, event, ep.ID)
+	guarded := one(`INSERT INTO webhook_deliveries (event_id, endpoint_id, status, attempts, last_error) VALUES ($1, $2, 'failed', 1, $3) RETURNING id`,
+		clone, ep.ID, (&webhook.AddressError{Addr: netip.MustParseAddr("127.0.0.1"), Range: "loopback"}).Error())
 	one(`INSERT INTO webhook_delivery_attempts (delivery_id, attempt, status_code, duration_ms, response_excerpt) VALUES
 		($1, 1, 500, 12, 'oops'), ($1, 2, 503, 20, 'later') RETURNING delivery_id::text`, delivery)
 	whOutbox := one(`INSERT INTO webhook_outbox (event_type, payload, status, last_error) VALUES ('x.y', '{}', 'failed', 'boom') RETURNING id`)
@@ -183,6 +187,16 @@ func TestFind(t *testing.T) {
 			if s.Delivery.EndpointURL != ep.URL || len(s.Delivery.Log) != 2 {
 				t.Errorf("delivery: %+v", s.Delivery)
 			}
+			// A failed delivery is requeued to its own endpoint, not
+			// replayed as a new event to every endpoint.
+			if !strings.HasPrefix(s.DeliveryFix, "worker requeue delivery "+delivery) {
+				t.Errorf("delivery fix %q; want worker requeue delivery %s", s.DeliveryFix, delivery)
+			}
+		}},
+		{guarded, "", KindDelivery, func(t *testing.T, s Story) {
+			if !strings.Contains(s.DeliveryFix, "SSRF guard refuses") || !strings.HasSuffix(s.DeliveryFix, "then worker requeue delivery "+guarded) {
+				t.Errorf("fix for a delivery the SSRF guard refused: %q; want what to change, then the requeue", s.DeliveryFix)
+			}
 		}},
 		{ep.ID, "", KindEndpoint, func(t *testing.T, s Story) {
 			if s.Endpoint.ConsecutiveFailures != 2 || s.Endpoint.Endpoint.Secret != "" {
@@ -246,6 +260,24 @@ func TestFind(t *testing.T) {
 			t.Fatalf("jobs: %+v", s.Jobs)
 		}
 	})
+}
+
+// Text Postgres cannot take as a parameter names nothing: it is refused as
+// malformed, whatever the kind, not passed on as the database's error.
+func TestFind_TextPostgresRefusesIsMalformed(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewPool(t)
+	for _, q := range []string{"\xff", "a\x00b", "\xc0\xaf", "cus_\xff"} {
+		for _, k := range []Kind{"", KindInvoice, KindCustomer, KindRecipient} {
+			t.Run(fmt.Sprintf("%q as %q", q, k), func(t *testing.T) {
+				t.Parallel()
+				_, err := Find(context.Background(), db, q, k)
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("Find(%q, %q) = %v, want ErrMalformed", q, k, err)
+				}
+			})
+		}
+	}
 }
 
 // An email's story carries what came back after the send: the provider's

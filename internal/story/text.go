@@ -24,8 +24,8 @@ func WriteText(w io.Writer, s Story) error {
 	case s.Delivery != nil:
 		p.f("delivery %s of event %s (%s)\n", s.Delivery.ID, s.Delivery.EventID, s.Delivery.EventType)
 		p.delivery(*s.Delivery, "  ")
-		if s.Delivery.Status == webhook.StatusFailed {
-			p.f("  fix: worker replay event %s   (a delivery is sent again as a new event)\n", s.Delivery.EventID)
+		if s.DeliveryFix != "" {
+			p.f("  fix: %s\n", s.DeliveryFix)
 		}
 	case s.Endpoint != nil:
 		p.endpoint(*s.Endpoint)
@@ -156,7 +156,7 @@ func (p *printer) event(e webhook.EventRecord) {
 	}
 	failed := false
 	for _, d := range e.Deliveries {
-		p.f("  → %s (endpoint %s)\n", d.EndpointURL, d.EndpointID)
+		p.f("  → %s (endpoint %s)\n", webhook.RedactURL(d.EndpointURL), d.EndpointID)
 		p.delivery(d, "    ")
 		failed = failed || d.Status == webhook.StatusFailed
 	}
@@ -218,7 +218,7 @@ func (p *printer) endpoint(h webhook.Health) {
 	if !e.Enabled {
 		state = "DISABLED: " + orNone(e.DisabledReason)
 	}
-	p.f("endpoint %s %s\n  %s; event types %v; secret: present (never shown)\n", e.ID, e.URL, state, e.EventTypes)
+	p.f("endpoint %s %s\n  %s; event types %v; secret: present (never shown)\n", e.ID, webhook.RedactURL(e.URL), state, e.EventTypes)
 	for _, w := range h.Windows {
 		if w.Attempts == 0 {
 			p.f("  %s: no attempts\n", w.Name)
