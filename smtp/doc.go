@@ -15,7 +15,8 @@
 //   - tls: TLS from the first byte (port 465).
 //   - none: plaintext, for local development. With APP_ENV=production every
 //     Send fails with ErrPlaintextForbidden (logged at error level, naming
-//     SMTP_TLS and APP_ENV), and New warns at boot.
+//     SMTP_TLS and APP_ENV), and New warns at boot; `worker` refuses to
+//     start with that pair, so only a library caller reaches the send check.
 //
 // Certificates are always verified against the system roots plus, with
 // SMTP_CA_FILE, a private relay's CA. No option turns verification off.

@@ -103,6 +103,14 @@ func TestGroupsAndTopLevel(t *testing.T) {
 		{[]string{"help", "nope"}, 2, "unknown command"},
 		{nil, 2, "usage: worker <command>"},
 		{[]string{"nope"}, 2, `unknown command "nope"`},
+		// A malformed id is the same usage error from every command.
+		{[]string{"requeue", "email", "nope"}, 2, `<id> "nope" is not an id: want a UUID`},
+		{[]string{"requeue", "delivery", "1234"}, 2, `<delivery-id> "1234" is not an id`},
+		{[]string{"replay", "event", "ev_1"}, 2, `<event-id> "ev_1" is not an id`},
+		{[]string{"endpoints", "disable", "ep_1"}, 2, `<id> "ep_1" is not an id`},
+		{[]string{"stat"}, 2, `unknown command "stat"; did you mean stats?`},
+		{[]string{"help", "sho"}, 2, `did you mean show?`},
+		{[]string{"migrate", "stauts"}, 2, `unknown subcommand "stauts"; did you mean status?`},
 		{[]string{"--nope"}, 2, "unknown flag --nope"},
 		{[]string{"--version"}, 0, "postbox worker "},
 		{[]string{"version"}, 0, "postbox worker "},
@@ -113,8 +121,8 @@ func TestGroupsAndTopLevel(t *testing.T) {
 		{[]string{"stats"}, 1, "APP_ENV"},
 		{[]string{"run"}, 1, "APP_ENV"},
 		// Flags that parse but are out of range are usage errors too.
-		{[]string{"replay", "endpoint", "ep_1"}, 2, "--since is required"},
-		{[]string{"replay", "endpoint", "ep_1", "--since", "yesterday"}, 2, "want an RFC3339 time"},
+		{[]string{"replay", "endpoint", "00000000-0000-4000-8000-0000000000e1"}, 2, "--since is required"},
+		{[]string{"replay", "endpoint", "00000000-0000-4000-8000-0000000000e1", "--since", "yesterday"}, 2, "want an RFC3339 time"},
 		{[]string{"failed", "email", "--limit", "0"}, 2, "want at least 1"},
 		{[]string{"endpoints", "create"}, 2, "--url is required"},
 		{[]string{"suppressions"}, 2, "a subcommand is required"},
@@ -126,10 +134,10 @@ func TestGroupsAndTopLevel(t *testing.T) {
 		{[]string{"show"}, 2, "missing argument <anything>"},
 		{[]string{"show", "INV-1", "--kind", "bogus"}, 2, `kind "bogus" is not one of email, event`},
 		{[]string{"show", "INV-1"}, 1, "APP_ENV"},
-		{[]string{"endpoints", "rotate-secret", "ep_1", "--keep", "-1h"}, 2, "want a duration from 0 to 720h"},
-		{[]string{"endpoints", "rotate-secret", "ep_1", "--keep", "1000h"}, 2, "want a duration from 0 to 720h"},
-		{[]string{"endpoints", "limit", "ep_1", "--rate", "-1"}, 2, "must be 0 (none) or positive"},
-		{[]string{"endpoints", "limit", "ep_1", "--max-in-flight", "20000"}, 2, "max in flight 20000"},
+		{[]string{"endpoints", "rotate-secret", "00000000-0000-4000-8000-0000000000e1", "--keep", "-1h"}, 2, "want a duration from 0 to 720h"},
+		{[]string{"endpoints", "rotate-secret", "00000000-0000-4000-8000-0000000000e1", "--keep", "1000h"}, 2, "want a duration from 0 to 720h"},
+		{[]string{"endpoints", "limit", "00000000-0000-4000-8000-0000000000e1", "--rate", "-1"}, 2, "must be 0 (none) or positive"},
+		{[]string{"endpoints", "limit", "00000000-0000-4000-8000-0000000000e1", "--max-in-flight", "20000"}, 2, "max in flight 20000"},
 	} {
 		code, out, errOut := run(tc.args...)
 		got := errOut

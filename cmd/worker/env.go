@@ -113,6 +113,12 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if c.SMTP, err = smtp.ConfigFromEnv(lookup); err != nil {
 		return c, err
 	}
+	// The mailer would refuse each send anyway, but a worker that boots
+	// claims every email and fails it, attempt by attempt, for the whole
+	// retry schedule: refusing here fails the deploy instead of the mail.
+	if c.SMTP.Mode == smtp.ModeNone && c.Production() {
+		return c, fmt.Errorf("SMTP_TLS=none: plaintext SMTP is refused when APP_ENV=production; set SMTP_TLS=starttls or tls")
+	}
 	if c.Webhook, err = webhook.SettingsFromEnv(lookup); err != nil {
 		return c, err
 	}
@@ -187,10 +193,13 @@ func duration(get func(string, string) string, name, def string) (time.Duration,
 // Env is what every command gets: configuration, a logger and output.
 type Env struct {
 	Config Config
-	Logger *slog.Logger
-	Stdout io.Writer
-	Stderr io.Writer
-	pool   *pgxpool.Pool
+	// Unknown are the set variables that look like postbox's but that it
+	// does not read; `run` warns about each at boot.
+	Unknown []unknownVariable
+	Logger  *slog.Logger
+	Stdout  io.Writer
+	Stderr  io.Writer
+	pool    *pgxpool.Pool
 }
 
 // LoadEnv reads the configuration and sets up JSON logging on stderr.
@@ -200,7 +209,7 @@ func LoadEnv(lookup func(string) (string, bool), stdout, stderr io.Writer) (*Env
 		return nil, err
 	}
 	logger := newLogger(stderr, cfg.LogLevel)
-	return &Env{Config: cfg, Logger: logger, Stdout: stdout, Stderr: stderr}, nil
+	return &Env{Config: cfg, Unknown: unknownVariables(setVariables(lookup)), Logger: logger, Stdout: stdout, Stderr: stderr}, nil
 }
 
 // Pool connects to DATABASE_URL once, with an error naming the host when

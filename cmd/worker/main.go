@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/postbox/postbox/outbox"
 )
 
 // command is one subcommand, or one subcommand of a group ("migrate up").
@@ -127,16 +129,19 @@ func runMain(args []string, lookup func(string) (string, bool), stdout, stderr i
 			return 0
 		}
 		if _, ok := commands[name+" "+rest[0]]; !ok {
-			fmt.Fprintf(stderr, "worker %s: unknown subcommand %q\n\n", name, rest[0])
-			printGroupHelp(stderr, name)
+			var subs []string
+			for _, c := range groupMembers(name) {
+				subs = append(subs, strings.TrimPrefix(c.Name, name+" "))
+			}
+			fmt.Fprintf(stderr, "worker %s: unknown subcommand %q%s\nrun 'worker %s --help' for its subcommands\n",
+				name, rest[0], didYouMean(rest[0], subs), name)
 			return 2
 		}
 		name, rest = name+" "+rest[0], rest[1:]
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(stderr, "worker: unknown command %q\n\n", name)
-		printUsage(stderr)
+		fmt.Fprintf(stderr, "worker: unknown command %q%s\nrun 'worker --help' for the commands\n", name, didYouMean(name, topNames()))
 		return 2
 	}
 
@@ -148,6 +153,9 @@ func runMain(args []string, lookup func(string) (string, bool), stdout, stderr i
 	}
 	if err == nil && len(pos) != len(cmd.Positional) {
 		err = positionalError(cmd, pos)
+	}
+	if err == nil {
+		err = idError(cmd, pos)
 	}
 	if err == nil {
 		err = requiredError(cmd, fs)
@@ -209,6 +217,18 @@ func positionalError(c command, pos []string) error {
 	}
 }
 
+// idError refuses a positional argument named id (or <something>-id) that
+// is not a UUID, before the configuration is loaded or Postgres asked: the
+// same usage error, exit 2, from every command.
+func idError(c command, pos []string) error {
+	for i, name := range c.Positional {
+		if (name == "id" || strings.HasSuffix(name, "-id")) && !outbox.IsRowID(pos[i]) {
+			return fmt.Errorf("<%s> %q is not an id: want a UUID (8-4-4-4-12 hex digits)", name, pos[i])
+		}
+	}
+	return nil
+}
+
 func requiredError(c command, fs *flag.FlagSet) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -235,8 +255,7 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		printGroupHelp(stdout, name)
 		return 0
 	}
-	fmt.Fprintf(stderr, "worker help: unknown command %q\n\n", name)
-	printUsage(stderr)
+	fmt.Fprintf(stderr, "worker help: unknown command %q%s\nrun 'worker --help' for the commands\n", name, didYouMean(name, topNames()))
 	return 2
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"github.com/postbox/postbox/internal/backlog"
 	"github.com/postbox/postbox/internal/version"
 	"github.com/postbox/postbox/jobs"
+	"github.com/postbox/postbox/webhook"
 )
 
 func init() {
@@ -47,11 +49,22 @@ func runRun(ctx context.Context, env *Env, _ []string) error {
 func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaOptions,
 	running func(ctx context.Context, rep *replica, addr string) error) error {
 	cfg, log := env.Config, env.Logger
+	for _, u := range env.Unknown {
+		if u.Nearest != "" {
+			log.Warn("ignoring "+u.Name+": postbox reads no such variable; did you mean "+u.Nearest+"?", "variable", u.Name, "did_you_mean", u.Nearest)
+			continue
+		}
+		log.Warn("ignoring "+u.Name+": postbox reads no such variable", "variable", u.Name)
+	}
+	// The effective settings, once, so a misread variable shows here (the
+	// SMTP transport is logged by the mailer). No secret is among them.
 	log.Info("postbox worker starting",
 		"app_env", cfg.AppEnv, "http_addr", cfg.HTTPAddr,
+		"email_concurrency", cfg.EmailConcurrency, "webhook_concurrency", cmp.Or(cfg.Webhook.Concurrency, webhook.DefaultConcurrency),
 		"email_batch_size", cfg.Leases.BatchSize, "email_batch_timeout", cfg.Leases.BatchTimeout.String(),
 		"email_claim_lease", cfg.Leases.ClaimLease(cfg.Leases.BatchSize).String(),
-		"poll_interval", cfg.PollInterval.String(), "shutdown_timeout", cfg.ShutdownTimeout.String())
+		"poll_interval", cfg.PollInterval.String(), "shutdown_timeout", cfg.ShutdownTimeout.String(),
+		"retry_backoff_scale", cfg.RetryBackoffScale, "sealed_secrets", cfg.Keys != nil)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +61,37 @@ func TestPingNamesHost(t *testing.T) {
 	}
 	if want := "db.invalid"; !strings.Contains(err.Error(), want) {
 		t.Fatalf("Ping error %q does not name host %q", err, want)
+	}
+}
+
+// Postgres that answers with a refusal is reported as what it said — a
+// missing database, a missing role — not as unreachable.
+func TestPingSaysWhatPostgresSaid(t *testing.T) {
+	t.Parallel()
+	srv, err := Find(context.Background(), slog.New(slog.DiscardHandler), "DATABASE_URL")
+	if err != nil {
+		t.Skipf("no Postgres: %v", err)
+	}
+	defer srv.Close()
+	base, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, user, db, want string
+	}{
+		{"missing database", base.User.Username(), "postbox_no_such_db", `database "postbox_no_such_db" does not exist (SQLSTATE 3D000)`},
+		{"missing role", "postbox_no_such_role", "postgres", `"postbox_no_such_role"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			u := *base
+			u.User = url.User(tc.user)
+			u.Path = "/" + tc.db
+			err := Ping(context.Background(), u.String())
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "cannot reach") {
+				t.Fatalf("Ping(%s) = %v, want a refusal naming %s", tc.name, err, tc.want)
+			}
+		})
 	}
 }

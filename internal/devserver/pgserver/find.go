@@ -2,6 +2,7 @@ package pgserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // DefaultURL is tried when no URL is configured.
@@ -67,7 +69,15 @@ func Ping(ctx context.Context, url string) error {
 	defer cancel()
 	cfg.ConnectTimeout = 5 * time.Second
 	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
+	var refused *pgconn.PgError
+	switch {
+	case errors.As(err, &refused):
+		// Postgres answered: the database or role is missing, the password
+		// is wrong, it is out of connections. Say what it said, not that
+		// it could not be reached.
+		return fmt.Errorf("Postgres at %s:%d refused the connection: %s (SQLSTATE %s)", cfg.Host, cfg.Port,
+			refused.Message, refused.Code)
+	case err != nil:
 		// pgx lists every address it tried on its own line; one line reads
 		// better in a boot error.
 		return fmt.Errorf("cannot reach Postgres at %s:%d: %s", cfg.Host, cfg.Port,
