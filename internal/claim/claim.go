@@ -146,6 +146,14 @@ const IndexOnlySQL = `SET LOCAL enable_seqscan = off`
 // found. All run in one implicit transaction (a batch), so NextSQL sees
 // the claim's own leases and shares its now().
 func Claim[T any](ctx context.Context, db Batcher, t Table, w *Window, n int, lease time.Duration, scan pgx.RowToFunc[T]) ([]T, error) {
+	// A claim commits before its rows reach the caller. Cancelled in
+	// between — a shift's window closing, a stop — it would leave them
+	// under a lease no one works until the lease ran out (minutes). So,
+	// like a mark, a claim once begun is detached from its caller's
+	// cancellation and bounded on its own; its rows are the caller's to
+	// start or release.
+	ctx, cancel := MarkContext(ctx)
+	defer cancel()
 	edge, token := w.Start()
 	b := &pgx.Batch{}
 	b.Queue(IndexOnlySQL)

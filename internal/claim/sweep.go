@@ -102,6 +102,10 @@ func Sweep(ctx context.Context, db Batcher, t Table, w *Window) (Swept, error) {
 // sweepRound runs one round and returns once it has committed: its ids,
 // the newest due time it moved, and the due time it gave them.
 func sweepRound(ctx context.Context, db Batcher, sql string, args ...any) (ids []string, next, moved time.Time, err error) {
+	// Detached like a claim: a round cancelled after its commit would move
+	// its rows without rewinding the window to them.
+	ctx, cancel := MarkContext(ctx)
+	defer cancel()
 	b := &pgx.Batch{}
 	b.Queue(IndexOnlySQL)
 	b.Queue(sql, args...)

@@ -204,6 +204,27 @@ VALUES ('cus', '{"to":"a@example.com","subject":"s","text":"t"}', now() - interv
 	}
 }
 
+// TestClaim_CompletesOnceBegun: a claim commits before its rows reach the
+// caller, so a caller whose context ends in between (a shift's window
+// closing mid-claim) would strand them under their lease for minutes. The
+// claim detaches from the caller's cancellation: even begun with a context
+// already cancelled, it returns the rows it claimed.
+func TestClaim_CompletesOnceBegun(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	insertDue(t, pool, 3, time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ids, err := claim.Claim(ctx, pool, emails, &claim.Window{}, 10, time.Hour, pgx.RowTo[string])
+	if err != nil || len(ids) != 3 {
+		t.Fatalf("claim with its caller gone: %v, %v; want the 3 rows it claimed", ids, err)
+	}
+	var leased int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM email_outbox WHERE next_attempt_at > now()`).Scan(&leased); err != nil || leased != 3 {
+		t.Fatalf("%d rows leased (%v), want the 3 returned", leased, err)
+	}
+}
+
 // TestSweep_LeavesLeasesAndBackOffsAlone: rows in front of the edge — a
 // claimed row's lease, a retry's back-off — are not the sweep's.
 func TestSweep_LeavesLeasesAndBackOffsAlone(t *testing.T) {

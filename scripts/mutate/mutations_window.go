@@ -178,5 +178,13 @@ func init() {
 			Pkg:     "./internal/claim/",
 			Test:    "TestSweep_SlowerThanTheMarginStillLandsInTheWindow",
 		},
+		Mutation{
+			Name:    "claim: a claim cancelled after its commit strands its rows under their lease",
+			File:    "internal/claim/claim.go",
+			Find:    "\tctx, cancel := MarkContext(ctx)\n\tdefer cancel()\n\tedge, token := w.Start()",
+			Replace: "\tedge, token := w.Start()",
+			Pkg:     "./internal/claim/",
+			Test:    "TestClaim_CompletesOnceBegun",
+		},
 	)
 }
