@@ -123,7 +123,9 @@ func TestGroupsAndTopLevel(t *testing.T) {
 		// Flags that parse but are out of range are usage errors too.
 		{[]string{"replay", "endpoint", "00000000-0000-4000-8000-0000000000e1"}, 2, "--since is required"},
 		{[]string{"replay", "endpoint", "00000000-0000-4000-8000-0000000000e1", "--since", "yesterday"}, 2, "want an RFC3339 time"},
-		{[]string{"failed", "email", "--limit", "0"}, 2, "want at least 1"},
+		{[]string{"failed", "email", "--limit", "0"}, 2, `invalid value "0" for flag --limit: want at least 1`},
+		{[]string{"failed", "email", "--jsn"}, 2, "unknown flag --jsn; did you mean --json?"},
+		{[]string{"failed", "email", "--limit"}, 2, "flag needs an argument: --limit"},
 		{[]string{"endpoints", "create"}, 2, "--url is required"},
 		{[]string{"suppressions"}, 2, "a subcommand is required"},
 		{[]string{"suppressions", "purge"}, 2, `unknown subcommand "purge"`},

@@ -14,8 +14,9 @@ import (
 
 func init() {
 	register(command{
-		Name:    "demo",
-		Summary: "the whole pipeline on a scratch database, with a local SMTP sink and receivers",
+		Name:     "demo",
+		JSONLogs: true,
+		Summary:  "the whole pipeline on a scratch database, with a local SMTP sink and receivers",
 		Help: "Runs postbox end to end in about ten seconds: creates and migrates a scratch database (on " +
 			"DATABASE_URL's server, Postgres on 127.0.0.1:5432, or a throwaway cluster it starts), an in-process " +
 			"SMTP sink and three webhook receivers (healthy; failing twice, then recovering; answering 410 Gone); " +

@@ -202,13 +202,18 @@ type Env struct {
 	pool    *pgxpool.Pool
 }
 
-// LoadEnv reads the configuration and sets up JSON logging on stderr.
-func LoadEnv(lookup func(string) (string, bool), stdout, stderr io.Writer) (*Env, error) {
+// LoadEnv reads the configuration and sets up logging on stderr: JSON
+// with jsonLogs (run and demo, whose logs a collector reads), sentences
+// otherwise.
+func LoadEnv(lookup func(string) (string, bool), stdout, stderr io.Writer, jsonLogs bool) (*Env, error) {
 	cfg, err := LoadConfig(lookup)
 	if err != nil {
 		return nil, err
 	}
-	logger := newLogger(stderr, cfg.LogLevel)
+	logger := newCLILogger(stderr, cfg.LogLevel)
+	if jsonLogs {
+		logger = newLogger(stderr, cfg.LogLevel)
+	}
 	return &Env{Config: cfg, Unknown: unknownVariables(setVariables(lookup)), Logger: logger, Stdout: stdout, Stderr: stderr}, nil
 }
 

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 )
 
 // newLogger is the worker's logger: JSON on w at level, with every
@@ -77,4 +79,75 @@ func (h *demoteHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (h *demoteHandler) WithGroup(name string) slog.Handler {
 	return &demoteHandler{next: h.next.WithGroup(name), demote: h.demote}
+}
+
+// newCLILogger is the logger of the commands a person runs at a terminal
+// (every one but run and demo, whose logs go to a collector): one line per
+// record, "warning: message (key=value, …)", on w.
+func newCLILogger(w io.Writer, level slog.Leveler) *slog.Logger {
+	return slog.New(&cliHandler{w: w, level: level, mu: &sync.Mutex{}})
+}
+
+// cliHandler writes records as sentences rather than JSON.
+type cliHandler struct {
+	w     io.Writer
+	level slog.Leveler
+	mu    *sync.Mutex // shared by the handlers derived with With
+	attrs []slog.Attr
+	group string // prefix of the keys of attributes added after WithGroup
+}
+
+func (h *cliHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= h.level.Level() }
+
+func (h *cliHandler) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	switch {
+	case r.Level >= slog.LevelError:
+		b.WriteString("error: ")
+	case r.Level >= slog.LevelWarn:
+		b.WriteString("warning: ")
+	case r.Level < slog.LevelInfo:
+		b.WriteString("debug: ")
+	}
+	b.WriteString(r.Message)
+	attrs := append([]slog.Attr(nil), h.attrs...)
+	r.Attrs(func(a slog.Attr) bool {
+		if h.group != "" {
+			a.Key = h.group + "." + a.Key
+		}
+		attrs = append(attrs, a)
+		return true
+	})
+	for i, a := range attrs {
+		sep := ", "
+		if i == 0 {
+			sep = " ("
+		}
+		fmt.Fprintf(&b, "%s%s=%s", sep, a.Key, a.Value.Resolve().String())
+	}
+	if len(attrs) > 0 {
+		b.WriteString(")")
+	}
+	b.WriteString("\n")
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, err := io.WriteString(h.w, b.String())
+	return err
+}
+
+func (h *cliHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	c := *h
+	c.attrs = append(append([]slog.Attr(nil), h.attrs...), as...)
+	if h.group != "" {
+		for i := len(h.attrs); i < len(c.attrs); i++ {
+			c.attrs[i].Key = h.group + "." + c.attrs[i].Key
+		}
+	}
+	return &c
+}
+
+func (h *cliHandler) WithGroup(name string) slog.Handler {
+	c := *h
+	c.group = strings.TrimPrefix(h.group+"."+name, ".")
+	return &c
 }

@@ -72,3 +72,22 @@ func TestRiverLoggerDemotesChatter(t *testing.T) {
 		}
 	}
 }
+
+// The commands a person runs log sentences, not JSON: the level as a word
+// (none for INFO), the message, the attributes in parentheses; below the
+// level nothing.
+func TestCLILoggerWritesSentences(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log := newCLILogger(&buf, slog.LevelInfo).With("email", "ada@example.com")
+	log.Info("suppression lifted", "by", "ops", "after", 90*time.Second)
+	log.Warn("orphan", slog.Group("g", "n", 2))
+	log.Error("failed")
+	log.Debug("not shown")
+	want := "suppression lifted (email=ada@example.com, by=ops, after=1m30s)\n" +
+		"warning: orphan (email=ada@example.com, g=[n=2])\n" +
+		"error: failed (email=ada@example.com)\n"
+	if buf.String() != want {
+		t.Fatalf("CLI log:\n%s\nwant:\n%s", buf.String(), want)
+	}
+}

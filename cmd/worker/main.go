@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -42,6 +43,9 @@ type command struct {
 	Run runFunc
 	// NoEnv: the command needs no configuration (version).
 	NoEnv bool
+	// JSONLogs: the command logs JSON lines (run, demo), for a collector;
+	// the others write sentences for the person who ran them.
+	JSONLogs bool
 }
 
 // runFunc runs a command with its positional arguments.
@@ -170,7 +174,7 @@ func runMain(args []string, lookup func(string) (string, bool), stdout, stderr i
 	defer stop()
 	env := &Env{Stdout: stdout, Stderr: stderr}
 	if !cmd.NoEnv {
-		if env, err = LoadEnv(lookup, stdout, stderr); err != nil {
+		if env, err = LoadEnv(lookup, stdout, stderr, cmd.JSONLogs); err != nil {
 			fmt.Fprintf(stderr, "worker %s: %v\n", cmd.Name, err)
 			return 1
 		}
@@ -420,7 +424,7 @@ func parseFlagsAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			return nil, flagError(fs, err)
 		}
 		rest := fs.Args()
 		if len(rest) == 0 {
@@ -432,4 +436,23 @@ func parseFlagsAnywhere(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+}
+
+// flagSpelling finds a flag as the flag package's errors spell it (-limit).
+var flagSpelling = regexp.MustCompile(`(^|: | for flag |unknown flag )-([A-Za-z][A-Za-z0-9-]*)`)
+
+// flagError is a parse error of the flag package with its flags spelled as
+// help spells them (--limit), and "unknown flag --x; did you mean --y?"
+// for one fs does not define.
+func flagError(fs *flag.FlagSet, err error) error {
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		var names []string
+		fs.VisitAll(func(f *flag.Flag) { names = append(names, "--"+f.Name) })
+		return fmt.Errorf("unknown flag --%s%s", name, didYouMean("--"+name, names))
+	}
+	return errors.New(flagSpelling.ReplaceAllString(msg, "${1}--${2}"))
 }

@@ -45,7 +45,7 @@ func init() {
 				verb = "completed the interrupted replay of"
 			}
 			fmt.Fprintf(env.Stdout, "%s event %s as %s: %d deliveries; %s\n",
-				verb, rep.ReplayOf, rep.EventID, rep.Deliveries, attemptsText(rep.Attempts, replaySchedule(env.Config)))
+				verb, rep.ReplayOf, rep.EventID, rep.Deliveries, attemptsText(rep.Attempts, rep.Deliveries, replaySchedule(env.Config)))
 			return nil
 		},
 	})
@@ -76,7 +76,7 @@ func init() {
 					return nil
 				}
 				fmt.Fprintf(env.Stdout, "endpoint %s: replayed %d events failed since %s (%d completing an interrupted run): %d deliveries; %s\n",
-					args[0], rb.Events, from.UTC().Format(time.RFC3339), rb.Resumed, rb.Deliveries, attemptsText(rb.Attempts, replaySchedule(env.Config)))
+					args[0], rb.Events, from.UTC().Format(time.RFC3339), rb.Resumed, rb.Deliveries, attemptsText(rb.Attempts, rb.Deliveries, replaySchedule(env.Config)))
 				return nil
 			}
 		},
@@ -101,15 +101,20 @@ func replayPipeline(ctx context.Context, env *Env) (*webhook.Dispatcher, error) 
 		Schedule: replaySchedule(env.Config), Logger: env.Logger})
 }
 
-// attemptsText is how the first attempts went; those that will retry do
-// so after the schedule's first wait.
-func attemptsText(s webhook.Tally, schedule leases.Backoff) string {
+// attemptsText is how the first attempts of deliveries went; those that
+// will retry do so after the schedule's first wait, and those that got no
+// attempt wait for their endpoint's admission (a rate limit, an in-flight
+// cap, an open breaker), which the retry worker sends when it admits them.
+func attemptsText(s webhook.Tally, deliveries int, schedule leases.Backoff) string {
 	text := fmt.Sprintf("%d succeeded, %d will retry, %d failed", s.Sent, s.Retried, s.Failed)
 	if s.Retried > 0 && len(schedule) > 0 {
 		text += fmt.Sprintf(" (first retry in about %s)", schedule[0].Round(time.Millisecond))
 	}
 	if s.Released > 0 {
 		text += fmt.Sprintf(", %d left to the retry worker", s.Released)
+	}
+	if held := deliveries - s.Sent - s.Retried - s.Failed - s.Released; held > 0 {
+		text += fmt.Sprintf(", %d queued behind the endpoint's limits (the retry worker sends them as it admits them)", held)
 	}
 	return text
 }

@@ -21,8 +21,9 @@ import (
 
 func init() {
 	register(command{
-		Name:    "run",
-		Summary: "run one worker replica until SIGINT/SIGTERM",
+		Name:     "run",
+		JSONLogs: true,
+		Summary:  "run one worker replica until SIGINT/SIGTERM",
 		Help: "Runs one replica of the pool: its email and webhook lanes (River shift jobs on the replica's own " +
 			"queue), the wake-up listener, the leader's periodic passes when it leads, and the HTTP server on " +
 			"HTTP_ADDR (/healthz, /readyz, /metrics, /riverui/). It refuses to start while migrations are behind " +

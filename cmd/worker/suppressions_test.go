@@ -68,3 +68,22 @@ func TestSuppressionsCommands(t *testing.T) {
 		t.Errorf("log %q (%v); want added:alice,lifted:bob", actors, err)
 	}
 }
+
+// A command a person runs writes its log lines as sentences on stderr, not
+// the JSON `run` writes for a collector.
+func TestCLICommandsLogSentences(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": pgtest.URL(t), "LOG_LEVEL": "info"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	var out, errOut bytes.Buffer
+	if code := runMain([]string{"suppressions", "add", "cy@example.com", "--reason", "asked"}, lookup, &out, &errOut); code != 0 {
+		t.Fatalf("add: exit %d: %s", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := runMain([]string{"suppressions", "remove", "cy@example.com", "--by", "alice"}, lookup, &out, &errOut); code != 0 {
+		t.Fatalf("remove: exit %d: %s", code, errOut.String())
+	}
+	if got := errOut.String(); strings.Contains(got, "{") || !strings.Contains(got, "suppression lifted (email=cy@example.com, by=alice") {
+		t.Fatalf("stderr of worker suppressions remove: %q; want the log line as a sentence", got)
+	}
+}

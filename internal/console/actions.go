@@ -32,6 +32,10 @@ type action struct {
 	// back is the page of the row the action is about.
 	back story.Kind
 	run  func(ctx context.Context, c *Console, id string, in actionInput) (string, error)
+	// warn, if set, says on the confirmation page why the action would not
+	// do what the operator wants for this row, and names the action that
+	// would (alt, "" for none).
+	warn func(ctx context.Context, c *Console, id string) (warning, alt string, err error)
 }
 
 type actionInput struct {
@@ -52,6 +56,34 @@ var actions = map[string]action{
 			}
 			return "email " + id + " requeued: pending, attempts 0, due now", nil
 		},
+		warn: suppressedRecipient,
+	},
+	"lift-and-requeue-email": {
+		Title: "Lift the suppression of this email's recipient, and requeue the email?", Button: "Lift and requeue",
+		Explain: "The recipient's address comes off the suppression list (the lifting is logged with your name), then the " +
+			"failed row goes back to pending with attempts 0, due now, and the workers send it within seconds.",
+		back: story.KindEmail,
+		run: func(ctx context.Context, c *Console, id string, in actionInput) (string, error) {
+			rec, err := outbox.Get(ctx, c.db, id)
+			if err != nil {
+				return "", err
+			}
+			if rec.Status != outbox.StatusFailed {
+				// Refused before anything changes: lifting alone is its own action.
+				return "", fmt.Errorf("email %s is %s, not failed: nothing to requeue", id, rec.Status)
+			}
+			lifted, err := c.lift(ctx, rec, in)
+			if err != nil && !errors.Is(err, outbox.ErrNotSuppressed) {
+				return "", err
+			}
+			if err := outbox.Requeue(ctx, c.db, id); err != nil {
+				return "", err
+			}
+			if lifted.Email == "" {
+				return "email " + id + " requeued (its recipient was no longer suppressed): pending, attempts 0, due now", nil
+			}
+			return "suppression of " + lifted.Email + " lifted; email " + id + " requeued: pending, attempts 0, due now", nil
+		},
 	},
 	"lift-suppression": {
 		Title: "Lift the suppression of this email's recipient?", Button: "Lift",
@@ -63,7 +95,7 @@ var actions = map[string]action{
 			if err != nil {
 				return "", err
 			}
-			lifted, err := outbox.LiftSuppression(ctx, c.db, rec.To, in.user, c.logger)
+			lifted, err := c.lift(ctx, rec, in)
 			if err != nil {
 				return "", err
 			}
@@ -151,11 +183,37 @@ var actions = map[string]action{
 }
 
 type confirmView struct {
-	Name   string
-	Action action
-	ID     string
-	Since  string
-	Back   string
+	Name    string
+	Action  action
+	ID      string
+	Since   string
+	Back    string
+	Warning string // why the action would not help this row
+	Alt     string // the action that would, with its confirmation page
+}
+
+// lift takes rec's recipient off the suppression list, logged with the
+// operator's name.
+func (c *Console) lift(ctx context.Context, rec outbox.Record, in actionInput) (outbox.Suppression, error) {
+	return outbox.LiftSuppression(ctx, c.db, rec.To, in.user, c.logger)
+}
+
+// suppressedRecipient warns that requeueing an email to a suppressed
+// address fails it again at once, and offers lift-then-requeue instead.
+func suppressedRecipient(ctx context.Context, c *Console, id string) (string, string, error) {
+	rec, err := outbox.Get(ctx, c.db, id)
+	if errors.Is(err, outbox.ErrNotFound) {
+		return "", "", nil // the action itself says so, if it is confirmed
+	}
+	if err != nil {
+		return "", "", err
+	}
+	s, suppressed, err := outbox.CheckSuppression(ctx, c.db, rec.To)
+	if err != nil || !suppressed {
+		return "", "", err
+	}
+	return "The recipient " + s.Email + " is suppressed (" + s.Reason + "): a requeued email fails again at once, " +
+		"without reaching the relay.", "lift-and-requeue-email", nil
 }
 
 // confirm is the confirmation step: a page that says what the action will
@@ -176,7 +234,18 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request) {
 	if a.Since && since == "" {
 		since = "24h"
 	}
-	c.render(w, r, http.StatusOK, "confirm", a.Title, confirmView{Name: name, Action: a, ID: id, Since: since, Back: c.URL(a.back, id)})
+	view := confirmView{Name: name, Action: a, ID: id, Since: since, Back: c.URL(a.back, id)}
+	if a.warn != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), pageTimeout)
+		defer cancel()
+		var err error
+		if view.Warning, view.Alt, err = a.warn(ctx, c, id); err != nil {
+			c.logger.Error("console: reading the row for the confirmation failed", "action", name, "error", err.Error())
+			c.problem(w, r, http.StatusInternalServerError, "Reading the row failed; see the worker's log.")
+			return
+		}
+	}
+	c.render(w, r, http.StatusOK, "confirm", a.Title, view)
 }
 
 // do runs a confirmed action. Each refusal changes nothing: the CSRF token

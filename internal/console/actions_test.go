@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"net/http"
 	"net/url"
 	"strings"
@@ -153,6 +154,17 @@ func TestActionsChangeRows(t *testing.T) {
 		t.Fatalf("enable: %d:\n%s", code, body)
 	}
 
+	// Requeueing the suppressed row would fail it again at once: the
+	// confirmation says so and offers lift-then-requeue; a plain failed
+	// row's confirmation warns of nothing.
+	if _, page := b.get("/console/confirm/requeue-email?id=" + f.suppressedID); !strings.Contains(page, "bounced@example.com is suppressed") ||
+		!strings.Contains(page, "/confirm/lift-and-requeue-email?id="+f.suppressedID) {
+		t.Errorf("requeue confirmation of a suppressed row neither warns nor offers the lift:\n%s", page)
+	}
+	if _, page := b.get("/console/confirm/requeue-email?id=" + f.failedID); strings.Contains(page, `id="warning"`) {
+		t.Errorf("requeue confirmation of a row to an address not suppressed warns:\n%s", page)
+	}
+
 	// The suppressed row's page offers the lift; the lift takes the
 	// address off the list, records who lifted it, and a second lift of
 	// the same address is refused as not suppressed.
@@ -171,6 +183,24 @@ func TestActionsChangeRows(t *testing.T) {
 	}
 	if code, body, _ = post("lift-suppression", f.suppressedID, nil); code != 404 || !strings.Contains(body, "not suppressed") {
 		t.Errorf("second lift: %d, want 404 naming the address as not suppressed:\n%s", code, body)
+	}
+
+	// Lift-then-requeue: the address comes off the list and the row is
+	// pending again, in one confirmed action.
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := f.pool.Exec(context.Background(), sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`INSERT INTO email_suppressions (email, reason) VALUES ('bounced@example.com', 'hard bounce again')`)
+	code, body, _ = post("lift-and-requeue-email", f.suppressedID, nil)
+	if code != 200 || !strings.Contains(body, "suppression of bounced@example.com lifted; email "+f.suppressedID+" requeued") ||
+		f.status(t, "email_outbox", f.suppressedID) != "pending" {
+		t.Fatalf("lift and requeue: %d, row %s:\n%s", code, f.status(t, "email_outbox", f.suppressedID), body)
+	}
+	if n := f.count(t, `SELECT count(*) FROM email_suppressions WHERE email = 'bounced@example.com'`); n != 0 {
+		t.Errorf("lift and requeue left the address suppressed")
 	}
 
 	logs := f.logs.String()

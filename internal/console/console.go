@@ -198,6 +198,7 @@ func (c *Console) funcs() template.FuncMap {
 	return template.FuncMap{
 		// redact shows an endpoint URL without what may be a token.
 		"redact": webhook.RedactURL,
+		"plural": story.Plural,
 		"ts": func(t any) string {
 			switch t := t.(type) {
 			case time.Time:

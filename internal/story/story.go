@@ -324,7 +324,7 @@ func verdict(e Email) (outcome, fix string) {
 		if e.DispatchedAt != nil {
 			at = " at " + e.DispatchedAt.UTC().Format(time.RFC3339)
 		}
-		return "sent: the relay accepted it" + at + " after " + plural(e.Attempts, "attempt"),
+		return "sent: the relay accepted it" + at + " after " + Plural(e.Attempts, "attempt"),
 			"nothing to requeue. To send it again, send a new email: a sent row's links and PDF are gone (scrubbed)"
 	case "skipped":
 		return "skipped by its renderer: " + orNone(e.LastError),
@@ -334,7 +334,11 @@ func verdict(e Email) (outcome, fix string) {
 		if e.Suppressed {
 			fix = "the recipient is suppressed (" + orNone(e.SuppressionReason) + "): lift the suppression first, then " + fix
 		}
-		return "failed for good after " + plural(e.Attempts, "attempt") + ": " + orNone(e.LastError), fix
+		// The dispatcher's own give-up error already says how many.
+		if strings.HasPrefix(e.LastError, "gave up after ") {
+			return "failed for good: " + e.LastError, fix
+		}
+		return "failed for good after " + Plural(e.Attempts, "attempt") + ": " + orNone(e.LastError), fix
 	case "pending":
 		next := e.NextAttemptAt.UTC().Format(time.RFC3339)
 		if e.Attempts == 0 {
@@ -344,12 +348,14 @@ func verdict(e Email) (outcome, fix string) {
 		if e.Suppressed {
 			fix = "the recipient is suppressed (" + orNone(e.SuppressionReason) + "): its next attempt fails for good unless the suppression is lifted"
 		}
-		return plural(e.Attempts, "attempt") + " so far, next at " + next + "; last error: " + orNone(e.LastError), fix
+		return Plural(e.Attempts, "attempt") + " so far, next at " + next + "; last error: " + orNone(e.LastError), fix
 	}
 	return "status " + e.Status, "none known"
 }
 
-func plural(n int, what string) string {
+// Plural is "1 attempt", "2 attempts": the story's counts, and the
+// console's.
+func Plural(n int, what string) string {
 	if n == 1 {
 		return "1 " + what
 	}

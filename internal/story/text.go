@@ -15,7 +15,7 @@ func WriteText(w io.Writer, s Story) error {
 	p := &printer{w: w}
 	switch {
 	case len(s.Emails) > 0:
-		p.f("%s %q: %s\n", s.Kind, s.Query, plural(len(s.Emails), "email"))
+		p.f("%s %q: %s\n", s.Kind, s.Query, Plural(len(s.Emails), "email"))
 		for _, e := range s.Emails {
 			p.email(e)
 		}
@@ -31,7 +31,7 @@ func WriteText(w io.Writer, s Story) error {
 		p.endpoint(*s.Endpoint)
 	case s.WebhookOutbox != nil:
 		o := s.WebhookOutbox
-		p.f("webhook_outbox row %s (%s): %s, %s, created %s\n", o.ID, o.EventType, o.Status, plural(o.Attempts, "attempt"), ts(o.CreatedAt))
+		p.f("webhook_outbox row %s (%s): %s, %s, created %s\n", o.ID, o.EventType, o.Status, Plural(o.Attempts, "attempt"), ts(o.CreatedAt))
 		if o.LastError != "" {
 			p.f("  last error: %s\n", o.LastError)
 		}
@@ -79,7 +79,12 @@ func (p *printer) email(e Email) {
 	if e.AttemptNumber > 0 {
 		p.f(", dunning attempt %d", e.AttemptNumber)
 	}
-	p.f("\n  created %s, attempts %d, next attempt %s", ts(e.CreatedAt), e.Attempts, ts(e.NextAttemptAt))
+	p.f("\n  created %s, %s", ts(e.CreatedAt), Plural(e.Attempts, "attempt"))
+	if e.Status == "pending" {
+		// Only a pending row has a next attempt: a sent, skipped or failed
+		// one keeps its last due time, which means nothing.
+		p.f(", next attempt %s", ts(e.NextAttemptAt))
+	}
 	if e.DispatchedAt != nil {
 		p.f(", dispatched %s", ts(*e.DispatchedAt))
 	}
@@ -180,7 +185,7 @@ func (p *printer) event(e webhook.EventRecord) {
 }
 
 func (p *printer) delivery(d webhook.DeliveryRecord, indent string) {
-	p.f("%sdelivery %s: %s, %s", indent, d.ID, strings.ToUpper(string(d.Status)), plural(d.Attempts, "attempt"))
+	p.f("%sdelivery %s: %s, %s", indent, d.ID, strings.ToUpper(string(d.Status)), Plural(d.Attempts, "attempt"))
 	if d.DeliveredAt != nil {
 		p.f(", delivered %s", ts(*d.DeliveredAt))
 	}

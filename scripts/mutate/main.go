@@ -160,7 +160,10 @@ type run struct {
 
 // goTest runs go test -json -run ^(pattern)$ pkg in dir.
 func goTest(dir, pkg, pattern string, timeout time.Duration) run {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout+30*time.Second)
+	// -timeout bounds the test binary; the context is only the backstop
+	// for a wedged go command, and covers the compile too, which on a busy
+	// machine can take minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "test", "-json", "-trimpath", "-count=1", "-timeout", timeout.String(),
 		"-run", "^("+pattern+")$", pkg)
