@@ -365,6 +365,30 @@ func TestRecordEvent(t *testing.T) {
 			t.Errorf("entry %+v", s)
 		}
 	})
+	t.Run("the shipped policy: the third soft bounce within a week suppresses", func(t *testing.T) {
+		for i, want := range []bool{false, false, true} {
+			r, err := RecordEvent(ctx, pool, Event{Type: EventBounced, BounceClass: BounceSoft, Provider: "ses",
+				ProviderEventID: "shipped-soft-" + string(rune('a'+i)), Recipient: "shipped@example.com"}, SuppressionPolicy{SuppressOrphans: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.Suppressed != nil; got != want {
+				t.Fatalf("soft bounce %d under the default policy: suppressed %v; want %v", i+1, got, want)
+			}
+		}
+		// Six days old still counts; the window is a week.
+		if _, err := pool.Exec(ctx, `UPDATE email_events SET received_at = now() - interval '6 days' WHERE provider_event_id LIKE 'shipped-soft-%'`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LiftSuppression(ctx, pool, "shipped@example.com", "test", nil); err != nil {
+			t.Fatal(err)
+		}
+		r, err := RecordEvent(ctx, pool, Event{Type: EventBounced, BounceClass: BounceSoft, Provider: "ses",
+			ProviderEventID: "shipped-soft-d", Recipient: "shipped@example.com"}, SuppressionPolicy{SuppressOrphans: true})
+		if err != nil || r.Suppressed == nil {
+			t.Fatalf("a fourth soft bounce, the others 6 days old: %+v, %v; want suppressed (the window is 7 days)", r, err)
+		}
+	})
 	t.Run("invalid events refused", func(t *testing.T) {
 		for _, e := range []Event{
 			{Type: "opened", Provider: "x", ProviderEventID: "1"},

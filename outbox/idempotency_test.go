@@ -72,6 +72,10 @@ func TestEnqueue_IdempotencyKeyConcurrent(t *testing.T) {
 	if err != nil || otherID == ids[0] {
 		t.Fatalf("same key, other customer: id %s, err %v; want a new row", otherID, err)
 	}
+	// Its repeat returns its own row, not the first customer's.
+	if again, err := Enqueue(ctx, tx, other); err != nil || again != otherID {
+		t.Fatalf("other customer's repeat: id %s, err %v; want its own row %s (the first customer's is %s)", again, err, otherID, ids[0])
+	}
 	a, errA := Enqueue(ctx, tx, validEmail())
 	b, errB := Enqueue(ctx, tx, validEmail())
 	if errA != nil || errB != nil || a == b {

@@ -18,6 +18,9 @@ func TestActionsRefuseBadInput(t *testing.T) {
 	epToken := alice.token("replay-endpoint", f.badEP.ID)
 	mallory := f.browser(t, "mallory")
 	malloryToken := mallory.token("requeue-email", f.failedID)
+	// Alice in a second browser: her user, its own session cookie. Its
+	// token must not pass with the first browser's cookie.
+	aliceElsewhereToken := f.browser(t, "alice").token("requeue-email", f.failedID)
 
 	// Alice's browser, its cookie and her token, but another basic-auth
 	// user: the token is bound to the user as well as the session.
@@ -39,7 +42,9 @@ func TestActionsRefuseBadInput(t *testing.T) {
 		{"no cookie (another browser)", f.browser(t, "alice"), "requeue-email", url.Values{"id": {f.failedID}, "confirm": {"yes"}, "csrf": {token}}, 403, "CSRF"},
 		{"forged replay", alice, "replay-event", url.Values{"id": {f.eventID}, "confirm": {"yes"}}, 403, "CSRF"},
 		{"forged disable", alice, "disable-endpoint", url.Values{"id": {f.goodEP.ID}, "confirm": {"yes"}}, 403, "CSRF"},
+		{"the same user's token from another browser", alice, "requeue-email", url.Values{"id": {f.failedID}, "confirm": {"yes"}, "csrf": {aliceElsewhereToken}}, 403, "CSRF"},
 		{"not confirmed", alice, "requeue-email", url.Values{"id": {f.failedID}, "csrf": {token}}, 400, "not confirmed"},
+		{"confirm no", alice, "requeue-email", url.Values{"id": {f.failedID}, "confirm": {"no"}, "csrf": {token}}, 400, "not confirmed"},
 		{"malformed UUID", alice, "requeue-email", url.Values{"id": {"1234-not-a-uuid"}, "confirm": {"yes"}, "csrf": {token}}, 400, "is not a row id (a UUID)"},
 		{"unknown id", alice, "requeue-email", url.Values{"id": {"00000000-0000-4000-8000-000000000000"}, "confirm": {"yes"}, "csrf": {token}}, 404, "no such email"},
 		{"not failed", alice, "requeue-email", url.Values{"id": {f.sentID}, "confirm": {"yes"}, "csrf": {token}}, 409, "send a new email instead"},

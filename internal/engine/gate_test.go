@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -97,6 +98,58 @@ func TestGate_LostLeaseCancelsThePass(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			return errors.New("the pass was not cancelled after losing its gate")
 		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A holder whose lease ran out, and whose gate another replica took, does
+// not delete the new holder's row when its pass finishes: the release
+// names its own holder.
+func TestGate_ExpiredHolderLeavesTheNewHoldersRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	g := engine.Gate{DB: pool, Name: "webhook_retry", Owner: "a", Lease: time.Minute}
+	err := g.Run(ctx, func(context.Context) error {
+		// The lease ran out (a stall) and replica b took the gate.
+		_, err := pool.Exec(ctx, `UPDATE postbox_gates SET holder = 'b/1', expires_at = now() + interval '1 minute' WHERE name = 'webhook_retry'`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holder string
+	if err := pool.QueryRow(ctx, `SELECT holder FROM postbox_gates WHERE name = 'webhook_retry'`).Scan(&holder); err != nil || holder != "b/1" {
+		t.Fatalf("after the old holder finished: holder %q (%v), want b/1's row kept", holder, err)
+	}
+}
+
+// A renewal runs every Lease/3: a pass longer than its lease keeps the
+// gate, so no second holder takes it while the first still runs. The
+// lease is long enough (6 s, renewed every 2 s) that only a renewal late
+// by 4 s — not a busy machine — lets b in.
+func TestGate_RenewalKeepsALongPassExclusive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a pass for longer than a 6 s lease")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	a := engine.Gate{DB: pool, Name: "webhook_retry", Owner: "a", Lease: 6 * time.Second}
+	b := a
+	b.Owner = "b"
+	err := a.Run(ctx, func(ctx context.Context) error {
+		// Longer than the lease: without renewals b would take the gate.
+		deadline := time.Now().Add(7 * time.Second)
+		for time.Now().Before(deadline) {
+			if err := b.Run(ctx, func(context.Context) error { return errors.New("b ran beside a") }); !errors.Is(err, engine.ErrGateHeld) {
+				return fmt.Errorf("b while a runs: %v, want ErrGateHeld", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		return ctx.Err()
 	})
 	if err != nil {
 		t.Fatal(err)

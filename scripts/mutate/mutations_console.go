@@ -189,5 +189,21 @@ func init() {
 			Pkg:     "./internal/console/",
 			Test:    "TestActionsChangeRows",
 		},
+		Mutation{
+			Name:    "console CSRF: a token is not bound to its session cookie",
+			File:    "internal/console/csrf.go",
+			Find:    "\tm.Write([]byte(session))\n",
+			Replace: "\t_ = session\n",
+			Pkg:     "./internal/console/",
+			Test:    "TestActionsRefuseBadInput",
+		},
+		Mutation{
+			Name:    "console: any confirm value confirms",
+			File:    "internal/console/actions.go",
+			Find:    `if r.PostFormValue("confirm") != "yes" {`,
+			Replace: `if r.PostFormValue("confirm") == "" {`,
+			Pkg:     "./internal/console/",
+			Test:    "TestActionsRefuseBadInput",
+		},
 	)
 }

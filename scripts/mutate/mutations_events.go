@@ -238,5 +238,21 @@ func init() {
 			Pkg:     "./outbox/",
 			Test:    "TestRecordEvent",
 		},
+		Mutation{
+			Name:    "events: the shipped soft-bounce limit is 2",
+			File:    "outbox/events.go",
+			Find:    "DefaultSoftBounceLimit  = 3",
+			Replace: "DefaultSoftBounceLimit  = 2",
+			Pkg:     "./outbox/",
+			Test:    "TestRecordEvent",
+		},
+		Mutation{
+			Name:    "events: the shipped soft-bounce window is a day",
+			File:    "outbox/events.go",
+			Find:    "DefaultSoftBounceWindow = 7 * 24 * time.Hour",
+			Replace: "DefaultSoftBounceWindow = 24 * time.Hour",
+			Pkg:     "./outbox/",
+			Test:    "TestRecordEvent",
+		},
 	)
 }

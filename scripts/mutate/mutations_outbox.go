@@ -202,6 +202,14 @@ func init() {
 			Pkg:     "./outbox/",
 			Test:    "TestReadAPIs_CustomerWindowAndUnboundedInvoice",
 		},
+		Mutation{
+			Name:    "idempotency: the repeat's lookup of the holder is not pinned to the customer",
+			File:    "outbox/enqueue.go",
+			Find:    "WHERE customer_id = $1 AND idempotency_key = $2`",
+			Replace: "WHERE $1::text IS NOT NULL AND idempotency_key = $2 ORDER BY created_at LIMIT 1`",
+			Pkg:     "./outbox/",
+			Test:    "TestEnqueue_IdempotencyKeyConcurrent",
+		},
 	)
 }
 

@@ -199,5 +199,21 @@ func init() {
 			Pkg:     "./cmd/worker/",
 			Test:    "TestRunBootsServesAndStopsOnSIGTERM",
 		},
+		Mutation{
+			Name:    "gate: a holder whose lease ran out deletes the new holder's row",
+			File:    "internal/engine/gate.go",
+			Find:    "`DELETE FROM postbox_gates WHERE name = $1 AND holder = $2`, g.Name, holder)",
+			Replace: "`DELETE FROM postbox_gates WHERE name = $1`, g.Name)",
+			Pkg:     "./internal/engine/",
+			Test:    "TestGate_ExpiredHolderLeavesTheNewHoldersRow",
+		},
+		Mutation{
+			Name:    "gate: renewed less often than its lease",
+			File:    "internal/engine/gate.go",
+			Find:    "every := max(g.Lease/3, 10*time.Millisecond)",
+			Replace: "every := max(g.Lease*3, 10*time.Millisecond)",
+			Pkg:     "./internal/engine/",
+			Test:    "TestGate_RenewalKeepsALongPassExclusive",
+		},
 	)
 }
