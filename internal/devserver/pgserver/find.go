@@ -75,7 +75,7 @@ func Ping(ctx context.Context, url string) error {
 		// Postgres answered: the database or role is missing, the password
 		// is wrong, it is out of connections. Say what it said, not that
 		// it could not be reached.
-		return fmt.Errorf("Postgres at %s:%d refused the connection: %s (SQLSTATE %s)", cfg.Host, cfg.Port,
+		return fmt.Errorf("refused by Postgres at %s:%d: %s (SQLSTATE %s)", cfg.Host, cfg.Port,
 			refused.Message, refused.Code)
 	case err != nil:
 		// pgx lists every address it tried on its own line; one line reads
