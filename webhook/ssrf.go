@@ -138,7 +138,7 @@ func CheckAddress(ctx context.Context, cfg Settings, rawURL string) error {
 		return fmt.Errorf("%w: url %q does not parse", ErrInvalidEndpoint, redactURL(rawURL))
 	}
 	policy := addressPolicy{allowed: cfg.AllowedCIDRs}
-	if addr, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
+	if addr, err := netip.ParseAddr(u.Hostname()); err == nil {
 		return policy.check(addr)
 	}
 	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)

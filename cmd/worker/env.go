@@ -193,13 +193,13 @@ func duration(get func(string, string) string, name, def string) (time.Duration,
 // Env is what every command gets: configuration, a logger and output.
 type Env struct {
 	Config Config
-	// Unknown are the set variables that look like postbox's but that it
-	// does not read; `run` warns about each at boot.
-	Unknown []unknownVariable
-	Logger  *slog.Logger
-	Stdout  io.Writer
-	Stderr  io.Writer
-	pool    *pgxpool.Pool
+	Logger *slog.Logger
+	Stdout io.Writer
+	Stderr io.Writer
+	pool   *pgxpool.Pool
+	// lookup is what the configuration was read through: `run` looks in it
+	// for variables postbox does not read (unknownVariables), once, at boot.
+	lookup func(string) (string, bool)
 }
 
 // LoadEnv reads the configuration and sets up logging on stderr: JSON
@@ -214,7 +214,7 @@ func LoadEnv(lookup func(string) (string, bool), stdout, stderr io.Writer, jsonL
 	if jsonLogs {
 		logger = newLogger(stderr, cfg.LogLevel)
 	}
-	return &Env{Config: cfg, Unknown: unknownVariables(setVariables(lookup)), Logger: logger, Stdout: stdout, Stderr: stderr}, nil
+	return &Env{Config: cfg, Logger: logger, Stdout: stdout, Stderr: stderr, lookup: lookup}, nil
 }
 
 // Pool connects to DATABASE_URL once, with an error naming the host when

@@ -50,7 +50,7 @@ func runRun(ctx context.Context, env *Env, _ []string) error {
 func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaOptions,
 	running func(ctx context.Context, rep *replica, addr string) error) error {
 	cfg, log := env.Config, env.Logger
-	for _, u := range env.Unknown {
+	for _, u := range unknownVariables(setVariables(env.lookup)) {
 		if u.Nearest != "" {
 			log.Warn("ignoring "+u.Name+": postbox reads no such variable; did you mean "+u.Nearest+"?", "variable", u.Name, "did_you_mean", u.Nearest)
 			continue

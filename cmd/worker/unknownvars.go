@@ -53,6 +53,9 @@ func unknownVariables(names []string) []unknownVariable {
 // sees: in production lookup is os.LookupEnv and that is all of them; a
 // test's own lookup sees only what it set.
 func setVariables(lookup func(string) (string, bool)) []string {
+	if lookup == nil {
+		return nil // an Env not made by LoadEnv read no variables
+	}
 	var out []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")

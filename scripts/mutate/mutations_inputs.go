@@ -31,8 +31,8 @@ func init() {
 		Mutation{
 			Name:    "config: a variable postbox does not read is ignored without a word",
 			File:    "cmd/worker/run.go",
-			Find:    "for _, u := range env.Unknown {",
-			Replace: "for _, u := range env.Unknown[:0] {",
+			Find:    "for _, u := range unknownVariables(setVariables(env.lookup)) {",
+			Replace: "for _, u := range unknownVariables(setVariables(env.lookup))[:0] {",
 			Pkg:     "./cmd/worker/",
 			Test:    "TestRunBootsServesAndStopsOnSIGTERM",
 		},
