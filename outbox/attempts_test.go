@@ -77,3 +77,84 @@ func TestAttempts_LateMarkKeepsItsNumberAndStaleMarksLogNothing(t *testing.T) {
 		t.Fatalf("attempt log %+v, want attempt 1 retry and attempt 2 sent, nothing for the stale mark", got)
 	}
 }
+
+// A requeue gives the row a fresh attempt budget, and the log goes on: the
+// attempts after it are logged under new numbers (#3 after #1 retried and
+// #2 failed), not dropped as repeats of the first ones, and the requeue
+// itself is in the log between them, with who ran it and from which state.
+// The operator UPDATE run as plain SQL (ADR-072 decision 5) is logged the
+// same way and named by its database role.
+func TestAttempts_LogGoesOnAfterARequeue(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	db := pgtest.NewPool(t)
+	byAPI := insertRow(t, db, "raw", rawPayload("ada@example.com"))
+	bySQL := insertRow(t, db, "raw", rawPayload("grace@example.com"))
+	var reply error
+	d := newDispatcher(t, db, newFakeSender(func(context.Context, smtp.Message) error { return reply }))
+	run := func(want func(Tally) bool) {
+		t.Helper()
+		if _, err := db.Exec(ctx, `UPDATE email_outbox SET next_attempt_at = now() WHERE status = 'pending'`); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := d.RunBatch(ctx); err != nil || !want(res) {
+			t.Fatalf("batch: %+v, %v", res, err)
+		}
+	}
+	reply = errors.New("451 4.3.0 try again later")
+	run(func(r Tally) bool { return r.Retried == 2 })
+	reply = &smtp.ReplyError{Code: 550, Text: "mailbox unavailable"}
+	run(func(r Tally) bool { return r.Failed == 2 })
+
+	if err := Requeue(ctx, db, byAPI, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `UPDATE email_outbox SET status = 'pending', attempts = 0, next_attempt_at = now()
+WHERE id = $1 AND status = 'failed'`, bySQL); err != nil {
+		t.Fatal(err)
+	}
+	var role string
+	if err := db.QueryRow(ctx, `SELECT session_user`).Scan(&role); err != nil {
+		t.Fatal(err)
+	}
+	// A worker whose lease ran out before the failure marks its attempt
+	// #1 late, after the requeue: not logged under the new numbering.
+	if _, err := (singleMarks{db}).mark(ctx, retryMark(byAPI, 1, 0, errors.New("late"), noSeal)); err != nil {
+		t.Fatal(err)
+	}
+	reply = nil
+	run(func(r Tally) bool { return r.Sent == 2 })
+
+	for _, tc := range []struct {
+		id, by string
+	}{{byAPI, "alice"}, {bySQL, "sql:" + role}} {
+		got, err := AttemptsFor(ctx, db, tc.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []Attempt{
+			{Attempt: 1, Outcome: OutcomeRetry, Error: "451 4.3.0 try again later"},
+			{Attempt: 2, Outcome: OutcomeFailed},
+			{Attempt: 2, Outcome: OutcomeRequeued, By: tc.by, From: StatusFailed},
+			{Attempt: 3, Outcome: OutcomeSent},
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s's log %+v, want %d entries: %+v", tc.by, got, len(want), want)
+		}
+		for i, w := range want {
+			g := got[i]
+			if g.Attempt != w.Attempt || g.Outcome != w.Outcome || g.By != w.By || g.From != w.From ||
+				(w.Error != "" && g.Error != w.Error) {
+				t.Errorf("%s's log entry %d: %+v, want %+v", tc.by, i, g, w)
+			}
+		}
+		rec, err := Get(ctx, db, tc.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Status != StatusDispatched || rec.Attempts != 1 || rec.PriorAttempts != 2 {
+			t.Errorf("%s's row: %s, attempts %d, prior %d; want dispatched, 1 since the requeue, 2 before it",
+				tc.by, rec.Status, rec.Attempts, rec.PriorAttempts)
+		}
+	}
+}

@@ -338,7 +338,7 @@ func TestEncryption_UnknownKeyIDFailsPermanently(t *testing.T) {
 			}
 
 			// The operator puts k1 back and requeues.
-			if err := Requeue(ctx, pool, id); err != nil {
+			if err := Requeue(ctx, pool, id, "test"); err != nil {
 				t.Fatal(err)
 			}
 			capture := newCaptureRenderer()
@@ -423,7 +423,7 @@ func TestEncryption_PlainSQLRowSealedByTheMarkThatKeepsItWaiting(t *testing.T) {
 
 			// The row is retried (or requeued) and sent with every field.
 			if st.Status == "failed" {
-				if err := Requeue(ctx, pool, id); err != nil {
+				if err := Requeue(ctx, pool, id, "test"); err != nil {
 					t.Fatal(err)
 				}
 			} else if _, err := pool.Exec(ctx, `UPDATE email_outbox SET next_attempt_at = now() WHERE id = $1`, id); err != nil {
@@ -464,7 +464,7 @@ func TestEncryption_RequeueAfterFailureSendsFullEmail(t *testing.T) {
 		t.Fatalf("first attempt: %+v, %v; want failed", res, err)
 	}
 	assertNoPlaintext(t, pool, id, secretNeedles(email.Payload))
-	if err := Requeue(ctx, pool, id); err != nil {
+	if err := Requeue(ctx, pool, id, "test"); err != nil {
 		t.Fatal(err)
 	}
 

@@ -55,14 +55,22 @@ const casGuard = `WHERE id = $1 AND status = 'pending'`
 // email_attempts in the same statement, so a row's history costs no round
 // trip and a mark that is not applied logs nothing. $n is the claim's
 // attempt number (0 from the exported Mark functions: the row's count).
-// Every mark returns the row's age in seconds, computed by the database so
-// worker clock skew does not distort the enqueue→delivered histogram.
+// The log numbers it after the attempts the row made before its requeues
+// (prior_attempts), so an attempt after a requeue is never taken for one
+// already logged. A claim's number above the row's count is from before a
+// requeue reset it (a lease ran out, a sibling failed the row, an operator
+// requeued it): the CAS lets that late mark through, as it lets any mark
+// of a pending row, but it is not logged under a number the attempts
+// after the requeue will need. Every mark returns the row's age in seconds, computed by
+// the database so worker clock skew does not distort the enqueue→delivered
+// histogram.
 func withAttemptLog(update string, outcome Outcome, errExpr string, n int) string {
 	return fmt.Sprintf(`WITH marked AS (%s
-RETURNING id, attempts, created_at
+RETURNING id, attempts, prior_attempts, created_at
 ), logged AS (
 INSERT INTO email_attempts (row_id, attempt, outcome, error)
-SELECT id, CASE WHEN $%[2]d::int > 0 THEN $%[2]d::int ELSE attempts END, '%[3]s', %[4]s FROM marked
+SELECT id, prior_attempts + CASE WHEN $%[2]d::int > 0 THEN $%[2]d::int ELSE attempts END, '%[3]s', %[4]s FROM marked
+WHERE $%[2]d::int <= attempts
 ON CONFLICT DO NOTHING
 )
 SELECT extract(epoch FROM now() - created_at)::float8 FROM marked`, update, n, outcome, errExpr)

@@ -40,6 +40,10 @@ type Record struct {
 	CreatedAt     time.Time
 	DispatchedAt  *time.Time
 
+	// PriorAttempts is the attempts the row made before its requeues: its
+	// attempt log numbers the next one PriorAttempts + Attempts + 1.
+	PriorAttempts int
+
 	// Fields the invoice timeline and the sent-emails panel show.
 	To            string
 	Subject       string
@@ -78,7 +82,7 @@ func listLimit(n int) int {
 	return min(n, MaxListLimit)
 }
 
-var recordColumns = `id::text, kind, customer_id, coalesce(invoice_id, ''), status, attempts, next_attempt_at,
+var recordColumns = `id::text, kind, customer_id, coalesce(invoice_id, ''), status, attempts, prior_attempts, next_attempt_at,
 	coalesce(last_error, ''), created_at, dispatched_at,
 	coalesce(payload->>'to', ''), coalesce(payload->>'subject', ''), coalesce(payload->>'invoice_number', ''),
 	coalesce(payload->>'attempt_number', ''), coalesce(payload->>'trigger', ''),
@@ -123,7 +127,7 @@ ORDER BY created_at DESC, id`, invoiceID)
 func scanRecord(row pgx.CollectableRow) (Record, error) {
 	var r Record
 	var kind, status, attemptNumber, lastEvent, secrets string
-	err := row.Scan(&r.ID, &kind, &r.CustomerID, &r.InvoiceID, &status, &r.Attempts, &r.NextAttemptAt,
+	err := row.Scan(&r.ID, &kind, &r.CustomerID, &r.InvoiceID, &status, &r.Attempts, &r.PriorAttempts, &r.NextAttemptAt,
 		&r.LastError, &r.CreatedAt, &r.DispatchedAt,
 		&r.To, &r.Subject, &r.InvoiceNumber, &attemptNumber, &r.Trigger, &r.Payload, &lastEvent, &secrets)
 	r.Kind, r.Status, r.LastEvent = Kind(kind), Status(status), EventType(lastEvent)

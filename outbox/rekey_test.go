@@ -115,7 +115,7 @@ func TestRekey_RotationOldRowsStillSendRekeyMovesThem(t *testing.T) {
 	}
 
 	// k1 leaves the ring: everything rekeyed still sends, complete.
-	if err := Requeue(ctx, pool, failed); err != nil {
+	if err := Requeue(ctx, pool, failed, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if res := send(retired, nil); res.Sent != 5 || res.Failed != 1 {
@@ -178,7 +178,7 @@ func TestRekey_RowChangedMidRekeyIsLeftAlone(t *testing.T) {
 				return id
 			},
 			meanwhile: func(t *testing.T, ctx context.Context, pool *pgxpool.Pool, id string) {
-				if err := Requeue(ctx, pool, id); err != nil {
+				if err := Requeue(ctx, pool, id, "test"); err != nil {
 					t.Fatal(err)
 				}
 			},

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox/postbox/internal/pgtext"
 )
 
 // ErrNotFound is matched (errors.Is) when no email_outbox row has the id.
@@ -45,12 +47,17 @@ func (e *NotFailedError) Error() string {
 // Is makes errors.Is(err, ErrNotFailed) true.
 func (e *NotFailedError) Is(target error) bool { return target == ErrNotFailed }
 
-// requeueSQL is exactly ADR-072 decision 5's operator UPDATE: a failed row
-// becomes pending with a fresh attempt budget, due now. Only failed rows
-// qualify: a dispatched or skipped row's payload has been scrubbed, and a
-// pending row is already on its way.
-const requeueSQL = `UPDATE email_outbox SET status = 'pending', attempts = 0, next_attempt_at = now()
-WHERE id = $1 AND status = 'failed'`
+// requeueSQL is ADR-072 decision 5's operator UPDATE: a failed row becomes
+// pending with a fresh attempt budget, due now. Only failed rows qualify: a
+// dispatched or skipped row's payload has been scrubbed, and a pending row
+// is already on its way. The operator UPDATE run as plain SQL is logged the
+// same way, by email_outbox's requeue trigger (migration 00012); this one
+// only names its caller to the trigger first, in a setting that lasts until
+// the statement's transaction ends. (The CTE holds a volatile call, so it is
+// evaluated once, before the join hands the row to the update.)
+const requeueSQL = `WITH actor AS (SELECT set_config('postbox.actor', $2, true))
+UPDATE email_outbox SET status = 'pending', attempts = 0, next_attempt_at = now()
+FROM actor WHERE id = $1 AND status = 'failed'`
 
 var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
@@ -58,14 +65,18 @@ var uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]
 // the one check every id that arrives from outside goes through.
 func IsRowID(s string) bool { return uuidPattern.MatchString(s) }
 
-// Requeue sends a failed email again: the next tick claims it as if new.
-// Any other state is refused with a *NotFailedError saying why; an unknown
-// id gives ErrNotFound.
-func Requeue(ctx context.Context, db DB, id string) error {
+// Requeue sends a failed email again: the next tick claims it as if new,
+// with a fresh attempt budget. email_requeues records it with who (the
+// console's user, the CLI's --by; "" names the database role), and the
+// row's attempt log goes on numbering from its last attempt. Any other
+// state is refused with a *NotFailedError saying why; an unknown id gives
+// ErrNotFound.
+func Requeue(ctx context.Context, db DB, id, who string) error {
 	if !IsRowID(id) {
 		return fmt.Errorf("%w: %q is not an email id (a UUID)", ErrNotFound, id)
 	}
-	tag, err := db.Exec(ctx, requeueSQL, id)
+	who, _ = pgtext.Clean(who, maxActor)
+	tag, err := db.Exec(ctx, requeueSQL, id, who)
 	if err != nil {
 		return fmt.Errorf("outbox: requeue %s: %w", id, err)
 	}

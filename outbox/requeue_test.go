@@ -55,7 +55,7 @@ func TestRequeue_OnlyFailed(t *testing.T) {
 		if tc.wantErr == ErrNotFailed {
 			before = getRow(t, pool, tc.id)
 		}
-		err := Requeue(ctx, pool, tc.id)
+		err := Requeue(ctx, pool, tc.id, "test")
 		if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), tc.wantMsg) {
 			t.Errorf("Requeue(%s row): %v, want %v saying %q", tc.name, err, tc.wantErr, tc.wantMsg)
 		}
@@ -70,7 +70,7 @@ func TestRequeue_OnlyFailed(t *testing.T) {
 		}
 	}
 
-	if err := Requeue(ctx, pool, failed); err != nil {
+	if err := Requeue(ctx, pool, failed, "test"); err != nil {
 		t.Fatalf("Requeue(failed row): %v", err)
 	}
 	st := getRow(t, pool, failed)
@@ -90,7 +90,7 @@ func TestRequeue_OnlyFailed(t *testing.T) {
 	if len(requeued) != 1 || string(requeued[0].PDF) != "%PDF-1.7 invoice" {
 		t.Errorf("requeued row sent as %+v, want the complete email with its PDF, once", requeued)
 	}
-	if err := Requeue(ctx, pool, failed); !errors.Is(err, ErrNotFailed) {
+	if err := Requeue(ctx, pool, failed, "test"); !errors.Is(err, ErrNotFailed) {
 		t.Errorf("second Requeue of the now-dispatched row: %v, want ErrNotFailed", err)
 	}
 }

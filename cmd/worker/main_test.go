@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"sync"
@@ -34,4 +35,24 @@ func workerBinary(t *testing.T) string {
 		t.Fatalf("build worker: %v", buildErr)
 	}
 	return binPath
+}
+
+// cliAgainst runs worker commands in-process against the database at url,
+// logging warnings only, and returns each one's exit code, stdout and
+// stderr.
+func cliAgainst(url string) func(args ...string) (int, string, string) {
+	lookup := func(k string) (string, bool) {
+		switch k {
+		case "DATABASE_URL":
+			return url, true
+		case "LOG_LEVEL":
+			return "warn", true
+		}
+		return "", false
+	}
+	return func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := runMain(args, lookup, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,13 +22,19 @@ func init() {
 	})
 	register(command{
 		Name:       "requeue email",
-		Args:       "<id>",
+		Args:       "<id> [--by WHO]",
 		Positional: []string{"id"},
 		Summary:    "a failed email_outbox row back to pending",
 		Help: "Puts the failed email_outbox row <id> (from 'worker failed email') back to pending, attempts 0, " +
-			"due now. A sent or skipped row is refused: it lost its links and PDF when it was scrubbed, so send " +
+			"due now, and logs the requeue with who did it ('worker show' lists it among the row's attempts). " +
+			"A sent or skipped row is refused: it lost its links and PDF when it was scrubbed, so send " +
 			"a new email instead; a pending row needs no requeue.",
-		Run: runRequeue(requeueEmail),
+		Flags: func(fs *flag.FlagSet) runFunc {
+			by := fs.String("by", "", "who requeues it, for the log (default $USER)")
+			return runRequeue(func(ctx context.Context, pool *pgxpool.Pool, id string) (string, error) {
+				return requeueEmail(ctx, pool, id, actor(*by))
+			})
+		},
 	})
 	register(command{
 		Name:       "requeue delivery",
@@ -80,8 +87,8 @@ func runRequeue(requeue requeuer) runFunc {
 // requeueEmail runs outbox.Requeue. Its refusals already say why: a sent
 // or skipped row lost its links and PDF (send a new email instead); a
 // pending row needs no requeue.
-func requeueEmail(ctx context.Context, pool *pgxpool.Pool, id string) (string, error) {
-	if err := outbox.Requeue(ctx, pool, id); err != nil {
+func requeueEmail(ctx context.Context, pool *pgxpool.Pool, id, who string) (string, error) {
+	if err := outbox.Requeue(ctx, pool, id, who); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("email %s requeued: pending, attempts 0, due now; the workers send it within seconds", id), nil

@@ -16,20 +16,7 @@ import (
 func TestSuppressionsCommands(t *testing.T) {
 	t.Parallel()
 	url := pgtest.URL(t)
-	lookup := func(k string) (string, bool) {
-		switch k {
-		case "DATABASE_URL":
-			return url, true
-		case "LOG_LEVEL":
-			return "warn", true
-		}
-		return "", false
-	}
-	worker := func(args ...string) (int, string, string) {
-		var out, errOut bytes.Buffer
-		code := runMain(args, lookup, &out, &errOut)
-		return code, out.String(), errOut.String()
-	}
+	worker := cliAgainst(url)
 	if code, out, errOut := worker("suppressions", "add", "Ada@Example.com", "--reason", "asked us to stop", "--by", "alice"); code != 0 ||
 		!strings.Contains(out, "ada@example.com suppressed") {
 		t.Fatalf("add: %d %q %q", code, out, errOut)

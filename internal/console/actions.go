@@ -50,8 +50,8 @@ var actions = map[string]action{
 		Explain: "The row goes back to pending with attempts 0, due now: the workers send it again within seconds. " +
 			"Only a failed row is requeued; any other state is refused with the reason.",
 		back: story.KindEmail,
-		run: func(ctx context.Context, c *Console, id string, _ actionInput) (string, error) {
-			if err := outbox.Requeue(ctx, c.db, id); err != nil {
+		run: func(ctx context.Context, c *Console, id string, in actionInput) (string, error) {
+			if err := outbox.Requeue(ctx, c.db, id, in.user); err != nil {
 				return "", err
 			}
 			return "email " + id + " requeued: pending, attempts 0, due now", nil
@@ -76,7 +76,7 @@ var actions = map[string]action{
 			if err != nil && !errors.Is(err, outbox.ErrNotSuppressed) {
 				return "", err
 			}
-			if err := outbox.Requeue(ctx, c.db, id); err != nil {
+			if err := outbox.Requeue(ctx, c.db, id, in.user); err != nil {
 				return "", err
 			}
 			if lifted.Email == "" {

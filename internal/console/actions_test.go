@@ -116,6 +116,14 @@ func TestActionsChangeRows(t *testing.T) {
 	if s := f.status(t, "email_outbox", f.failedID); s != "pending" {
 		t.Fatalf("requeued row is %s", s)
 	}
+	// The requeue is in the row's log under the basic-auth user, and its
+	// page shows it there.
+	if n := f.count(t, `SELECT count(*) FROM email_requeues WHERE row_id = $1 AND actor = 'alice' AND from_status = 'failed'`, f.failedID); n != 1 {
+		t.Errorf("%d requeues of the row by alice logged, want 1", n)
+	}
+	if code, page := b.get("/console/email/" + f.failedID); code != 200 || !strings.Contains(page, `<b class="requeued">requeued</b> by alice, from failed`) {
+		t.Errorf("the email's page does not show its requeue: %d\n%s", code, page)
+	}
 
 	// The endpoint's failed delivery first: once the event's replay has a
 	// delivery to it pending, its family is settled for that endpoint.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -53,11 +54,14 @@ type Email struct {
 	Trigger       string     `json:"trigger,omitempty"`
 	AttemptNumber int        `json:"attempt_number,omitempty"` // the dunning attempt, from the payload
 	Status        string     `json:"status"`
-	Attempts      int        `json:"attempts"`
+	Attempts      int        `json:"attempts"` // since the last requeue: the retry budget's count
 	NextAttemptAt time.Time  `json:"next_attempt_at"`
 	LastError     string     `json:"last_error,omitempty"`
 	CreatedAt     time.Time  `json:"created_at"`
 	DispatchedAt  *time.Time `json:"dispatched_at,omitempty"`
+	// PriorAttempts is the attempts made before the row's requeues; the
+	// log numbers attempts over the row's life.
+	PriorAttempts int `json:"prior_attempts,omitempty"`
 
 	// Secrets is each secret payload key and its state (sealed, present,
 	// scrubbed); never a value.
@@ -85,9 +89,9 @@ type Email struct {
 	Requeueable bool `json:"requeueable"`
 
 	// AttemptLog is each recorded attempt's time and outcome (its error,
-	// for a retry or a failure), oldest first. Attempts above the last
-	// logged number never marked: the worker died, or its lease ran out,
-	// first. Story.Jobs lists the shifts of the last 24 h that attempted
+	// for a retry or a failure), and each requeue (who, from which state),
+	// oldest first. Attempts above the last logged number never marked: the
+	// worker died, or its lease ran out, first. Story.Jobs lists the shifts of the last 24 h that attempted
 	// the row; Events what came back after the send.
 	AttemptLog []outbox.Attempt `json:"attempt_log"`
 }
@@ -271,7 +275,7 @@ func Emails(ctx context.Context, db DB, recs []outbox.Record) ([]Email, error) {
 	for _, r := range recs {
 		e := Email{
 			ID: r.ID, Kind: string(r.Kind), CustomerID: r.CustomerID, InvoiceID: r.InvoiceID, To: r.To, Subject: r.Subject,
-			Trigger: r.Trigger, AttemptNumber: r.AttemptNumber, Status: string(r.Status), Attempts: r.Attempts,
+			Trigger: r.Trigger, AttemptNumber: r.AttemptNumber, Status: string(r.Status), Attempts: r.Attempts, PriorAttempts: r.PriorAttempts,
 			NextAttemptAt: r.NextAttemptAt, LastError: r.LastError, CreatedAt: r.CreatedAt, DispatchedAt: r.DispatchedAt,
 			Secrets: r.SecretFields(), Requeueable: r.Status == outbox.StatusFailed,
 		}
@@ -316,6 +320,15 @@ func Emails(ctx context.Context, db DB, recs []outbox.Record) ([]Email, error) {
 	return out, nil
 }
 
+// AttemptsSoFar counts the row's attempts: "3 attempts", or, after a
+// requeue, "1 attempt since its requeue, 17 in all".
+func (e Email) AttemptsSoFar() string {
+	if e.PriorAttempts == 0 {
+		return Plural(e.Attempts, "attempt")
+	}
+	return Plural(e.Attempts, "attempt") + " since its requeue, " + strconv.Itoa(e.PriorAttempts+e.Attempts) + " in all"
+}
+
 // verdict is where an email stands and what would fix it.
 func verdict(e Email) (outcome, fix string) {
 	switch e.Status {
@@ -324,7 +337,7 @@ func verdict(e Email) (outcome, fix string) {
 		if e.DispatchedAt != nil {
 			at = " at " + e.DispatchedAt.UTC().Format(time.RFC3339)
 		}
-		return "sent: the relay accepted it" + at + " after " + Plural(e.Attempts, "attempt"),
+		return "sent: the relay accepted it" + at + " after " + e.AttemptsSoFar(),
 			"nothing to requeue. To send it again, send a new email: a sent row's links and PDF are gone (scrubbed)"
 	case "skipped":
 		return "skipped by its renderer: " + orNone(e.LastError),
@@ -338,7 +351,7 @@ func verdict(e Email) (outcome, fix string) {
 		if strings.HasPrefix(e.LastError, "gave up after ") {
 			return "failed for good: " + e.LastError, fix
 		}
-		return "failed for good after " + Plural(e.Attempts, "attempt") + ": " + orNone(e.LastError), fix
+		return "failed for good after " + e.AttemptsSoFar() + ": " + orNone(e.LastError), fix
 	case "pending":
 		next := e.NextAttemptAt.UTC().Format(time.RFC3339)
 		if e.Attempts == 0 {
@@ -348,7 +361,7 @@ func verdict(e Email) (outcome, fix string) {
 		if e.Suppressed {
 			fix = "the recipient is suppressed (" + orNone(e.SuppressionReason) + "): its next attempt fails for good unless the suppression is lifted"
 		}
-		return Plural(e.Attempts, "attempt") + " so far, next at " + next + "; last error: " + orNone(e.LastError), fix
+		return e.AttemptsSoFar() + " so far, next at " + next + "; last error: " + orNone(e.LastError), fix
 	}
 	return "status " + e.Status, "none known"
 }

@@ -360,3 +360,52 @@ func TestFind_EmailAttemptLog(t *testing.T) {
 		t.Errorf("printed story lacks the attempt:\n%s", text.String())
 	}
 }
+
+// After a requeue the story shows the requeue itself (who, from which
+// state) between the attempts before it and after it, counts attempts both
+// ways, and takes none of the later attempts for unmarked ones.
+func TestFind_EmailRequeueInTheLog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	var id string
+	if err := db.QueryRow(ctx, `INSERT INTO email_outbox (customer_id, payload, attempts)
+		VALUES ('cus_7', '{"to":"lin@example.com","subject":"Receipt","text":"x"}', 1) RETURNING id::text`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.MarkFailed(ctx, db, id, errors.New("550 5.1.1 no such user")); err != nil {
+		t.Fatal(err)
+	}
+	if err := outbox.Requeue(ctx, db, id, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	// The claim of the attempt after the requeue, then its mark.
+	if _, err := db.Exec(ctx, `UPDATE email_outbox SET attempts = attempts + 1 WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.MarkDispatched(ctx, db, id); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Find(ctx, db, id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := s.Emails[0]
+	if e.Attempts != 1 || e.PriorAttempts != 1 || len(e.AttemptLog) != 3 {
+		t.Fatalf("attempts %d, prior %d, log %+v; want 1, 1 and three entries", e.Attempts, e.PriorAttempts, e.AttemptLog)
+	}
+	var text strings.Builder
+	if err := WriteText(&text, s); err != nil {
+		t.Fatal(err)
+	}
+	got := text.String()
+	for _, want := range []string{"#1  ", "failed: 550 5.1.1 no such user", "requeued  ", "by alice, from failed", "#2  ",
+		"1 attempt since its requeue, 2 in all", "after 1 attempt since its requeue, 2 in all"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("printed story lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "no outcome recorded") || strings.Index(got, "requeued  ") > strings.Index(got, "#2  ") {
+		t.Errorf("printed story misreads the log after the requeue:\n%s", got)
+	}
+}

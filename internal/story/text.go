@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/webhook"
 )
 
@@ -79,7 +80,7 @@ func (p *printer) email(e Email) {
 	if e.AttemptNumber > 0 {
 		p.f(", dunning attempt %d", e.AttemptNumber)
 	}
-	p.f("\n  created %s, %s", ts(e.CreatedAt), Plural(e.Attempts, "attempt"))
+	p.f("\n  created %s, %s", ts(e.CreatedAt), e.AttemptsSoFar())
 	if e.Status == "pending" {
 		// Only a pending row has a next attempt: a sent, skipped or failed
 		// one keeps its last due time, which means nothing.
@@ -110,6 +111,10 @@ func (p *printer) email(e Email) {
 	p.f("  attempts:\n")
 	logged := 0
 	for _, a := range e.AttemptLog {
+		if a.Outcome == outbox.OutcomeRequeued {
+			p.f("    requeued  %s  by %s, from %s; attempts count again from 1\n", ts(a.At), a.By, a.From)
+			continue
+		}
 		line := fmt.Sprintf("    #%d  %s  %s", a.Attempt, ts(a.At), a.Outcome)
 		if a.Error != "" {
 			line += ": " + a.Error
@@ -117,10 +122,10 @@ func (p *printer) email(e Email) {
 		p.f("%s\n", line)
 		logged = max(logged, a.Attempt)
 	}
-	for n := logged + 1; n <= e.Attempts; n++ {
+	for n := logged + 1; n <= e.PriorAttempts+e.Attempts; n++ {
 		p.f("    #%d  no outcome recorded: its worker stopped, or its lease ran out, before it marked the row (or the attempt predates the attempt log)\n", n)
 	}
-	if e.Attempts == 0 {
+	if len(e.AttemptLog) == 0 && e.Attempts == 0 {
 		p.f("    none yet\n")
 	}
 	if len(e.Events) == 0 {

@@ -1,0 +1,72 @@
+package main
+
+// A requeue and the attempt log: the attempts after it are logged, and the
+// requeue itself is, with who ran it.
+func init() {
+	register(
+		Mutation{
+			Name:    "requeue: attempts after a requeue are numbered from 1 again and dropped as repeats",
+			File:    "outbox/mark.go",
+			Find:    "SELECT id, prior_attempts + CASE WHEN",
+			Replace: "SELECT id, CASE WHEN",
+			Pkg:     "./outbox/",
+			Test:    "TestAttempts_LogGoesOnAfterARequeue",
+		},
+		Mutation{
+			Name:    "requeue: a late mark from before the requeue takes a number the attempts after it need",
+			File:    "outbox/mark.go",
+			Find:    "WHERE $%[2]d::int <= attempts\n",
+			Replace: "",
+			Pkg:     "./outbox/",
+			Test:    "TestAttempts_LogGoesOnAfterARequeue",
+		},
+		Mutation{
+			Name:    "requeue: the trigger keeps no count of the attempts it reset",
+			File:    "migrations/sql/00012_requeue_log.sql",
+			Find:    "NEW.prior_attempts := OLD.prior_attempts + greatest(OLD.attempts - NEW.attempts, 0);",
+			Replace: "NEW.prior_attempts := OLD.prior_attempts;",
+			Pkg:     "./outbox/",
+			Test:    "TestAttempts_LogGoesOnAfterARequeue",
+		},
+		Mutation{
+			Name:    "requeue: a plain-SQL requeue is not logged",
+			File:    "migrations/sql/00012_requeue_log.sql",
+			Find:    "FOR EACH ROW WHEN (OLD.status <> 'pending' AND NEW.status = 'pending')",
+			Replace: "FOR EACH ROW WHEN (OLD.status <> 'pending' AND NEW.status = 'pending' AND current_setting('postbox.actor', true) <> '')",
+			Pkg:     "./migrations/",
+			Test:    "TestRequeueLogUpAndDownWithRows",
+		},
+		Mutation{
+			Name:    "requeue: the caller is not named to the trigger",
+			File:    "outbox/requeue.go",
+			Find:    "SELECT set_config('postbox.actor', $2, true)",
+			Replace: "SELECT set_config('postbox.someone', $2, true)",
+			Pkg:     "./outbox/",
+			Test:    "TestAttempts_LogGoesOnAfterARequeue",
+		},
+		Mutation{
+			Name:    "requeue: the console names no operator",
+			File:    "internal/console/actions.go",
+			Find:    "if err := outbox.Requeue(ctx, c.db, id, in.user); err != nil {\n\t\t\t\treturn \"\", err\n\t\t\t}\n\t\t\treturn \"email \" + id + \" requeued: pending",
+			Replace: "if err := outbox.Requeue(ctx, c.db, id, \"\"); err != nil {\n\t\t\t\treturn \"\", err\n\t\t\t}\n\t\t\treturn \"email \" + id + \" requeued: pending",
+			Pkg:     "./internal/console/",
+			Test:    "TestActionsChangeRows",
+		},
+		Mutation{
+			Name:    "requeue: the story prints a requeue as an attempt",
+			File:    "internal/story/text.go",
+			Find:    "if a.Outcome == outbox.OutcomeRequeued {",
+			Replace: "if a.Outcome == outbox.OutcomeRequeued && false {",
+			Pkg:     "./internal/story/",
+			Test:    "TestFind_EmailRequeueInTheLog",
+		},
+		Mutation{
+			Name:    "requeue: the story takes the attempts after a requeue for unmarked ones",
+			File:    "internal/story/text.go",
+			Find:    "for n := logged + 1; n <= e.PriorAttempts+e.Attempts; n++ {",
+			Replace: "for n := logged + 1; n <= e.PriorAttempts+e.Attempts+1; n++ {",
+			Pkg:     "./internal/story/",
+			Test:    "TestFind_EmailRequeueInTheLog",
+		},
+	)
+}
