@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -96,19 +97,21 @@ type SecretField struct {
 	State string `json:"state"`
 }
 
-// SecretFields says, for each secret key (scrubbedPayloadKeys), what the
-// row holds: sealed or present while it is pending or failed; scrubbed
-// once it is dispatched or skipped (the mark removes all six, so each is
-// listed whether or not the row had it). Keys a waiting row does not hold
-// are left out.
+// SecretFields says, for each secret key (scrubbedPayloadKeys) the row
+// holds or held, what became of it: sealed or present while it is pending
+// or failed; scrubbed once it is dispatched or skipped, for the keys the
+// mark removed. A row scrubbed before postbox recorded which keys it
+// removed (migration 00013) lists all six, since any of them may have
+// been there.
 func (r Record) SecretFields() []SecretField {
 	var out []SecretField
+	scrubbed := r.Status == StatusDispatched || r.Status == StatusSkipped
 	for _, k := range scrubbedPayloadKeys {
 		state, held := r.secrets[k]
 		switch {
 		case held:
 			out = append(out, SecretField{k, state})
-		case r.Status == StatusDispatched || r.Status == StatusSkipped:
+		case scrubbed && (r.scrubbedKeys == nil || slices.Contains(r.scrubbedKeys, k)):
 			out = append(out, SecretField{k, SecretScrubbed})
 		}
 	}

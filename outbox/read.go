@@ -62,8 +62,10 @@ type Record struct {
 	LastEvent EventType
 
 	// secrets is the secret keys the stored payload holds, each "sealed"
-	// or "present" (never a value); SecretFields reads it.
-	secrets map[string]string
+	// or "present" (never a value); scrubbedKeys the ones its sent or
+	// skipped mark removed (nil: not known). SecretFields reads both.
+	secrets      map[string]string
+	scrubbedKeys []string
 }
 
 // DefaultListLimit is every list's limit when the caller gives none;
@@ -88,7 +90,7 @@ var recordColumns = `id::text, kind, customer_id, coalesce(invoice_id, ''), stat
 	coalesce(payload->>'attempt_number', ''), coalesce(payload->>'trigger', ''),
 	payload - ` + scrubbedKeysSQL + `,
 	coalesce((SELECT e.type FROM email_events e WHERE e.row_id = email_outbox.id
-		ORDER BY e.received_at DESC, e.id DESC LIMIT 1), ''), ` + secretStatesSQL
+		ORDER BY e.received_at DESC, e.id DESC LIMIT 1), ''), ` + secretStatesSQL + `, scrubbed_keys`
 
 // ListByCustomer returns the customer's emails created within ReadWindow,
 // newest first, at most limit of them (0 means DefaultListLimit).
@@ -129,7 +131,7 @@ func scanRecord(row pgx.CollectableRow) (Record, error) {
 	var kind, status, attemptNumber, lastEvent, secrets string
 	err := row.Scan(&r.ID, &kind, &r.CustomerID, &r.InvoiceID, &status, &r.Attempts, &r.PriorAttempts, &r.NextAttemptAt,
 		&r.LastError, &r.CreatedAt, &r.DispatchedAt,
-		&r.To, &r.Subject, &r.InvoiceNumber, &attemptNumber, &r.Trigger, &r.Payload, &lastEvent, &secrets)
+		&r.To, &r.Subject, &r.InvoiceNumber, &attemptNumber, &r.Trigger, &r.Payload, &lastEvent, &secrets, &r.scrubbedKeys)
 	r.Kind, r.Status, r.LastEvent = Kind(kind), Status(status), EventType(lastEvent)
 	r.secrets = parseSecretStates(secrets)
 	// Written by any language; a non-integer value reads as 0, not an error.

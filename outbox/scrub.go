@@ -37,12 +37,16 @@ func SecretPayloadKeys() []string { return slices.Clone(scrubbedPayloadKeys) }
 // the mark statements' parameters about the row.
 var scrubbedKeysSQL = textArray(scrubbedPayloadKeys)
 
-// scrubSet is the SET clause the dispatched and skipped marks share.
+// scrubSet is the SET clause the dispatched and skipped marks share. It
+// also records which of the keys the payload held (scrubbed_keys; both
+// assignments read the row as it was), so the row's story names what was
+// removed and no more.
 //
 // Only a payload holding one of the keys is rewritten: jsonb - text[]
 // rebuilds (and the row then recompresses) the whole document even when no
 // key matches.
-var scrubSet = "payload = CASE WHEN payload ?| " + scrubbedKeysSQL + " THEN payload - " + scrubbedKeysSQL + " ELSE payload END"
+var scrubSet = "payload = CASE WHEN payload ?| " + scrubbedKeysSQL + " THEN payload - " + scrubbedKeysSQL + " ELSE payload END, " +
+	"scrubbed_keys = ARRAY(SELECT k FROM unnest(" + scrubbedKeysSQL + ") AS k WHERE payload ? k)"
 
 func textArray(keys []string) string {
 	quoted := make([]string, len(keys))

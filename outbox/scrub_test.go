@@ -104,3 +104,44 @@ func TestScrub_FailedAndRetryingRowsKeepWholePayload(t *testing.T) {
 		})
 	}
 }
+
+// A scrubbed row names the secret keys its mark removed, and no others: a
+// raw email that never carried a link or a PDF lists none, one with only a
+// PDF lists the PDF. A row scrubbed before postbox recorded it (written
+// here by plain SQL) lists all six, since any may have been there.
+func TestScrub_RowNamesOnlyTheKeysItLost(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	plain := insertRow(t, pool, "raw", rawPayload("ada@example.com"))
+	withPDF := rawPayload("grace@example.com")
+	withPDF["pdf"] = "JVBERi0xLjc="
+	pdf := insertRow(t, pool, "raw", withPDF)
+	if res, err := newDispatcher(t, pool, newFakeSender(nil)).RunBatch(ctx); err != nil || res.Sent != 2 {
+		t.Fatalf("sending: %+v, %v", res, err)
+	}
+	var old string
+	if err := pool.QueryRow(ctx, `INSERT INTO email_outbox (customer_id, payload, status, attempts, dispatched_at)
+		VALUES ('cus_old', '{"to":"lin@example.com","subject":"s","text":"t"}', 'dispatched', 1, now()) RETURNING id`).Scan(&old); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		id   string
+		want []string
+	}{{plain, nil}, {pdf, []string{"pdf"}}, {old, scrubbedPayloadKeys}} {
+		rec, err := Get(ctx, pool, tc.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range rec.SecretFields() {
+			if f.State != SecretScrubbed {
+				t.Errorf("row %s: %s is %s, want scrubbed", tc.id, f.Key, f.State)
+			}
+			got = append(got, f.Key)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("row %s lists %v as scrubbed, want %v", tc.id, got, tc.want)
+		}
+	}
+}

@@ -197,8 +197,9 @@ func (c *Console) problem(w http.ResponseWriter, r *http.Request, status int, ms
 func (c *Console) funcs() template.FuncMap {
 	return template.FuncMap{
 		// redact shows an endpoint URL without what may be a token.
-		"redact": webhook.RedactURL,
-		"plural": story.Plural,
+		"redact":       webhook.RedactURL,
+		"plural":       story.Plural,
+		"breakerCount": story.BreakerCount,
 		"ts": func(t any) string {
 			switch t := t.(type) {
 			case time.Time:

@@ -237,12 +237,17 @@ func (p *printer) endpoint(h webhook.Health) {
 		p.f("  %s: %d attempts, %.1f%% succeeded, p50 %s, p99 %s\n", w.Name, w.Attempts, 100*w.SuccessRate(), w.P50, w.P99)
 	}
 	b := e.Breaker
-	p.f("  circuit breaker: %s, %d consecutive failures counted", b.State, b.ConsecutiveFailures)
+	p.f("  circuit breaker: %s", b.State)
 	if b.PausedUntil != nil && b.State != "closed" {
 		p.f(", paused until %s", ts(*b.PausedUntil))
 	}
+	if n := BreakerCount(&h); n != "" {
+		p.f(" (%s)", n)
+	}
 	p.f("\n  rate limit: %s; in flight at most: %s\n", limit(e.RateLimit, "/s", "none"), limit(e.MaxInFlight, "", "no cap"))
-	p.f("  failures since the last success: %d\n", h.ConsecutiveFailures)
+	if h.ConsecutiveFailures > 0 {
+		p.f("  failures since the last success: %d\n", h.ConsecutiveFailures)
+	}
 	if h.LastError != "" {
 		p.f("  last error (%s): %s\n", ts(*h.LastErrorAt), h.LastError)
 	}
@@ -252,6 +257,19 @@ func (p *printer) endpoint(h webhook.Health) {
 	if !e.Enabled {
 		p.f("  fix: worker endpoints enable %s, then worker replay endpoint %s --since <when it broke>\n", e.ID, e.ID)
 	}
+}
+
+// BreakerCount is what the breaker's own count adds to the attempt log's
+// failures since the last success, or "" when it adds nothing. The two
+// differ when the count was reset without a success — an operator enabled
+// the endpoint — or when failures made no request and fed no breaker; the
+// log's figure is then shown alone and would read as a contradiction.
+func BreakerCount(h *webhook.Health) string {
+	n := h.Endpoint.Breaker.ConsecutiveFailures
+	if n == 0 || n == h.ConsecutiveFailures {
+		return ""
+	}
+	return Plural(n, "failure") + " counted since the breaker was last reset"
 }
 
 func ts(t time.Time) string { return t.UTC().Format(time.RFC3339) }
