@@ -88,8 +88,8 @@ func init() {
 		Mutation{
 			Name:    "secret masking: a sent row's secrets are not reported scrubbed",
 			File:    "outbox/lookup.go",
-			Find:    "case r.Status == StatusDispatched || r.Status == StatusSkipped:",
-			Replace: "case false:",
+			Find:    "scrubbed := r.Status == StatusDispatched || r.Status == StatusSkipped",
+			Replace: "scrubbed := false",
 			Pkg:     "./internal/story/",
 			Test:    "TestFind",
 		},

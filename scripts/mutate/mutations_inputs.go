@@ -95,8 +95,8 @@ func init() {
 		Mutation{
 			Name:    "console: an endpoint URL's token shown",
 			File:    "internal/console/console.go",
-			Find:    `"redact": webhook.RedactURL,`,
-			Replace: `"redact": func(s string) string { return s },`,
+			Find:    `"redact":       webhook.RedactURL,`,
+			Replace: `"redact":       func(s string) string { return s },`,
 			Pkg:     "./internal/console/",
 			Test:    "TestSecretsNeverShown",
 		},

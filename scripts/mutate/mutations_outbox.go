@@ -107,8 +107,8 @@ func init() {
 		Mutation{
 			Name:    "outbox scrub: dropped from the dispatched and skipped marks",
 			File:    "outbox/scrub.go",
-			Find:    `THEN payload - " + scrubbedKeysSQL + " ELSE payload END"`,
-			Replace: `THEN payload ELSE payload END"`,
+			Find:    `THEN payload - " + scrubbedKeysSQL + " ELSE payload END, "`,
+			Replace: `THEN payload ELSE payload END, "`,
 			Pkg:     "./outbox/",
 			Test:    "TestScrub_SentAndSkippedRowsLoseExactlyTheSixKeys",
 		},

@@ -1,0 +1,159 @@
+package main
+
+// Mutations pinned in the engine's and the migrations' own packages (issue
+// 25 point 13), where before they were caught only from the packages
+// that use them: a Lane's slots and its claim rhythm (internal/engine,
+// with an in-memory Source), and the schema's CHECK constraints
+// (migrations, each refused and accepted at its edge).
+func init() {
+	const (
+		laneGo    = "internal/engine/lane.go"
+		slotsGo   = "internal/engine/slots.go"
+		laneTests = "./internal/engine/"
+		when      = "TestLane_WhenItClaimsAgain"
+		refill    = "TestLane_BacklogWaitsForRefillFreeSlots"
+		checks    = "TestCheckConstraints_RefuseAndAccept"
+	)
+	register(
+		// Slots.
+		Mutation{
+			Name:    "engine: the slots a claim did not fill are kept, and the lane's share shrinks",
+			File:    laneGo,
+			Find:    "\t\tl.cfg.Slots.Release(n - len(c.Units))\n",
+			Replace: "",
+			Pkg:     laneTests,
+			Test:    "TestLane_ReleasesTheSlotsAClaimDidNotFill|TestLane_ShortClaimLeavesTheRestForTheNextClaim",
+		},
+		Mutation{
+			Name:    "engine: a freed slot wakes no waiting lane",
+			File:    slotsGo,
+			Find:    "\tclose(s.freed)\n\ts.freed = make(chan struct{})\n",
+			Replace: "",
+			Pkg:     laneTests,
+			Test:    refill,
+		},
+		Mutation{
+			Name:    "engine: a backlog claims for every slot freed, Refill ignored",
+			File:    laneGo,
+			Find:    "least = l.cfg.Refill",
+			Replace: "least = 1",
+			Pkg:     laneTests,
+			Test:    refill,
+		},
+		Mutation{
+			Name:    "engine: Refill defaults to one slot, not an eighth of them",
+			File:    laneGo,
+			Find:    "cfg.Refill = max(cfg.Slots.Cap()/8, 1)",
+			Replace: "cfg.Refill = 1",
+			Pkg:     laneTests,
+			Test:    refill,
+		},
+		// The claim rhythm: at once, hot, cold, after a failure.
+		Mutation{
+			Name:    "engine: a full claim waits for the poll instead of claiming again",
+			File:    laneGo,
+			Find:    "due, backlog = true, true",
+			Replace: "due, backlog = false, true",
+			Pkg:     laneTests,
+			Test:    when,
+		},
+		Mutation{
+			Name:    "engine: a full claim leaves the lane cold",
+			File:    laneGo,
+			Find:    "\t\t\tdue, backlog = true, true\n\t\t\thotUntil = time.Now().Add(l.cfg.HotFor)\n",
+			Replace: "\t\t\tdue, backlog = true, true\n",
+			Pkg:     laneTests,
+			Test:    when,
+		},
+		Mutation{
+			Name:    "engine: a claim that found rows leaves the lane cold",
+			File:    laneGo,
+			Find:    "if c.Rows > 0 {",
+			Replace: "if false {",
+			Pkg:     laneTests,
+			Test:    when,
+		},
+		Mutation{
+			Name:    "engine: a wake-up leaves the lane cold",
+			File:    laneGo,
+			Find:    "\t\t\tcase <-l.cfg.Wake:\n\t\t\t\thotUntil = time.Now().Add(l.cfg.HotFor)\n",
+			Replace: "\t\t\tcase <-l.cfg.Wake:\n",
+			Pkg:     laneTests,
+			Test:    when,
+		},
+		Mutation{
+			Name:    "engine: a hot lane waits the idle poll",
+			File:    laneGo,
+			Find:    "wait = l.cfg.HotPoll",
+			Replace: "wait = l.cfg.Poll",
+			Pkg:     laneTests,
+			Test:    when,
+		},
+		Mutation{
+			Name:    "engine: a cold lane polls at the hot interval forever",
+			File:    laneGo,
+			Find:    "if time.Now().Before(hotUntil) {",
+			Replace: "if !hotUntil.IsZero() {",
+			Pkg:     laneTests,
+			Test:    when,
+		},
+		Mutation{
+			Name:    "engine: a failed claim is retried at once, hammering a failing database",
+			File:    laneGo,
+			Find:    "\"error\", err.Error())\n\t\t\tdue, backlog = false, false",
+			Replace: "\"error\", err.Error())\n\t\t\tdue, backlog = true, false",
+			Pkg:     laneTests,
+			Test:    when,
+		},
+
+		// CHECK constraints: one dropped, one loosened, one per kind.
+		Mutation{
+			Name:    "migrations: a dispatched email row need not say when",
+			File:    "migrations/sql/00001_email_outbox.sql",
+			Find:    ",\n    CHECK ((status = 'dispatched') = (dispatched_at IS NOT NULL) OR status = 'skipped')",
+			Replace: "",
+			Pkg:     "./migrations/",
+			Test:    checks,
+		},
+		Mutation{
+			Name:    "migrations: any webhook secret starting whsec, its underscore a LIKE wildcard",
+			File:    "migrations/sql/00002_webhooks.sql",
+			Find:    `secret          text        NOT NULL CHECK (secret LIKE 'whsec\_%'),`,
+			Replace: `secret          text        NOT NULL CHECK (secret LIKE 'whsec_%'),`,
+			Pkg:     "./migrations/",
+			Test:    checks,
+		},
+		Mutation{
+			Name:    "migrations: an attempt's status code unbounded",
+			File:    "migrations/sql/00002_webhooks.sql",
+			Find:    "status_code      integer     CHECK (status_code BETWEEN 100 AND 599),",
+			Replace: "status_code      integer,",
+			Pkg:     "./migrations/",
+			Test:    checks,
+		},
+		Mutation{
+			Name:    "migrations: an endpoint url may carry a fragment",
+			File:    "migrations/sql/00006_hardening.sql",
+			Find:    "CHECK (url !~ '^[^:/?#]+://[^/?#]*@' AND url !~ '#') NOT VALID;",
+			Replace: "CHECK (url !~ '^[^:/?#]+://[^/?#]*@') NOT VALID;",
+			Pkg:     "./migrations/",
+			Test:    checks,
+		},
+		Mutation{
+			Name:    "migrations: a bounce without a class, a delivery with one",
+			File:    "migrations/sql/00007_email_events.sql",
+			Find:    "    CHECK ((type = 'bounced') = (bounce_class IS NOT NULL)),\n",
+			Replace: "",
+			Pkg:     "./migrations/",
+			Test:    checks,
+		},
+		Mutation{
+			Name:    "migrations: webhook idempotency keys of 256 bytes",
+			File:    "migrations/sql/00008_webhook_controls.sql",
+			Find:    "webhook_outbox_idempotency_key_format\n    CHECK (idempotency_key <> '' AND octet_length(idempotency_key) <= 255);",
+			Replace: "webhook_outbox_idempotency_key_format\n    CHECK (idempotency_key <> '' AND octet_length(idempotency_key) <= 256);",
+			Pkg:     "./migrations/",
+			Test:    checks,
+		},
+	)
+}
