@@ -56,8 +56,10 @@ func (RetryPassArgs) InsertOpts() river.InsertOpts { return passInsertOpts(Defau
 
 // PruneArgs is the periodic prune of dispatched webhook_outbox rows older
 // than webhook.Settings.OutboxRetention (ADR-072 amendment 2026-08-30),
-// behind the webhook_prune gate. Events, deliveries and attempts are never
-// pruned.
+// and of orphan delivery events (email_events with no row) older than
+// PassesConfig.OrphanEventRetention, behind the webhook_prune gate.
+// Webhook events, deliveries and attempts, and correlated delivery events,
+// are never pruned.
 type PruneArgs struct{}
 
 // Kind is the River job kind.
@@ -94,18 +96,23 @@ func passInsertOpts(period time.Duration) river.InsertOpts {
 
 // Passes are the leader's periodic webhook passes over one pipeline.
 type Passes struct {
-	pipeline      *webhook.Dispatcher
-	db            engine.DB
-	owner         string
-	retryInterval time.Duration
-	logger        *slog.Logger
+	pipeline        *webhook.Dispatcher
+	db              engine.DB
+	owner           string
+	retryInterval   time.Duration
+	orphanRetention time.Duration
+	logger          *slog.Logger
 }
 
 // PassesConfig configures NewPasses.
 type PassesConfig struct {
 	Owner         string        // the replica id, for postbox_gates.holder
 	RetryInterval time.Duration // zero means DefaultRetryInterval
-	Logger        *slog.Logger
+	// OrphanEventRetention is the age past which the prune deletes orphan
+	// delivery events (EVENTS_ORPHAN_RETENTION); zero means
+	// outbox.DefaultOrphanEventRetention.
+	OrphanEventRetention time.Duration
+	Logger               *slog.Logger
 }
 
 // NewPasses returns the passes over p, gated in db (a pool).
@@ -113,10 +120,14 @@ func NewPasses(p *webhook.Dispatcher, db engine.DB, cfg PassesConfig) *Passes {
 	if cfg.RetryInterval <= 0 {
 		cfg.RetryInterval = DefaultRetryInterval
 	}
+	if cfg.OrphanEventRetention <= 0 {
+		cfg.OrphanEventRetention = outbox.DefaultOrphanEventRetention
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Passes{pipeline: p, db: db, owner: cfg.Owner, retryInterval: cfg.RetryInterval, logger: cfg.Logger}
+	return &Passes{pipeline: p, db: db, owner: cfg.Owner, retryInterval: cfg.RetryInterval,
+		orphanRetention: cfg.OrphanEventRetention, logger: cfg.Logger}
 }
 
 // PeriodicJobs are the retry pass and the prune, for river.Config.PeriodicJobs
@@ -153,7 +164,9 @@ func (p *Passes) Timeout() time.Duration {
 type PassOutput struct {
 	Tally  *outbox.Tally `json:"tally,omitempty"`
 	Pruned *int64        `json:"pruned,omitempty"`
-	Held   string        `json:"gate_held,omitempty"`
+	// PrunedOrphanEvents is the orphan delivery events the prune deleted.
+	PrunedOrphanEvents *int64 `json:"pruned_orphan_events,omitempty"`
+	Held               string `json:"gate_held,omitempty"`
 }
 
 // Retry runs one retry pass behind the gate: the retry lane for the retry
@@ -173,13 +186,20 @@ func (p *Passes) Retry(ctx context.Context) (PassOutput, error) {
 	return p.held(out, err)
 }
 
-// Prune runs one prune behind the gate.
+// Prune runs one prune behind the gate: dispatched webhook_outbox rows,
+// then orphan delivery events. One failing does not keep the other from
+// running; the pass reports both.
 func (p *Passes) Prune(ctx context.Context) (PassOutput, error) {
 	var out PassOutput
 	err := p.gate(GateWebhookPrune).Run(ctx, func(ctx context.Context) error {
 		n, err := p.pipeline.Prune(ctx)
 		out.Pruned = &n
-		return err
+		orphans, oerr := outbox.PruneOrphanEvents(ctx, p.db, p.orphanRetention)
+		out.PrunedOrphanEvents = &orphans
+		if orphans > 0 {
+			p.logger.InfoContext(ctx, "orphan delivery events pruned", "events", orphans, "retention", p.orphanRetention.String())
+		}
+		return errors.Join(err, oerr)
 	})
 	return p.held(out, err)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/internal/pgtext"
 )
 
@@ -101,6 +102,22 @@ type SuppressionPolicy struct {
 // unknown-row bounces (a replayed dump, a misrouted account) past it is
 // stored and counted, and suppresses no more.
 const MaxOrphanSuppressionsPerHour = 100
+
+// DefaultOrphanEventRetention is how long an orphan event (one whose row
+// was never found, row_id NULL) is kept before the pruner deletes it
+// (PruneOrphanEvents; EVENTS_ORPHAN_RETENTION). An orphan is kept so an
+// operator can trace it — its ref and payload excerpt — after the orphan
+// alert fires: 30 days covers a monthly review and the time to fix the
+// provider's setup and look back at what arrived before. It is far past
+// every provider's redelivery window (hours), so deleting it cannot let a
+// provider's redelivery be recorded twice, and past the soft-bounce window, within which
+// an orphan soft bounce still counts toward its recipient's limit.
+const DefaultOrphanEventRetention = 30 * 24 * time.Hour
+
+// orphanPruneChunk bounds one DELETE of PruneOrphanEvents, so a large
+// backlog is removed in short statements that never hold many row locks
+// or one long transaction (webhook.PruneOutbox's pattern).
+const orphanPruneChunk = 5000
 
 // The soft-bounce defaults: three within a week is a mailbox that keeps
 // refusing, not a bad afternoon.
@@ -298,6 +315,41 @@ func applySuppression(ctx context.Context, db DB, e Event, policy SuppressionPol
 		return nil, false, err
 	}
 	return &s, false, nil
+}
+
+// pruneOrphanEventsSQL deletes one chunk of the orphans older than $1,
+// oldest first, through email_events_orphan_idx. Only orphans: a
+// correlated event is its row's delivery timeline and stays.
+const pruneOrphanEventsSQL = `DELETE FROM email_events WHERE id IN (
+	SELECT id FROM email_events
+	WHERE row_id IS NULL AND received_at < now() - $1::interval
+	ORDER BY received_at
+	LIMIT $2)`
+
+// PruneOrphanEvents deletes the orphan events (row_id NULL) received more
+// than olderThan ago, in chunks, and returns how many it deleted. Events
+// whose row was found are never deleted here, whatever their age. The
+// leader-gated prune pass (jobs.Passes.Prune) calls it with
+// EVENTS_ORPHAN_RETENTION. db is a pool: each chunk is its own statement.
+func PruneOrphanEvents(ctx context.Context, db engine.DB, olderThan time.Duration) (int64, error) {
+	return pruneOrphanEvents(ctx, db, olderThan, orphanPruneChunk)
+}
+
+func pruneOrphanEvents(ctx context.Context, db engine.DB, olderThan time.Duration, chunk int) (int64, error) {
+	if olderThan <= 0 {
+		return 0, fmt.Errorf("outbox: prune orphan events: retention must be positive, got %s", olderThan)
+	}
+	var total int64
+	for {
+		tag, err := db.Exec(ctx, pruneOrphanEventsSQL, olderThan, chunk)
+		if err != nil {
+			return total, fmt.Errorf("outbox: prune orphan events: %w", err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(chunk) {
+			return total, nil
+		}
+	}
 }
 
 // EventsFor returns the row's events, oldest first: its delivery timeline.

@@ -522,3 +522,99 @@ func TestDispatch_SuppressedRowIsNotRendered(t *testing.T) {
 		t.Errorf("row %s, rendered %d times; want failed without a render", st.Status, rendered.Load())
 	}
 }
+
+// TestRecordEvent_OrphanSuppressionBoundIsShipped100 pins the shipped
+// hourly bound on orphan suppressions, 100 (README, OPERATIONS.md), as a
+// literal: TestRecordEvent fills the bound from the constant, so it keeps
+// passing whatever the constant says. With 99 orphan suppressions in the
+// hour the next orphan bounce still suppresses; at 100 the one after is
+// held.
+func TestRecordEvent_OrphanSuppressionBoundIsShipped100(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	if _, err := pool.Exec(ctx, `INSERT INTO email_suppressions (email, reason, source)
+	SELECT 'burst' || g || '@example.com', 'orphan hard bounce', 'hard_bounce' FROM generate_series(1, 99) g`); err != nil {
+		t.Fatal(err)
+	}
+	policy := SuppressionPolicy{SuppressOrphans: true}
+	for _, tc := range []struct {
+		id, addr     string
+		wantSuppress bool
+	}{
+		{"bound-100th", "hundredth@example.com", true},
+		{"bound-101st", "one-too-many@example.com", false},
+	} {
+		r, err := RecordEvent(ctx, pool, Event{Type: EventBounced, BounceClass: BounceHard, Provider: "generic",
+			ProviderEventID: tc.id, Recipient: tc.addr}, policy)
+		if err != nil || !r.Event.Orphan() {
+			t.Fatalf("%s: %+v, %v; want a stored orphan", tc.id, r, err)
+		}
+		if got := r.Suppressed != nil; got != tc.wantSuppress || r.OrphanHeld == tc.wantSuppress {
+			t.Errorf("%s: suppressed %v, held %v; want suppressed %v (the shipped bound is 100 an hour)",
+				tc.id, got, r.OrphanHeld, tc.wantSuppress)
+		}
+	}
+}
+
+// TestPruneOrphanEvents: the retention pass deletes orphan events older
+// than the retention, and only those — a younger orphan may still be
+// traced, and a correlated event is its row's timeline whatever its age.
+// The chunk is 2 here, so three old orphans take two statements: the loop,
+// not one capped DELETE, is what empties a backlog.
+func TestPruneOrphanEvents(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	row := insertRow(t, pool, "raw", rawPayload("ada@example.com"))
+	const retention = 30 * 24 * time.Hour
+	events := []struct {
+		id     string
+		orphan bool
+		age    string // how long ago it was received
+		kept   bool
+	}{
+		{"orphan-31d", true, "31 days", false},
+		{"orphan-45d", true, "45 days", false},
+		{"orphan-400d", true, "400 days", false},
+		{"orphan-29d", true, "29 days", true},
+		{"orphan-new", true, "0 seconds", true},
+		{"row-400d", false, "400 days", true},
+		{"row-new", false, "0 seconds", true},
+	}
+	for _, e := range events {
+		ev := Event{Type: EventDelivered, Provider: "generic", ProviderEventID: e.id, Recipient: "ada@example.com"}
+		if !e.orphan {
+			ev.RowID = row
+		}
+		r, err := RecordEvent(ctx, pool, ev, SuppressionPolicy{})
+		if err != nil || r.Event.Orphan() != e.orphan {
+			t.Fatalf("%s: %+v, %v", e.id, r, err)
+		}
+		if _, err := pool.Exec(ctx, `UPDATE email_events SET received_at = now() - $2::interval WHERE provider_event_id = $1`, e.id, e.age); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	n, err := pruneOrphanEvents(ctx, pool, retention, 2)
+	if err != nil || n != 3 {
+		t.Fatalf("pruned %d, %v; want the 3 orphans older than %s", n, err, retention)
+	}
+	for _, e := range events {
+		var left bool
+		if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT FROM email_events WHERE provider_event_id = $1)`, e.id).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left != e.kept {
+			t.Errorf("%s (orphan %v, %s old): kept %v; want %v", e.id, e.orphan, e.age, left, e.kept)
+		}
+	}
+	if n, err := PruneOrphanEvents(ctx, pool, retention); err != nil || n != 0 {
+		t.Errorf("a second pass pruned %d, %v; want nothing left to prune", n, err)
+	}
+	for _, bad := range []time.Duration{0, -time.Hour} {
+		if _, err := PruneOrphanEvents(ctx, pool, bad); err == nil {
+			t.Errorf("retention %s accepted; a non-positive retention would delete every orphan", bad)
+		}
+	}
+}

@@ -102,7 +102,8 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		},
 		Logger: log.With("component", "shift"),
 	})
-	passes := jobs.NewPasses(pipeline, pool, jobs.PassesConfig{Owner: id, Logger: log.With("component", "webhook")})
+	passes := jobs.NewPasses(pipeline, pool, jobs.PassesConfig{Owner: id, OrphanEventRetention: cfg.Events.OrphanRetention,
+		Logger: log.With("component", "webhook")})
 	workers := river.NewWorkers()
 	shifts.AddWorkers(workers)
 	passes.AddWorkers(workers)

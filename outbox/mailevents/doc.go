@@ -27,5 +27,11 @@
 // message id is matched against the row of an earlier event from the same
 // provider about the same message. An event whose row is still unknown is
 // stored as an orphan (row_id NULL, the key it carried in ref) and counted,
-// never dropped.
+// never dropped on arrival; the prune pass deletes orphans older than
+// EVENTS_ORPHAN_RETENTION (Settings.OrphanRetention, 30 days by default).
+//
+// When the identifiers disagree, the first X-Postbox-Row holding a row id
+// wins, even if no such row exists (then the provider's message id decides,
+// or the event is an orphan); else the Message-ID (in a dump, the last of
+// postbox's shape); else the provider's message id (TestCorrelation_Precedence).
 package mailevents

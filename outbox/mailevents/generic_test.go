@@ -68,6 +68,10 @@ func TestGeneric(t *testing.T) {
 		{"unknown type", mustJSON(t, GenericEvent{Type: "opened", Recipient: "a@example.com"}),
 			signed(t, genericSecret, "msg_4", now, mustJSON(t, GenericEvent{Type: "opened", Recipient: "a@example.com"})), http.StatusBadRequest},
 		{"oversized", oversized(), signed(t, genericSecret, "msg_5", now, oversized()), http.StatusRequestEntityTooLarge},
+		// Without a recipient the event could neither suppress nor be
+		// checked against its row's: refused, not stored half-empty.
+		{"no recipient", []byte(`{"type":"bounced","bounce_class":"hard","row_id":"` + row + `"}`),
+			signed(t, genericSecret, "msg_8", now, []byte(`{"type":"bounced","bounce_class":"hard","row_id":"`+row+`"}`)), http.StatusBadRequest},
 	}
 	before := f.state()
 	for _, tc := range bad {

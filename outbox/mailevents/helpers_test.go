@@ -37,6 +37,14 @@ type fixture struct {
 
 func newFixture(t *testing.T, s Settings, sns SNSOptions) *fixture {
 	t.Helper()
+	f, _ := newFixtureWith(t, s, sns, nil)
+	return f
+}
+
+// newFixtureWith is newFixture with the Handler, which before, if set,
+// may adjust before the server starts (a test's clock).
+func newFixtureWith(t *testing.T, s Settings, sns SNSOptions, before func(*Handler)) (*fixture, *Handler) {
+	t.Helper()
 	pool := pgtest.NewPool(t)
 	reg := prometheus.NewRegistry()
 	m := outbox.NewMetrics(reg)
@@ -45,9 +53,25 @@ func newFixture(t *testing.T, s Settings, sns SNSOptions) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if before != nil {
+		before(h)
+	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &fixture{t: t, pool: pool, srv: srv, reg: reg, metrics: m}
+	return &fixture{t: t, pool: pool, srv: srv, reg: reg, metrics: m}, h
+}
+
+// rowOf is the row the provider's event was stored against, "" for an
+// orphan; it fails the test when no such event was stored.
+func (f *fixture) rowOf(provider, eventID string) string {
+	f.t.Helper()
+	var row string
+	err := f.pool.QueryRow(testCtx(f.t), `SELECT coalesce(row_id::text, '') FROM email_events
+WHERE provider = $1 AND provider_event_id = $2`, provider, eventID).Scan(&row)
+	if err != nil {
+		f.t.Fatalf("event %s/%s: %v", provider, eventID, err)
+	}
+	return row
 }
 
 // sentRow inserts a dispatched email_outbox row to addr and returns its id.

@@ -124,9 +124,12 @@ func sesEvents(m snsMessage) ([]outbox.Event, *reject) {
 		ProviderMessageID: n.Mail.MessageID,
 		RawExcerpt:        excerpt([]byte(m.Message)),
 	}
+	// The first X-Postbox-Row that holds a row id names the row, as in a
+	// bounce dump (rowFromDump): a later header, or one that holds no row
+	// id, does not override it.
 	var fromHeader string
 	for _, hd := range n.Mail.Headers {
-		if strings.EqualFold(hd.Name, smtp.RowHeader) {
+		if fromHeader == "" && strings.EqualFold(hd.Name, smtp.RowHeader) {
 			fromHeader = rowFromHeader(hd.Value)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,6 +32,11 @@ type snsFake struct {
 	tls      *httptest.Server
 	certGets atomic.Int32
 	confirms atomic.Int32
+
+	// served are further bodies at /certs/{name} (servedCert, servedBody),
+	// and servedGets counts their fetches.
+	served     sync.Map // name → []byte
+	servedGets atomic.Int32
 }
 
 func newSNSFake(t *testing.T) *snsFake {
@@ -57,6 +63,15 @@ func newSNSFake(t *testing.T) *snsFake {
 		f.certGets.Add(1)
 		w.Write(certPEM)
 	})
+	mux.HandleFunc("GET /certs/{name}", func(w http.ResponseWriter, r *http.Request) {
+		body, ok := f.served.Load(r.PathValue("name"))
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		f.servedGets.Add(1)
+		w.Write(body.([]byte))
+	})
 	mux.HandleFunc("GET /", func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("Action") == "ConfirmSubscription" {
 			f.confirms.Add(1)
@@ -82,6 +97,32 @@ func (f *snsFake) options() SNSOptions {
 }
 
 func (f *snsFake) certURL() string { return f.tls.URL + "/SimpleNotificationService-test.pem" }
+
+// servedCert serves, at a URL of its own, a certificate for the fake's
+// signing key valid from notBefore to notAfter, and returns the URL and
+// the PEM.
+func (f *snsFake) servedCert(t *testing.T, name string, notBefore, notAfter time.Time) (string, []byte) {
+	t.Helper()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: "sns.eu-west-1.amazonaws.com"},
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &f.key.PublicKey, f.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return f.servedBody(name, certPEM), certPEM
+}
+
+// servedBody serves body at /certs/name and returns its URL.
+func (f *snsFake) servedBody(name string, body []byte) string {
+	f.served.Store(name, body)
+	return f.tls.URL + "/certs/" + name
+}
 
 // sign signs m as SNS does, with SignatureVersion version.
 func (f *snsFake) sign(t *testing.T, m map[string]string, version string) []byte {

@@ -18,6 +18,7 @@ const (
 	EnvSoftBounceLimit  = "SOFT_BOUNCE_LIMIT"
 	EnvSoftBounceWindow = "SOFT_BOUNCE_WINDOW"
 	EnvSuppressOrphans  = "EVENTS_SUPPRESS_ORPHANS"
+	EnvOrphanRetention  = "EVENTS_ORPHAN_RETENTION" // e.g. 30d or 720h
 )
 
 // Settings are the endpoints' credentials and the suppression policy. An
@@ -35,6 +36,11 @@ type Settings struct {
 	// Policy is when soft bounces suppress (hard bounces and complaints
 	// always do).
 	Policy outbox.SuppressionPolicy
+	// OrphanRetention is how long an orphan event is kept before the
+	// prune pass deletes it (outbox.DefaultOrphanEventRetention, 30 days,
+	// says why). Never shorter than Policy.SoftBounceWindow: an orphan
+	// soft bounce counts toward its recipient's limit within the window.
+	OrphanRetention time.Duration
 }
 
 // SettingsFromEnv reads Settings through lookup. A value that does not
@@ -52,6 +58,7 @@ func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 			SoftBounceLimit:  outbox.DefaultSoftBounceLimit,
 			SoftBounceWindow: outbox.DefaultSoftBounceWindow,
 		},
+		OrphanRetention: outbox.DefaultOrphanEventRetention,
 	}
 	if (s.PostmarkUsername == "") != (s.PostmarkPassword == "") {
 		return s, fmt.Errorf("%s and %s must be set together", EnvPostmarkUsername, EnvPostmarkPassword)
@@ -92,5 +99,32 @@ func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 		}
 		s.Policy.SuppressOrphans = on
 	}
+	if v := get(EnvOrphanRetention); v != "" {
+		d, err := parseRetention(v)
+		if err != nil {
+			return s, fmt.Errorf("%s=%q: %w", EnvOrphanRetention, v, err)
+		}
+		s.OrphanRetention = d
+	}
+	if s.OrphanRetention < s.Policy.SoftBounceWindow {
+		return s, fmt.Errorf("%s=%s is shorter than %s=%s: orphan soft bounces would be deleted while they still count toward their recipient's limit",
+			EnvOrphanRetention, s.OrphanRetention, EnvSoftBounceWindow, s.Policy.SoftBounceWindow)
+	}
 	return s, nil
+}
+
+// parseRetention accepts a Go duration (720h) or a whole number of days
+// (30d), as WEBHOOK_OUTBOX_RETENTION does.
+func parseRetention(s string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 1 || n > 100*365 {
+			return 0, fmt.Errorf("must be a positive duration such as 30d or 720h")
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return d, nil
+	}
+	return 0, fmt.Errorf("must be a positive duration such as 30d or 720h")
 }

@@ -95,6 +95,9 @@ func (m snsMessage) stringToSign(hasSubject bool) (string, error) {
 type snsVerifier struct {
 	opts   SNSOptions
 	client *http.Client
+	// now is the clock a certificate's validity is checked against:
+	// time.Now, but for a test that lets a cached certificate expire.
+	now func() time.Time
 
 	mu    sync.Mutex
 	certs map[string]*x509.Certificate
@@ -117,7 +120,7 @@ func newSNSVerifier(opts SNSOptions) *snsVerifier {
 	// that answers.
 	c := *client
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &snsVerifier{opts: opts, client: &c, certs: map[string]*x509.Certificate{}}
+	return &snsVerifier{opts: opts, client: &c, now: time.Now, certs: map[string]*x509.Certificate{}}
 }
 
 // verify checks m's signature against the certificate at its
@@ -167,7 +170,9 @@ func (v *snsVerifier) cert(ctx context.Context, raw string) (*x509.Certificate, 
 	v.mu.Lock()
 	c, ok := v.certs[u.String()]
 	v.mu.Unlock()
-	if ok && time.Now().Before(c.NotAfter) {
+	// A cached certificate is used until its NotAfter, then fetched again
+	// (and refused, if what comes back is still the expired one).
+	if ok && v.now().Before(c.NotAfter) {
 		return c, nil
 	}
 	body, err := v.get(ctx, u, 64<<10)
@@ -182,7 +187,10 @@ func (v *snsVerifier) cert(ctx context.Context, raw string) (*x509.Certificate, 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSNSSignature, err)
 	}
-	if now := time.Now(); now.Before(c.NotBefore) || now.After(c.NotAfter) {
+	// CheckSignature looks at the key only: the validity window is checked
+	// here, so a certificate that is not yet or no longer valid signs
+	// nothing.
+	if now := v.now(); now.Before(c.NotBefore) || now.After(c.NotAfter) {
 		return nil, fmt.Errorf("%w: the signing certificate is not valid now", ErrSNSSignature)
 	}
 	v.mu.Lock()
