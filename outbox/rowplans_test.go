@@ -43,7 +43,7 @@ FROM generate_series(1, 6000) i`,
 		{Name: "retry mark", Table: name, SQL: markRetrySQL, Args: []any{id, time.Minute, "e", "{}", 1}},
 		{Name: "release", Table: name, SQL: table.ReleaseSQL(), Args: []any{[]string{id}}},
 		{Name: "landed", Table: name, SQL: table.LandedSQL(), Args: []any{id}},
-		{Name: "requeue", Table: name, SQL: requeueSQL, Args: []any{id}},
+		{Name: "requeue", Table: name, SQL: requeueSQL, Args: []any{id, "test"}},
 		{Name: "rekey", Table: name, SQL: rekeyUpdateSQL, Args: []any{id, "{}", "pending", "{}"}},
 	})
 }
