@@ -3,6 +3,7 @@ package migrations_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -289,6 +290,29 @@ var checkCases = []checkCase{
 			`UPDATE email_outbox SET scrubbed_keys = '{}' WHERE id = ` + fxEmail,
 			`UPDATE email_outbox SET scrubbed_keys = NULL WHERE id = ` + fxEmail,
 		}},
+
+	// 00014: a row's trace, the W3C traceparent of version 00 in lowercase
+	// hex, or NULL for none.
+	traceparentCase("email_outbox_traceparent_format", `UPDATE email_outbox SET traceparent = %s WHERE id = `+fxEmail),
+	traceparentCase("webhook_outbox_traceparent_format", `UPDATE webhook_outbox SET traceparent = %s WHERE id = `+fxOutbox),
+	traceparentCase("webhook_events_traceparent_format",
+		`UPDATE webhook_events SET traceparent = %s WHERE id = (SELECT event_id FROM webhook_deliveries WHERE id = `+fxDelivery+`)`),
+}
+
+// traceparentCase is one traceparent column's CHECK, through update (a
+// format taking the value).
+func traceparentCase(constraint, update string) checkCase {
+	return checkCase{constraint,
+		[]string{
+			fmt.Sprintf(update, `'00-0AF7651916CD43DD8448EB211C80319C-B7AD6B7169203331-01'`), // upper case
+			fmt.Sprintf(update, `'01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'`), // another version
+			fmt.Sprintf(update, `'00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-x'`),
+			fmt.Sprintf(update, `''`),
+		},
+		[]string{
+			fmt.Sprintf(update, `'00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'`),
+			fmt.Sprintf(update, `NULL`),
+		}}
 }
 
 // TestCheckConstraints_RefuseAndAccept pins every CHECK constraint of the

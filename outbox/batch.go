@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/engine"
 )
@@ -48,9 +50,10 @@ func (b *batch) Run(ctx context.Context) Tally {
 		if h := d.hooks.beforeRow; h != nil {
 			h(row)
 		}
-		res := d.attemptRow(batchCtx, row, b.supp)
+		res, span := d.attemptRow(batchCtx, row, b.supp)
 		b.next++
-		marks.Go(func() { b.finish(ctx, row, res) })
+		// The mark is the attempt's last step: its span ends after it.
+		marks.Go(func() { b.finish(trace.ContextWithSpan(ctx, span), row, res) })
 	}
 	marks.Wait()
 	return b.snapshot()
@@ -65,6 +68,7 @@ func (b *batch) finish(ctx context.Context, row *Row, res Result) {
 			b.d.logger.Error("email mark bookkeeping panicked; recording the row as a transient failure",
 				"row_id", row.ID, "panic", fmt.Sprint(v))
 			b.recordPanic(ctx, row, v)
+			trace.SpanFromContext(ctx).End() // the attempt's: finishRow did not reach its end
 		}
 	}()
 	b.count(b.d.finishRow(ctx, row, res), true)

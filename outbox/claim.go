@@ -30,7 +30,7 @@ type DB interface {
 var table = claim.Table{
 	Name:      "email_outbox",
 	DueColumn: "next_attempt_at",
-	Returning: "id::text, kind, customer_id, coalesce(invoice_id, ''), payload, attempts, created_at",
+	Returning: "id::text, kind, customer_id, coalesce(invoice_id, ''), payload, attempts, created_at, coalesce(traceparent, '')",
 }
 
 // Claim takes up to n pending, due rows, oldest due first, in one short

@@ -8,8 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/internal/tracing"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/smtp"
 )
@@ -81,6 +84,12 @@ type Config struct {
 	// retries: when the slots run out the row fails.
 	Backoff leases.Backoff
 
+	// TracerProvider makes the spans of each attempt and its mark, each
+	// joined to the trace the row was enqueued in; nil means the global
+	// provider (OpenTelemetry's no-op one unless the program installs an
+	// SDK).
+	TracerProvider trace.TracerProvider
+
 	// Keys opens the payload fields that Enqueue, an earlier mark or Rekey
 	// sealed, and seals the plaintext secret fields of a plain-SQL row whose
 	// attempt does not send it, in the retry or failed mark. It must hold
@@ -109,6 +118,7 @@ type Dispatcher struct {
 	keys      *KeyRing
 	backoff   leases.Backoff
 	marks     *markGroups
+	tracer    trace.Tracer
 	slots     *engine.Slots
 	lane      *engine.Lane
 	window    claim.Window // where the lane's claims start (see Claim)
@@ -166,6 +176,7 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 		keys:      cfg.Keys,
 		marks:     newMarkGroups(db, markWriters(cfg.Concurrency), cfg.Logger),
 		backoff:   cfg.Backoff,
+		tracer:    tracing.Tracer(cfg.TracerProvider),
 		slots:     engine.NewSlots(cfg.Concurrency),
 		stop:      make(chan struct{}),
 

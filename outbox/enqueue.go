@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/tracing"
 )
 
 // DefaultMaxPayloadBytes is the payload size limit of Enqueue: 10 MiB of
@@ -58,15 +60,16 @@ type Enqueuer struct {
 // fresh READ COMMITTED snapshot — sees its row; if it rolls back, this
 // insert goes ahead. Under REPEATABLE READ the conflict with a row the
 // snapshot cannot see is a serialization failure (40001), returned as is.
-const enqueueSQL = `INSERT INTO email_outbox (id, kind, customer_id, invoice_id, payload, idempotency_key)
-VALUES ($1, $2, $3, NULLIF($4::text, ''), $5, NULLIF($6::text, ''))
+const enqueueSQL = `INSERT INTO email_outbox (id, kind, customer_id, invoice_id, payload, idempotency_key, traceparent)
+VALUES ($1, $2, $3, NULLIF($4::text, ''), $5, NULLIF($6::text, ''), NULLIF($7::text, ''))
 ON CONFLICT (customer_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id`
 
 const enqueueExistingSQL = `SELECT id FROM email_outbox WHERE customer_id = $1 AND idempotency_key = $2`
 
 // Enqueue validates email and writes it as one pending row in tx,
-// returning the row id. It writes nothing when email is invalid: the error
+// returning the row id. The trace context of ctx's span, if any, is
+// recorded with the row, and the spans of its attempts join that trace. It writes nothing when email is invalid: the error
 // is a *ValidationError naming the field (errors.Is(err, ErrInvalid)). With
 // an IdempotencyKey the customer already used, it writes nothing and
 // returns the id of the row that holds the key.
@@ -86,7 +89,8 @@ func (e *Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, email Email) (string,
 	if err != nil {
 		return "", err
 	}
-	err = tx.QueryRow(ctx, enqueueSQL, id, string(email.Kind), email.CustomerID, email.InvoiceID, payload, email.IdempotencyKey).Scan(&id)
+	err = tx.QueryRow(ctx, enqueueSQL, id, string(email.Kind), email.CustomerID, email.InvoiceID, payload, email.IdempotencyKey,
+		tracing.Traceparent(ctx)).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The key is taken: the existing row is the enqueue.
 		if err := tx.QueryRow(ctx, enqueueExistingSQL, email.CustomerID, email.IdempotencyKey).Scan(&id); err != nil {

@@ -44,6 +44,10 @@ type Record struct {
 	// attempt log numbers the next one PriorAttempts + Attempts + 1.
 	PriorAttempts int
 
+	// Traceparent is the W3C trace context the row was enqueued in, ""
+	// for none: its attempts' spans are in that trace.
+	Traceparent string
+
 	// Fields the invoice timeline and the sent-emails panel show.
 	To            string
 	Subject       string
@@ -88,7 +92,7 @@ var recordColumns = `id::text, kind, customer_id, coalesce(invoice_id, ''), stat
 	coalesce(last_error, ''), created_at, dispatched_at,
 	coalesce(payload->>'to', ''), coalesce(payload->>'subject', ''), coalesce(payload->>'invoice_number', ''),
 	coalesce(payload->>'attempt_number', ''), coalesce(payload->>'trigger', ''),
-	payload - ` + scrubbedKeysSQL + `,
+	payload - ` + scrubbedKeysSQL + `, coalesce(traceparent, ''),
 	coalesce((SELECT e.type FROM email_events e WHERE e.row_id = email_outbox.id
 		ORDER BY e.received_at DESC, e.id DESC LIMIT 1), ''), ` + secretStatesSQL + `, scrubbed_keys`
 
@@ -131,7 +135,7 @@ func scanRecord(row pgx.CollectableRow) (Record, error) {
 	var kind, status, attemptNumber, lastEvent, secrets string
 	err := row.Scan(&r.ID, &kind, &r.CustomerID, &r.InvoiceID, &status, &r.Attempts, &r.PriorAttempts, &r.NextAttemptAt,
 		&r.LastError, &r.CreatedAt, &r.DispatchedAt,
-		&r.To, &r.Subject, &r.InvoiceNumber, &attemptNumber, &r.Trigger, &r.Payload, &lastEvent, &secrets, &r.scrubbedKeys)
+		&r.To, &r.Subject, &r.InvoiceNumber, &attemptNumber, &r.Trigger, &r.Payload, &r.Traceparent, &lastEvent, &secrets, &r.scrubbedKeys)
 	r.Kind, r.Status, r.LastEvent = Kind(kind), Status(status), EventType(lastEvent)
 	r.secrets = parseSecretStates(secrets)
 	// Written by any language; a non-integer value reads as 0, not an error.

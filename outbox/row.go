@@ -29,6 +29,10 @@ type Row struct {
 	// zero; the dispatcher fills it before the renderer sees the row.
 	Payload Payload
 
+	// traceparent is the trace the row was enqueued in ("" for none):
+	// its attempt's span joins it (internal/tracing).
+	traceparent string
+
 	leaseEnd  time.Time // when the claim's lease runs out (by this clock); marks retry until then
 	recipient string    // bare lower-cased address, set by decode
 	decodeErr error     // why the payload cannot be sent, set by decode
@@ -62,7 +66,7 @@ func scanRow(row pgx.CollectableRow) (Row, error) {
 	var kind string
 	// Into *[]byte pgx copies the jsonb's text; into a json.RawMessage it
 	// would run json.Unmarshal over it, a full parse that decode repeats.
-	err := row.Scan(&r.ID, &kind, &r.CustomerID, &r.InvoiceID, (*[]byte)(&r.RawPayload), &r.Attempts, &r.CreatedAt)
+	err := row.Scan(&r.ID, &kind, &r.CustomerID, &r.InvoiceID, (*[]byte)(&r.RawPayload), &r.Attempts, &r.CreatedAt, &r.traceparent)
 	r.Kind = Kind(kind)
 	return r, err
 }

@@ -10,7 +10,12 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/internal/tracing"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/smtp"
 )
@@ -31,24 +36,48 @@ type Result struct {
 	Mark error
 }
 
-// attemptRow gives one row its per-row budget and attempts it. Its mark
-// and report follow in finishRow.
-func (d *Dispatcher) attemptRow(batchCtx context.Context, row *Row, supp *suppressionView) Result {
-	rowCtx, cancel := context.WithTimeout(batchCtx, d.leases.PerRowBudget)
+// attemptRow gives one row its per-row budget and attempts it, under the
+// attempt's span: a child of the trace the row was enqueued in, linked to
+// the claim's (a River job's) when that is another trace. Its mark and
+// report follow in finishRow, which ends the span.
+func (d *Dispatcher) attemptRow(batchCtx context.Context, row *Row, supp *suppressionView) (Result, trace.Span) {
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		tracing.RowID.String(row.ID), tracing.Kind.String(string(row.Kind)), tracing.Attempt.Int(row.Attempts))}
+	if row.traceparent != "" {
+		opts = append(opts, tracing.Link(batchCtx)...)
+	}
+	ctx, span := d.tracer.Start(tracing.WithParent(batchCtx, row.traceparent), tracing.SpanEmailAttempt, opts...)
+	rowCtx, cancel := context.WithTimeout(ctx, d.leases.PerRowBudget)
 	defer cancel()
 	res := Result{RowID: row.ID, Kind: row.Kind, Attempt: row.Attempts}
 	res.Outcome, res.Err = d.attempt(rowCtx, row, supp)
-	return res
+	return res, span
 }
 
-// finishRow marks an attempted row's outcome and runs the post-send
-// report. Both run on detached contexts (MarkContext, BounceReportBudget),
-// so ctx only carries values.
+// finishRow marks an attempted row's outcome, ends the attempt's span
+// (carried by ctx) and runs the post-send report. The mark and the report
+// run on detached contexts (MarkContext, BounceReportBudget), so ctx only
+// carries values.
 func (d *Dispatcher) finishRow(ctx context.Context, row *Row, res Result) Result {
 	d.record(ctx, row, &res)
+	endAttempt(trace.SpanFromContext(ctx), res.Outcome, res.Err)
 	d.refusedMailbox(ctx, row, res)
 	d.report(ctx, res)
 	return res
+}
+
+// endAttempt ends an attempt's span with its outcome as marked and, for a
+// relay's refusal, the reply code. The error's text stays out of the span:
+// a relay's reply can quote the recipient.
+func endAttempt(span trace.Span, outcome Outcome, err error) {
+	span.SetAttributes(tracing.Outcome.String(string(outcome)))
+	if re, ok := errors.AsType[*smtp.ReplyError](err); ok {
+		span.SetAttributes(tracing.SMTPReply.Int(re.Code))
+	}
+	if outcome == OutcomeFailed || outcome == OutcomeRetry {
+		span.SetStatus(codes.Error, string(outcome))
+	}
+	span.End()
 }
 
 // refusedMailbox records a failed row whose relay refused the mailbox for
@@ -204,7 +233,10 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 	m, metric := d.markFor(row, res, seal)
 	m.until = row.leaseEnd
 	var age time.Duration
-	age, res.Mark = d.marks.mark(ctx, m)
+	mctx, span := d.tracer.Start(ctx, tracing.SpanEmailMark, trace.WithAttributes(
+		tracing.RowID.String(row.ID), tracing.Outcome.String(string(res.Outcome))))
+	age, res.Mark = d.marks.mark(mctx, m)
+	endMark(span, res.Mark)
 
 	switch {
 	case errors.Is(res.Mark, ErrStaleMark):
@@ -235,6 +267,15 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 		log(level, "email send failed; will retry",
 			"retry_in", res.RetryIn.Round(time.Second).String(), "error", res.Err.Error())
 	}
+}
+
+// endMark ends a mark's span: applied, dropped as stale, or failed.
+func endMark(span trace.Span, err error) {
+	span.SetAttributes(tracing.MarkApplied.Bool(err == nil))
+	if err != nil && !errors.Is(err, claim.ErrStale) {
+		span.SetStatus(codes.Error, "mark failed")
+	}
+	span.End()
 }
 
 // markFor picks the mark an outcome earns and the outcome metric it

@@ -11,6 +11,10 @@ import (
 	"time"
 
 	gomail "github.com/wneessen/go-mail/smtp"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/postbox/postbox/internal/tracing"
 )
 
 // deliver is the one path every message takes, in every mode (ADR-072
@@ -34,13 +38,19 @@ func (m *Mailer) deliver(ctx context.Context, msg Message) error {
 
 	c := m.pool.get()
 	reused := c != nil
+	tracer := tracing.Child(ctx)
 	for {
 		if c == nil {
-			if c, err = m.dial(ctx); err != nil {
+			dctx, span := tracer.Start(ctx, tracing.SpanSMTPDial, trace.WithAttributes(tracing.ServerAddr.String(m.cfg.Host)))
+			c, err = m.dial(dctx)
+			endSpan(span, err)
+			if err != nil {
 				return err
 			}
 		}
-		st, err := m.exchange(ctx, c, l)
+		ectx, span := tracer.Start(ctx, tracing.SpanSMTPExchange, trace.WithAttributes(tracing.SMTPReused.Bool(reused)))
+		st, err := m.exchange(ectx, c, l)
+		endSpan(span, err)
 		if err == nil {
 			return nil
 		}
@@ -67,6 +77,23 @@ func (m *Mailer) deliver(ctx context.Context, msg Message) error {
 		}
 		return err
 	}
+}
+
+// endSpan ends an SMTP step's span with the relay's reply code, if it
+// refused, and an error status; the reply's text can quote the recipient,
+// so it stays out.
+func endSpan(span trace.Span, err error) {
+	if err != nil {
+		// The exchange returns the protocol's error; fail makes the
+		// ReplyError of it later.
+		if re, ok := errors.AsType[*ReplyError](err); ok {
+			span.SetAttributes(tracing.SMTPReply.Int(re.Code))
+		} else if te, ok := errors.AsType[*textproto.Error](err); ok {
+			span.SetAttributes(tracing.SMTPReply.Int(te.Code))
+		}
+		span.SetStatus(codes.Error, "smtp step failed")
+	}
+	span.End()
 }
 
 // dial opens the TCP connection, and for ModeTLS completes the handshake,
@@ -115,7 +142,7 @@ func (m *Mailer) exchange(ctx context.Context, c *conn, l letter) (st stage, err
 	}()
 
 	if c.client == nil {
-		if st, err = m.open(c); err != nil {
+		if st, err = m.open(ctx, c); err != nil {
 			return st, err
 		}
 	}
@@ -127,7 +154,7 @@ func (m *Mailer) exchange(ctx context.Context, c *conn, l letter) (st stage, err
 // bounds only the dial, and leaves the socket open after a refused STARTTLS
 // or AUTH. Its protocol client is used step by step instead, so the checks
 // below are ours.
-func (m *Mailer) open(c *conn) (stage, error) {
+func (m *Mailer) open(ctx context.Context, c *conn) (stage, error) {
 	var nc net.Conn = c.raw
 	if c.tls != nil {
 		nc = c.tls
@@ -140,7 +167,14 @@ func (m *Mailer) open(c *conn) (stage, error) {
 	if err := client.Hello(m.helo); err != nil {
 		return stageHello, err
 	}
-	if err := m.secure(client); err != nil {
+	if m.cfg.Mode == ModeSTARTTLS {
+		_, span := tracing.Child(ctx).Start(ctx, tracing.SpanSMTPStartTLS)
+		err = m.secure(client)
+		endSpan(span, err)
+	} else {
+		err = m.secure(client)
+	}
+	if err != nil {
 		return stageSTARTTLS, err
 	}
 	if err := m.authenticate(client); err != nil {

@@ -13,9 +13,14 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/internal/pgtext"
+	"github.com/postbox/postbox/internal/tracing"
 	"github.com/postbox/postbox/leases"
 )
 
@@ -38,26 +43,31 @@ type delivery struct {
 	// failing is the endpoint's breaker state as loaded: it had failures
 	// since its last success, which a success then resets (breaker.go).
 	failing bool
+	// sendTraceparent is the endpoint's choice to receive the attempt's
+	// trace context as a traceparent header.
+	sendTraceparent bool
 }
 
 // event is one event as its deliveries send it: the body every endpoint
 // receives, and the creation time that body carries, kept apart for the
 // enqueue→delivered latency so no attempt has to parse the body back.
 type event struct {
-	body      []byte
-	createdAt time.Time
+	body        []byte
+	createdAt   time.Time
+	traceparent string // its attempts' spans join this trace (internal/tracing)
 }
 
 // newEvent builds the Standard Webhooks payload shape of an event. It is
 // built from stored columns only, so every attempt sends the same bytes;
 // only the signature's timestamp changes.
-func newEvent(eventType string, createdAt time.Time, payload []byte) (event, error) {
+// traceparent is the trace the event was enqueued in ("" for none).
+func newEvent(eventType string, createdAt time.Time, payload []byte, traceparent string) (event, error) {
 	body, err := json.Marshal(struct {
 		Type      string          `json:"type"`
 		Timestamp time.Time       `json:"timestamp"`
 		Data      json.RawMessage `json:"data"`
 	}{eventType, createdAt.UTC(), payload})
-	return event{body: body, createdAt: createdAt}, err
+	return event{body: body, createdAt: createdAt, traceparent: traceparent}, err
 }
 
 // runner starts attempts on their own goroutines within the Dispatcher's
@@ -178,6 +188,18 @@ func (r *runner) finish(ctx context.Context) Tally {
 // attempt makes one attempt at d, records it with UpdateDelivery, and
 // returns what happened as a one-row Tally.
 func (p *Dispatcher) attempt(ctx context.Context, d delivery) Tally {
+	// The attempt's span joins the event's trace; under a fan-out it is
+	// already there, its child. Its mark is the attempt's last step.
+	var opts []trace.SpanStartOption
+	if tp := d.event.traceparent; tp != "" && trace.SpanContextFromContext(ctx).TraceID().String() != traceID(tp) {
+		opts = tracing.Link(ctx) // the retry pass's (a River job's) span, if any
+		ctx = tracing.WithParent(ctx, tp)
+	}
+	ctx, span := p.tracer.Start(ctx, tracing.SpanWebhookAttempt, append(opts, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(tracing.DeliveryID.String(d.id), tracing.EventID.String(d.eventID),
+			tracing.EndpointID.String(d.endpointID), tracing.Attempt.Int(d.attempt),
+			tracing.ReceiverSees.Bool(d.sendTraceparent)))...)
+	defer span.End()
 	var mark DeliveryMark
 	gone := false
 	switch {
@@ -199,7 +221,23 @@ func (p *Dispatcher) attempt(ctx context.Context, d delivery) Tally {
 		done()
 		p.metrics.attemptDuration(mark.Duration.Seconds())
 	}
-	return p.record(ctx, d, mark, gone)
+	t := p.record(ctx, d, mark, gone)
+	span.SetAttributes(tracing.Outcome.String(string(mark.Status)))
+	if mark.StatusCode != 0 {
+		span.SetAttributes(tracing.HTTPStatus.Int(mark.StatusCode))
+	}
+	if mark.Status != StatusSucceeded {
+		span.SetStatus(codes.Error, string(mark.Status))
+	}
+	return t
+}
+
+// traceID is the trace id of a traceparent: its second field.
+func traceID(traceparent string) string {
+	if len(traceparent) < 35 {
+		return ""
+	}
+	return traceparent[3:35]
 }
 
 // record writes an attempt's mark, logs and counts it, and disables the
@@ -212,7 +250,14 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 	mark.Error = pgtext.LastError(mark.Error)
 	mark.Until = d.leaseEnd
 	out := Tally{Started: 1}
-	err := UpdateDelivery(ctx, p.pool, d.id, mark)
+	mctx, span := p.tracer.Start(ctx, tracing.SpanWebhookMark, trace.WithAttributes(
+		tracing.DeliveryID.String(d.id), tracing.Outcome.String(string(mark.Status))))
+	err := UpdateDelivery(mctx, p.pool, d.id, mark)
+	span.SetAttributes(tracing.MarkApplied.Bool(err == nil))
+	if err != nil && !errors.Is(err, ErrStaleDeliveryMark) {
+		span.SetStatus(codes.Error, "mark failed")
+	}
+	span.End()
 	switch {
 	case errors.Is(err, ErrStaleDeliveryMark):
 		out.Stale = 1
@@ -297,6 +342,9 @@ func (p *Dispatcher) send(ctx context.Context, d delivery) (m DeliveryMark, gone
 	req.Header.Set(HeaderID, d.eventID)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
 	req.Header.Set(HeaderSignature, signAll(keys, d.eventID, now, d.event.body))
+	if d.sendTraceparent {
+		tracing.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	}
 
 	resp, err := p.client.Do(req)
 	if err != nil {

@@ -10,9 +10,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/internal/tracing"
 	"github.com/postbox/postbox/leases"
 )
 
@@ -65,6 +67,12 @@ type Config struct {
 	Logger  *slog.Logger // nil discards
 	Metrics *Metrics     // nil counts nothing
 
+	// TracerProvider makes the spans of each fan-out, attempt and mark,
+	// each joined to the trace the event was enqueued in; nil means the
+	// global provider (OpenTelemetry's no-op one unless the program
+	// installs an SDK).
+	TracerProvider trace.TracerProvider
+
 	// OnDisable, if set, runs inside the transaction that disables an
 	// endpoint for failing (after Settings.DisableAfter), after the
 	// postbox.endpoint.disabled event to Settings.OpsEndpointID is
@@ -91,6 +99,7 @@ type Dispatcher struct {
 	logger   *slog.Logger
 	metrics  *Metrics
 	client   *http.Client
+	tracer   trace.Tracer
 
 	// slots bound the HTTP attempts in flight across every drain, retry
 	// pass and replay of this Dispatcher: WEBHOOK_CONCURRENCY, the
@@ -155,6 +164,7 @@ func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
 		logger:   logger.With("component", "webhook"),
 		metrics:  opts.Metrics,
 		client:   newHTTPClient(cfg, lc.DeliveryBudget),
+		tracer:   tracing.Tracer(opts.TracerProvider),
 		slots:    engine.NewSlots(cfg.Concurrency),
 		fanOuts:  engine.NewSlots(cfg.Concurrency),
 

@@ -38,6 +38,11 @@ type Endpoint struct {
 	// Limits are the pool-wide admission limits (SetLimits).
 	Limits
 
+	// SendTraceparent: each attempt carries its span's W3C traceparent
+	// header, so the receiver's trace joins postbox's (SetSendTraceparent).
+	// Off unless asked for: it is a header the receiver sees.
+	SendTraceparent bool `json:"send_traceparent"`
+
 	// Breaker is the circuit breaker's state (breaker.go), as listed.
 	Breaker Breaker `json:"breaker"`
 }
@@ -55,9 +60,10 @@ type Breaker struct {
 
 // EndpointParams describe a new endpoint.
 type EndpointParams struct {
-	URL        string
-	EventTypes []string // empty: every event type
-	Secret     string   // empty: NewSecret generates one
+	URL             string
+	EventTypes      []string // empty: every event type
+	Secret          string   // empty: NewSecret generates one
+	SendTraceparent bool     // attempts carry a traceparent header
 }
 
 // CreateEndpoint validates p and inserts an enabled endpoint. cfg.Production
@@ -79,9 +85,9 @@ func CreateEndpoint(ctx context.Context, db DB, cfg Settings, p EndpointParams) 
 		return Endpoint{}, err
 	}
 
-	e := Endpoint{URL: p.URL, Secret: secret, EventTypes: types, Enabled: true}
-	err = db.QueryRow(ctx, `INSERT INTO webhook_endpoints (url, secret, event_types)
-VALUES ($1, $2, $3) RETURNING id, created_at, updated_at`, p.URL, secret, types).
+	e := Endpoint{URL: p.URL, Secret: secret, EventTypes: types, Enabled: true, SendTraceparent: p.SendTraceparent}
+	err = db.QueryRow(ctx, `INSERT INTO webhook_endpoints (url, secret, event_types, send_traceparent)
+VALUES ($1, $2, $3, $4) RETURNING id, created_at, updated_at`, p.URL, secret, types, p.SendTraceparent).
 		Scan(&e.ID, &e.CreatedAt, &e.UpdatedAt)
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("webhook: create endpoint: %w", err)
@@ -96,13 +102,13 @@ const endpointColumns = `id, url, event_types, enabled, coalesce(disabled_reason
 	CASE WHEN probing AND paused_until > now() THEN 'probing'
 		WHEN paused_until > now() THEN 'open'
 		WHEN paused_until IS NOT NULL THEN 'half-open'
-		ELSE 'closed' END`
+		ELSE 'closed' END, send_traceparent`
 
 func scanEndpoint(row pgx.CollectableRow) (Endpoint, error) {
 	var e Endpoint
 	err := row.Scan(&e.ID, &e.URL, &e.EventTypes, &e.Enabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt,
 		&e.RateLimit, &e.MaxInFlight, &e.Breaker.ConsecutiveFailures, &e.Breaker.FailingSince, &e.Breaker.PausedUntil,
-		&e.Breaker.State)
+		&e.Breaker.State, &e.SendTraceparent)
 	return e, err
 }
 
@@ -275,6 +281,22 @@ SET rate_limit = $2, max_in_flight = $3, rl_tokens = 0, rl_at = now(), updated_a
 WHERE id = $1`, id, l.RateLimit, l.MaxInFlight)
 	if err != nil {
 		return fmt.Errorf("webhook: set limits of endpoint %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: endpoint %s", ErrNotFound, id)
+	}
+	return nil
+}
+
+// SetSendTraceparent turns endpoint id's traceparent header on or off
+// (Endpoint.SendTraceparent) from its next attempt on.
+func SetSendTraceparent(ctx context.Context, db DB, id string, on bool) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, `UPDATE webhook_endpoints SET send_traceparent = $2, updated_at = now() WHERE id = $1`, id, on)
+	if err != nil {
+		return fmt.Errorf("webhook: set traceparent header of endpoint %s: %w", id, err)
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("%w: endpoint %s", ErrNotFound, id)

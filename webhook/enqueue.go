@@ -7,7 +7,9 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
 	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/tracing"
 )
 
 // payloadSizeConstraint is migration 00006's CHECK on webhook_outbox: at
@@ -53,8 +55,8 @@ const MaxIdempotencyKeyBytes = 255
 // with a row the snapshot cannot see is a serialization failure (40001),
 // returned as is.
 const (
-	enqueueSQL = `INSERT INTO webhook_outbox (event_type, payload, idempotency_key, endpoint_id)
-VALUES ($1, $2, NULLIF($3::text, ''), NULLIF($4::text, '')::uuid)
+	enqueueSQL = `INSERT INTO webhook_outbox (event_type, payload, idempotency_key, endpoint_id, traceparent)
+VALUES ($1, $2, NULLIF($3::text, ''), NULLIF($4::text, '')::uuid, NULLIF($5::text, ''))
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id`
 	enqueueExistingSQL = `SELECT id FROM webhook_outbox WHERE idempotency_key = $1`
@@ -68,7 +70,8 @@ func (e Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, eventType string, payl
 
 // EnqueueEvent inserts ev into webhook_outbox using tx and returns the
 // outbox row's id — with an IdempotencyKey already held, the holder's id,
-// and nothing is written.
+// and nothing is written. The trace context of ctx's span, if any, is
+// recorded with the row; the fan-out and every attempt join that trace.
 func (e Enqueuer) EnqueueEvent(ctx context.Context, tx pgx.Tx, ev Event) (string, error) {
 	eventType, payload := ev.Type, ev.Payload
 	limit := e.MaxPayloadBytes
@@ -95,7 +98,7 @@ func (e Enqueuer) EnqueueEvent(ctx context.Context, tx pgx.Tx, ev Event) (string
 	}
 
 	var id string
-	err := tx.QueryRow(ctx, enqueueSQL, eventType, string(payload), ev.IdempotencyKey, ev.EndpointID).Scan(&id)
+	err := tx.QueryRow(ctx, enqueueSQL, eventType, string(payload), ev.IdempotencyKey, ev.EndpointID, tracing.Traceparent(ctx)).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The key is taken: the existing row is the enqueue.
 		if err := tx.QueryRow(ctx, enqueueExistingSQL, ev.IdempotencyKey).Scan(&id); err != nil {

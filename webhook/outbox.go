@@ -9,20 +9,24 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/internal/pgtext"
+	"github.com/postbox/postbox/internal/tracing"
 	"github.com/postbox/postbox/leases"
 )
 
 // outboxTable is webhook_outbox for the shared claim: FOR UPDATE SKIP
 // LOCKED, lease stamp, attempts incremented there and nowhere else.
-var outboxTable = claim.Table{Name: "webhook_outbox", DueColumn: "next_attempt_at", Returning: "id, attempts"}
+var outboxTable = claim.Table{Name: "webhook_outbox", DueColumn: "next_attempt_at", Returning: "id, attempts, coalesce(traceparent, '')"}
 
 type outboxRow struct {
-	ID       string
-	Attempts int
+	ID          string
+	Attempts    int
+	Traceparent string // the trace the event was enqueued in, "" for none
 }
 
 // Dispatch is what DispatchFromOutbox created.
@@ -140,9 +144,25 @@ func (u *fanOutUnit) Run(ctx context.Context) Tally {
 	if h := p.hooks.beforeDispatch; h != nil {
 		h(u.row.ID)
 	}
+	// The fan-out's span joins the trace the event was enqueued in; the
+	// first attempts are its children, and their marks theirs.
+	var opts []trace.SpanStartOption
+	if u.row.Traceparent != "" {
+		opts = tracing.Link(batchCtx)
+	}
+	spanCtx, span := p.tracer.Start(tracing.WithParent(batchCtx, u.row.Traceparent), tracing.SpanWebhookFanOut,
+		append(opts, trace.WithAttributes(tracing.RowID.String(u.row.ID), tracing.Attempt.Int(u.row.Attempts)))...)
+	defer span.End()
+	batchCtx = spanCtx
+	ctx = trace.ContextWithSpan(ctx, span)
 	rowCtx, cancelRow := context.WithTimeout(batchCtx, p.lc.PerRowBudget)
 	fan, err := p.dispatch(rowCtx, u.row.ID)
 	cancelRow()
+	if err != nil {
+		span.SetStatus(codes.Error, "fan-out failed")
+	} else {
+		span.SetAttributes(tracing.EventID.String(fan.eventID), tracing.Deliveries.Int(len(fan.deliveries)))
+	}
 	switch {
 	case errors.Is(err, ErrStaleOutboxMark):
 		p.metrics.engine().Stale("webhook_outbox")
@@ -216,13 +236,13 @@ WHERE id = $1 AND status = 'pending'`
 // payload makes no round trip through this process before the fan-out. It
 // returns the row's endpoint_id too: an event addressed to one endpoint
 // (the operator notice) goes to that endpoint only.
-const insertEventSQL = `WITH row AS (SELECT event_type, payload, id, endpoint_id FROM webhook_outbox WHERE id = $1),
+const insertEventSQL = `WITH row AS (SELECT event_type, payload, id, endpoint_id, traceparent FROM webhook_outbox WHERE id = $1),
 ev AS (
-	INSERT INTO webhook_events (event_type, payload, outbox_id)
-	SELECT event_type, payload, id FROM row
-	RETURNING id, event_type, payload, created_at
+	INSERT INTO webhook_events (event_type, payload, outbox_id, traceparent)
+	SELECT event_type, payload, id, traceparent FROM row
+	RETURNING id, event_type, payload, created_at, traceparent
 )
-SELECT ev.id, ev.event_type, ev.payload, ev.created_at, coalesce(row.endpoint_id::text, '') FROM ev, row`
+SELECT ev.id, ev.event_type, ev.payload, ev.created_at, coalesce(row.endpoint_id::text, ''), coalesce(ev.traceparent, '') FROM ev, row`
 
 type fanOut struct {
 	eventID    string
@@ -245,14 +265,14 @@ func (p *Dispatcher) dispatch(ctx context.Context, outboxID string) (fanOut, err
 	}
 
 	var (
-		eventID, eventType, target string
-		payload                    []byte
-		createdAt                  time.Time
+		eventID, eventType, target, traceparent string
+		payload                                 []byte
+		createdAt                               time.Time
 	)
-	if err := tx.QueryRow(ctx, insertEventSQL, outboxID).Scan(&eventID, &eventType, &payload, &createdAt, &target); err != nil {
+	if err := tx.QueryRow(ctx, insertEventSQL, outboxID).Scan(&eventID, &eventType, &payload, &createdAt, &target, &traceparent); err != nil {
 		return fanOut{}, fmt.Errorf("webhook: dispatch %s: event: %w", outboxID, err)
 	}
-	ev, err := newEvent(eventType, createdAt, payload)
+	ev, err := newEvent(eventType, createdAt, payload, traceparent)
 	if err != nil {
 		return fanOut{}, fmt.Errorf("webhook: dispatch %s: body: %w", outboxID, err)
 	}

@@ -71,7 +71,7 @@ RETURNING id, event_type, payload, created_at`, rep.ReplayOf).Scan(&rep.EventID,
 	}
 
 	// Step 2: the clone's deliveries, then their first attempts.
-	ev, err := newEvent(eventType, createdAt, payload)
+	ev, err := newEvent(eventType, createdAt, payload, "") // a replay is the operator's, not the original's trace
 	if err != nil {
 		return rep, fmt.Errorf("webhook: replay %s: %w", eventID, err)
 	}
@@ -154,7 +154,7 @@ ORDER BY c.replay_of, c.created_at DESC, c.id`, endpointID, since)
 	events := make(map[string]event, len(clones))
 	cloneIDs := make([]string, len(clones))
 	for i, c := range clones {
-		if events[c.ID], err = newEvent(c.EventType, c.CreatedAt, c.Payload); err != nil {
+		if events[c.ID], err = newEvent(c.EventType, c.CreatedAt, c.Payload, ""); err != nil {
 			return rb, fmt.Errorf("webhook: replay endpoint %s: %w", endpointID, err)
 		}
 		cloneIDs[i] = c.ID

@@ -168,7 +168,7 @@ func (p *Dispatcher) claimRetries(ctx context.Context, n int) (ds []delivery, th
 
 func (p *Dispatcher) loadDeliveries(ctx context.Context, ids []string) ([]delivery, error) {
 	rows, err := p.pool.Query(ctx, `SELECT d.id, d.event_id, d.endpoint_id, ep.url, ep.secret, `+olderSecretsSQL+`, ep.enabled,
-	ep.consecutive_failures > 0, e.event_type, e.payload, e.created_at
+	ep.consecutive_failures > 0, ep.send_traceparent, e.event_type, e.payload, e.created_at, coalesce(e.traceparent, '')
 FROM webhook_deliveries d
 JOIN webhook_events e ON e.id = d.event_id
 JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
@@ -179,19 +179,19 @@ WHERE d.id = ANY ($1::uuid[])`, ids)
 	events := map[string]event{}
 	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (delivery, error) {
 		var (
-			d         delivery
-			eventType string
-			payload   []byte
-			createdAt time.Time
+			d                      delivery
+			eventType, traceparent string
+			payload                []byte
+			createdAt              time.Time
 		)
 		if err := row.Scan(&d.id, &d.eventID, &d.endpointID, &d.url, &d.secret, &d.olderSecrets, &d.enabled,
-			&d.failing, &eventType, &payload, &createdAt); err != nil {
+			&d.failing, &d.sendTraceparent, &eventType, &payload, &createdAt, &traceparent); err != nil {
 			return d, err
 		}
 		ev, ok := events[d.eventID]
 		if !ok {
 			var err error
-			if ev, err = newEvent(eventType, createdAt, payload); err != nil {
+			if ev, err = newEvent(eventType, createdAt, payload, traceparent); err != nil {
 				return d, err
 			}
 			events[d.eventID] = ev

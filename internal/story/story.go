@@ -62,6 +62,9 @@ type Email struct {
 	// PriorAttempts is the attempts made before the row's requeues; the
 	// log numbers attempts over the row's life.
 	PriorAttempts int `json:"prior_attempts,omitempty"`
+	// TraceID is the trace the row was enqueued in, where its attempts'
+	// spans are; "" when it was enqueued outside one.
+	TraceID string `json:"trace_id,omitempty"`
 
 	// Secrets is each secret payload key and its state (sealed, present,
 	// scrubbed); never a value.
@@ -276,6 +279,7 @@ func Emails(ctx context.Context, db DB, recs []outbox.Record) ([]Email, error) {
 		e := Email{
 			ID: r.ID, Kind: string(r.Kind), CustomerID: r.CustomerID, InvoiceID: r.InvoiceID, To: r.To, Subject: r.Subject,
 			Trigger: r.Trigger, AttemptNumber: r.AttemptNumber, Status: string(r.Status), Attempts: r.Attempts, PriorAttempts: r.PriorAttempts,
+			TraceID:       traceID(r.Traceparent),
 			NextAttemptAt: r.NextAttemptAt, LastError: r.LastError, CreatedAt: r.CreatedAt, DispatchedAt: r.DispatchedAt,
 			Secrets: r.SecretFields(), Requeueable: r.Status == outbox.StatusFailed,
 		}
@@ -441,4 +445,13 @@ func deliveryFix(d webhook.DeliveryRecord) string {
 			"(or admit its range with " + webhook.EnvAllowedCIDRs + "), then " + requeue
 	}
 	return requeue + "   (sent again to its endpoint only, same webhook-id)"
+}
+
+// traceID is a traceparent's trace id (its second field), "" for none.
+func traceID(traceparent string) string {
+	if _, rest, ok := strings.Cut(traceparent, "-"); ok {
+		id, _, _ := strings.Cut(rest, "-")
+		return id
+	}
+	return ""
 }

@@ -331,14 +331,16 @@ func TestFind_EmailEventsAndSuppression(t *testing.T) {
 	}
 }
 
-// An email's story lists each recorded attempt with its time and outcome.
+// An email's story lists each recorded attempt with its time and outcome,
+// and names the trace the row was enqueued in.
 func TestFind_EmailAttemptLog(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.NewPool(t)
 	var id string
-	if err := db.QueryRow(ctx, `INSERT INTO email_outbox (customer_id, payload, attempts)
-		VALUES ('cus_6', '{"to":"lin@example.com","subject":"Receipt","text":"x"}', 1) RETURNING id::text`).Scan(&id); err != nil {
+	if err := db.QueryRow(ctx, `INSERT INTO email_outbox (customer_id, payload, attempts, traceparent)
+		VALUES ('cus_6', '{"to":"lin@example.com","subject":"Receipt","text":"x"}', 1,
+		'00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01') RETURNING id::text`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	if err := outbox.MarkRetry(ctx, db, id, time.Minute, errors.New("421 4.7.0 try later")); err != nil {
@@ -358,6 +360,10 @@ func TestFind_EmailAttemptLog(t *testing.T) {
 	}
 	if !strings.Contains(text.String(), "#1  ") || !strings.Contains(text.String(), "retry: 421 4.7.0 try later") {
 		t.Errorf("printed story lacks the attempt:\n%s", text.String())
+	}
+	// The trace it was enqueued in, to find its attempts' spans by.
+	if s.Emails[0].TraceID != "0af7651916cd43dd8448eb211c80319c" || !strings.Contains(text.String(), ", trace 0af7651916cd43dd8448eb211c80319c") {
+		t.Errorf("trace id %q; printed story:\n%s", s.Emails[0].TraceID, text.String())
 	}
 }
 

@@ -89,6 +89,9 @@ func (p *printer) email(e Email) {
 	if e.DispatchedAt != nil {
 		p.f(", dispatched %s", ts(*e.DispatchedAt))
 	}
+	if e.TraceID != "" {
+		p.f(", trace %s", e.TraceID)
+	}
 	p.f("\n")
 	if e.LastError != "" {
 		p.f("  last error: %s\n", e.LastError)

@@ -8,8 +8,8 @@ func init() {
 		Mutation{
 			Name:    "budgets: no per-row context (PerRowBudget)",
 			File:    "outbox/send.go",
-			Find:    "rowCtx, cancel := context.WithTimeout(batchCtx, d.leases.PerRowBudget)",
-			Replace: "rowCtx, cancel := context.WithCancel(batchCtx)",
+			Find:    "rowCtx, cancel := context.WithTimeout(ctx, d.leases.PerRowBudget)",
+			Replace: "rowCtx, cancel := context.WithCancel(ctx)",
 			Pkg:     "./outbox/",
 			Test:    "TestPerRowBudget_BoundsTheRow",
 		},
