@@ -2,7 +2,8 @@ package main
 
 // The records an operator reads: the attempt log after a requeue (and the
 // requeue itself, with who ran it), the secret keys a sent row lost, the
-// breaker's count beside the log's.
+// breaker's count beside the log's; and the suppression re-check's bound
+// as shipped.
 func init() {
 	register(
 		Mutation{
@@ -92,6 +93,22 @@ func init() {
 			Replace: "if false {",
 			Pkg:     "./internal/story/",
 			Test:    "TestEndpointText_BreakerCountOnlyWhenItAddsSomething",
+		},
+		Mutation{
+			Name:    "suppressions: the pre-send re-check waits 10 s, not 1 s",
+			File:    "outbox/suppression.go",
+			Find:    "const SuppressionMaxAge = time.Second",
+			Replace: "const SuppressionMaxAge = 10 * time.Second",
+			Pkg:     "./outbox/",
+			Test:    "TestSuppressionRecheck_ShippedBoundIsOneSecond",
+		},
+		Mutation{
+			Name:    "suppressions: the pre-send re-check never re-reads a loaded view",
+			File:    "outbox/suppression.go",
+			Find:    "if !v.s.loaded || time.Since(v.s.at) >= maxAge {",
+			Replace: "if !v.s.loaded {",
+			Pkg:     "./outbox/",
+			Test:    "TestSuppressionRecheck_ShippedBoundIsOneSecond",
 		},
 	)
 }
