@@ -75,6 +75,7 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 	scaleRate := fs.Int("scale-rate", 0, "pool-scale: the steady load, msg/s (default 200)")
 	scaleDuration := fs.Duration("scale-duration", 0, "pool-scale: length of each steady-load run (default 120s; 20s with --quick)")
 	scaleBacklog := fs.Int("scale-backlog", 0, "pool-scale: rows of the backlog drains (default 20000; 5000 with --quick)")
+	tracing := fs.Bool("tracing", false, "pool-backlog: also run postbox with tracing on (every span sampled, OTLP/HTTP to a receiver in the bench process) beside it off")
 	keepSeed := fs.Bool("keep-seed", false, "pool-scale: keep the seeded database (postbox_scale_seed_*) for the next run, which reuses it while the migrations are unchanged")
 	return func(ctx context.Context, stdout, stderr io.Writer) error {
 		if *rate != "" {
@@ -157,6 +158,7 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 				popts.ScaleDuration = *scaleDuration
 			}
 			popts.KeepSeed = *keepSeed
+			popts.Tracing = *tracing
 			if *duration > 0 {
 				popts.Duration = *duration
 			}

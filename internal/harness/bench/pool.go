@@ -92,6 +92,10 @@ type PoolOptions struct {
 	KeepSeed      bool
 
 	BodyBytes int
+	// Tracing adds a path to the backlog section: postbox with tracing on
+	// (every span sampled, exported over OTLP/HTTP to a receiver in the
+	// bench process), beside postbox with it off, to price it.
+	Tracing bool
 	// KeepLogs keeps the processes' logs (always kept when a run fails).
 	KeepLogs bool
 	// Progress receives one line per step; nil discards.
@@ -296,8 +300,9 @@ type poolRunner struct {
 	ctl  *pgxpool.Pool // the bench's own connections: setup, checks, leader lookup
 	base string        // the run's own database, which url may leave for a while (onSeeded)
 
-	seedName, seedNote string   // the scale section's seeded template, once made or found
-	cleanups           []func() // run when the run ends
+	seedName, seedNote string    // the scale section's seeded template, once made or found
+	cleanups           []func()  // run when the run ends
+	otlp               *otlpSink // the traced path's receiver, started with it
 }
 
 // RunPoolURL runs the pool sections on an existing, migrated database
@@ -498,8 +503,9 @@ func (pr *poolRunner) waitAll(ctx context.Context, rs *relaySet, ids []string, l
 // path is what runs against the sinks: postbox's `worker run`, or the
 // River peer with one of its two fetch settings.
 type path struct {
-	name string
-	peer *peerFetch
+	name   string
+	peer   *peerFetch
+	traced bool // a worker run exporting every span (PoolOptions.Tracing)
 }
 
 // peerFetch is a River peer configuration.
@@ -518,12 +524,16 @@ var (
 )
 
 var (
-	pathPostbox      = path{name: "postbox worker run"}
-	pathPeerDefaults = path{name: peerDefaults.label, peer: peerDefaults}
-	pathPeerTuned    = path{name: peerTuned.label, peer: peerTuned}
+	pathPostbox       = path{name: "postbox worker run"}
+	pathPostboxTraced = path{name: "postbox worker run, tracing on", traced: true}
+	pathPeerDefaults  = path{name: peerDefaults.label, peer: peerDefaults}
+	pathPeerTuned     = path{name: peerTuned.label, peer: peerTuned}
 )
 
 func (p path) notes(po PoolOptions) string {
+	if p.traced {
+		return fmt.Sprintf("EMAIL_CONCURRENCY=%d per process; OTEL_TRACES_SAMPLER=always_on, OTLP/HTTP to a receiver in the bench process", po.Concurrency)
+	}
 	if p.peer == nil {
 		return fmt.Sprintf("EMAIL_CONCURRENCY=%d per process", po.Concurrency)
 	}
@@ -552,11 +562,22 @@ func (pr *poolRunner) start(ctx context.Context, p path, rs *relaySet, replicas 
 				stopAll(procs, time.Second)
 				return nil, started, aerr
 			}
-			pc, err = startProc(fmt.Sprintf("worker %d", i), pr.bins.worker, logPath, []string{
+			env := []string{
 				"DATABASE_URL=" + pr.url, "HTTP_ADDR=" + addr,
 				"SMTP_HOST=127.0.0.1", "SMTP_PORT=" + strconv.Itoa(sink.Port()), "SMTP_TLS=none",
 				"APP_ENV=development", "LOG_LEVEL=warn", "EMAIL_CONCURRENCY=" + strconv.Itoa(pr.po.Concurrency),
-			}, "run")
+			}
+			if p.traced {
+				if pr.otlp == nil {
+					if pr.otlp, err = startOTLPSink(); err != nil {
+						stopAll(procs, time.Second)
+						return nil, started, err
+					}
+					pr.cleanups = append(pr.cleanups, pr.otlp.close)
+				}
+				env = append(env, pr.otlp.tracingEnv()...)
+			}
+			pc, err = startProc(fmt.Sprintf("worker %d", i), pr.bins.worker, logPath, env, "run")
 			if pc != nil {
 				pc.httpAddr = addr
 			}

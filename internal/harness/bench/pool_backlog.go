@@ -28,15 +28,20 @@ func (pr *poolRunner) backlogSection(ctx context.Context) error {
 	fromStart := map[key][]float64{}
 	span := map[key][]float64{}
 	paths := []path{pathPostbox, pathPeerDefaults, pathPeerTuned}
+	if pr.po.Tracing {
+		paths = append(paths, pathPostboxTraced)
+	}
+	cpu := map[key][]float64{}
 	err := pr.trials(ctx, pr.po.Replicas, func(ctx context.Context, t, rc int) error {
 		for _, p := range rotate(paths, t) {
-			a, b, err := pr.backlogRun(ctx, p, rc)
+			a, b, c, err := pr.backlogRun(ctx, p, rc)
 			if err != nil {
 				return err
 			}
 			k := key{rc, p.name}
 			fromStart[k] = append(fromStart[k], a)
 			span[k] = append(span[k], b)
+			cpu[k] = append(cpu[k], c)
 		}
 		return nil
 	})
@@ -61,6 +66,17 @@ func (pr *poolRunner) backlogSection(ctx context.Context) error {
 			pr.add(Row{Section: titlePoolBacklog, Path: rp(rc) + "ratio postbox / " + peer.name, Figure: fmt.Sprintf("%.2f", ratio), Unit: "×", Value: ratio,
 				Notes: fmt.Sprintf("from start, medians; per trial %s; first→last send %.2f×; 1.5× is the aim",
 					strings.Join(each, ", "), median(span[pb])/median(span[pk]))})
+		}
+		if pr.po.Tracing {
+			tk := key{rc, pathPostboxTraced.name}
+			var each []string
+			for t := range fromStart[pb] {
+				each = append(each, fmt.Sprintf("%.2f", fromStart[tk][t]/fromStart[pb][t]))
+			}
+			ratio := median(fromStart[tk]) / median(fromStart[pb])
+			pr.add(Row{Section: titlePoolBacklog, Path: rp(rc) + "ratio tracing on / off", Figure: fmt.Sprintf("%.2f", ratio), Unit: "×", Value: ratio,
+				Notes: fmt.Sprintf("postbox from start, medians; per trial %s; machine CPU per message %.2f ms on against %.2f ms off (medians); %d OTLP exports, %.1f MB over the run",
+					strings.Join(each, ", "), median(cpu[tk]), median(cpu[pb]), pr.otlp.requests.Load(), float64(pr.otlp.bytes.Load())/1e6)})
 		}
 	}
 	return nil
@@ -106,50 +122,53 @@ func (pr *poolRunner) relayCeiling(ctx context.Context) error {
 
 // backlogRun inserts N messages for path p, starts rc processes and times
 // them until every message arrived. It returns msg/s from the first exec
-// and from the first to the last send.
-func (pr *poolRunner) backlogRun(ctx context.Context, p path, rc int) (float64, float64, error) {
+// and from the first to the last send, and the machine's CPU per message
+// (ms, /proc/stat) over the same time.
+func (pr *poolRunner) backlogRun(ctx context.Context, p path, rc int) (float64, float64, float64, error) {
 	n := pr.po.N
 	label := rp(rc) + p.name
 	if err := pr.truncate(ctx); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	pr.logf("pool backlog: %s: inserting %d", label, n)
 	ids, table, err := pr.insertBacklog(ctx, p, n)
 	if err != nil {
-		return 0, 0, fmt.Errorf("pool backlog %s: %w", label, err)
+		return 0, 0, 0, fmt.Errorf("pool backlog %s: %w", label, err)
 	}
 	if err := pr.settle(ctx, pr.ctl, table); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	rs, err := pr.relays(rc)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer rs.close()
 	pr.logf("pool backlog: %s: starting %d process(es)", label, rc)
+	busy := machineBusy()
 	procs, started, err := pr.start(ctx, p, rs, rc, "backlog "+label)
 	if err != nil {
-		return 0, 0, fmt.Errorf("pool backlog %s: %w", label, err)
+		return 0, 0, 0, fmt.Errorf("pool backlog %s: %w", label, err)
 	}
 	defer pr.stop(procs)
 	t, all, err := pr.waitAll(ctx, rs, ids, backlogLimit, "pool backlog: "+label, procs)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if !all {
-		return 0, 0, checkf("pool backlog %s: %d of %d messages arrived within %s (%d lost so far)", label, t.received, n, backlogLimit, n-t.received)
+		return 0, 0, 0, checkf("pool backlog %s: %d of %d messages arrived within %s (%d lost so far)", label, t.received, n, backlogLimit, n-t.received)
 	}
+	cpuMS := float64((machineBusy() - busy).Microseconds()) / 1000 / float64(n)
 	time.Sleep(500 * time.Millisecond) // a duplicate sent just after the last first arrival still counts
 	t = rs.tally(ids)
 	if t.dups != 0 {
-		return 0, 0, checkf("pool backlog %s: %d duplicates among %d messages", label, t.dups, n)
+		return 0, 0, 0, checkf("pool backlog %s: %d duplicates among %d messages", label, t.dups, n)
 	}
 	ready := t.doneAt.Sub(started)
 	fromStart := perSecond(n, ready)
 	span := perSecond(n, t.doneAt.Sub(t.firstAt))
 	pr.add(Row{Section: titlePoolBacklog, Path: label, Figure: fmtRate(fromStart) + " / " + fmtRate(span), Unit: "msg/s from start / first→last", Value: fromStart,
-		Notes: fmt.Sprintf("%s; %d received, 0 duplicates, 0 lost; %.2f s from the first exec, first DATA at +%.2f s; %s",
-			p.notes(pr.po), t.received, ready.Seconds(), t.firstAt.Sub(started).Seconds(), pr.po.relayNote(rc, fromStart, span))})
+		Notes: fmt.Sprintf("%s; %d received, 0 duplicates, 0 lost; %.2f s from the first exec, first DATA at +%.2f s; machine CPU %.2f ms per message; %s",
+			p.notes(pr.po), t.received, ready.Seconds(), t.firstAt.Sub(started).Seconds(), cpuMS, pr.po.relayNote(rc, fromStart, span))})
 	shares, top := fmtShares(t.perSink)
 	if rc > 1 {
 		pr.add(Row{Section: titlePoolBacklog, Path: label + ": share per replica", Figure: shares, Unit: "msgs (%)", Value: top,
@@ -161,7 +180,7 @@ func (pr *poolRunner) backlogRun(ctx context.Context, p path, rc int) (float64, 
 	}
 	pr.add(Row{Section: titlePoolBacklog, Path: label + ": peak SMTP connections", Figure: strconv.Itoa(rs.gauge.Peak()), Unit: "conns", Value: float64(rs.gauge.Peak()),
 		Notes: fmt.Sprintf("open at once over all sinks; per replica %s; cap %d per process", strings.Join(peaks, " / "), pr.po.Concurrency)})
-	return fromStart, span, nil
+	return fromStart, span, cpuMS, nil
 }
 
 // insertBacklog writes n messages for p before any process starts:
