@@ -37,16 +37,12 @@ type Result struct {
 }
 
 // attemptRow gives one row its per-row budget and attempts it, under the
-// attempt's span: a child of the trace the row was enqueued in, linked to
-// the claim's (a River job's) when that is another trace. Its mark and
+// attempt's span: the row's own (tracing.ForRow). Its mark and
 // report follow in finishRow, which ends the span.
 func (d *Dispatcher) attemptRow(batchCtx context.Context, row *Row, supp *suppressionView) (Result, trace.Span) {
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		tracing.RowID.String(row.ID), tracing.Kind.String(string(row.Kind)), tracing.Attempt.Int(row.Attempts))}
-	if row.traceparent != "" {
-		opts = append(opts, tracing.Link(batchCtx)...)
-	}
-	ctx, span := d.tracer.Start(tracing.WithParent(batchCtx, row.traceparent), tracing.SpanEmailAttempt, opts...)
+	ctx, opts := tracing.ForRow(batchCtx, row.traceparent)
+	ctx, span := d.tracer.Start(ctx, tracing.SpanEmailAttempt, append(opts, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		tracing.RowID.String(row.ID), tracing.Kind.String(string(row.Kind)), tracing.Attempt.Int(row.Attempts)))...)
 	rowCtx, cancel := context.WithTimeout(ctx, d.leases.PerRowBudget)
 	defer cancel()
 	res := Result{RowID: row.ID, Kind: row.Kind, Attempt: row.Attempts}

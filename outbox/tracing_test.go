@@ -17,7 +17,8 @@ import (
 // span's trace: the attempt is the enqueue span's child, with the row's
 // id, kind, attempt and outcome, and its mark the attempt's child. A row
 // written by plain SQL with a traceparent joins that trace the same way; a
-// row with none starts its own. No attribute carries a secret payload
+// row with none starts its own. Each links to the River job that claimed
+// it. No attribute carries a secret payload
 // value or the relay's reply text (which can quote the recipient).
 func TestTracing_EmailAttemptAndMarkJoinTheEnqueueTrace(t *testing.T) {
 	t.Parallel()
@@ -49,9 +50,12 @@ func TestTracing_EmailAttemptAndMarkJoinTheEnqueueTrace(t *testing.T) {
 		}
 		return nil
 	}), func(c *Config) { c.TracerProvider = rec })
-	if res, err := d.RunBatch(ctx); err != nil || res.Sent != 2 || res.Failed != 1 {
+	// The claim runs under a River job's span, as in a worker.
+	jobCtx, job := rec.Tracer("river").Start(ctx, "river.work/shift")
+	if res, err := d.RunBatch(jobCtx); err != nil || res.Sent != 2 || res.Failed != 1 {
 		t.Fatalf("batch: %+v, %v", res, err)
 	}
+	job.End()
 
 	sqlID := trace.SpanContextFromContext(tracing.WithParent(ctx, sqlTrace))
 	for _, tc := range []struct {
@@ -69,6 +73,9 @@ func TestTracing_EmailAttemptAndMarkJoinTheEnqueueTrace(t *testing.T) {
 			t.Fatalf("%s: %d attempt spans in the row's trace, want 1", tc.name, len(attempts))
 		}
 		a := attempts[0]
+		if len(a.Links()) != 1 || a.Links()[0].SpanContext.SpanID() != job.SpanContext().SpanID() {
+			t.Errorf("%s: attempt span links %v, want one, to the job's span", tc.name, a.Links())
+		}
 		if a.Parent().SpanID() != tc.parent || spantest.Attr(a, tracing.RowID) != tc.row || spantest.Attr(a, tracing.Attempt) != "1" ||
 			spantest.Attr(a, tracing.Outcome) != tc.outcome || spantest.Attr(a, tracing.Kind) != "raw" {
 			t.Errorf("%s: attempt span parent %v (want %v), row %s, attempt %s, outcome %s", tc.name, a.Parent().SpanID(), tc.parent,
@@ -82,8 +89,10 @@ func TestTracing_EmailAttemptAndMarkJoinTheEnqueueTrace(t *testing.T) {
 	var failed []string
 	for _, s := range rec.Ended() {
 		if s.Name() == tracing.SpanEmailAttempt && spantest.Attr(s, tracing.RowID) == orphan {
-			if s.Parent().IsValid() {
-				t.Errorf("the row with no traceparent has an attempt span with parent %v", s.Parent().SpanID())
+			// Its own trace, not one more child of the job's, which would
+			// gather every row of a shift; linked to the job.
+			if s.Parent().IsValid() || len(s.Links()) != 1 || s.Links()[0].SpanContext.SpanID() != job.SpanContext().SpanID() {
+				t.Errorf("the row with no traceparent: attempt span parent %v, links %v; want a root linked to the job", s.Parent().SpanID(), s.Links())
 			}
 			failed = append(failed, spantest.Attr(s, tracing.Outcome)+" "+spantest.Attr(s, tracing.SMTPReply))
 		}

@@ -188,12 +188,11 @@ func (r *runner) finish(ctx context.Context) Tally {
 // attempt makes one attempt at d, records it with UpdateDelivery, and
 // returns what happened as a one-row Tally.
 func (p *Dispatcher) attempt(ctx context.Context, d delivery) Tally {
-	// The attempt's span joins the event's trace; under a fan-out it is
-	// already there, its child. Its mark is the attempt's last step.
+	// A first attempt's span is its fan-out's child; a retry's is the
+	// event's own (tracing.ForRow). Its mark is the attempt's last step.
 	var opts []trace.SpanStartOption
-	if tp := d.event.traceparent; tp != "" && trace.SpanContextFromContext(ctx).TraceID().String() != traceID(tp) {
-		opts = tracing.Link(ctx) // the retry pass's (a River job's) span, if any
-		ctx = tracing.WithParent(ctx, tp)
+	if !isUnderFanOut(ctx) {
+		ctx, opts = tracing.ForRow(ctx, d.event.traceparent)
 	}
 	ctx, span := p.tracer.Start(ctx, tracing.SpanWebhookAttempt, append(opts, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(tracing.DeliveryID.String(d.id), tracing.EventID.String(d.eventID),
@@ -232,13 +231,15 @@ func (p *Dispatcher) attempt(ctx context.Context, d delivery) Tally {
 	return t
 }
 
-// traceID is the trace id of a traceparent: its second field.
-func traceID(traceparent string) string {
-	if len(traceparent) < 35 {
-		return ""
-	}
-	return traceparent[3:35]
+// fanOutKey marks a context under a fan-out's span, whose first attempts
+// are its children.
+type fanOutKey struct{}
+
+func underFanOut(ctx context.Context) context.Context {
+	return context.WithValue(ctx, fanOutKey{}, true)
 }
+
+func isUnderFanOut(ctx context.Context) bool { return ctx.Value(fanOutKey{}) != nil }
 
 // record writes an attempt's mark, logs and counts it, and disables the
 // endpoint after a 410.

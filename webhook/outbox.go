@@ -146,15 +146,12 @@ func (u *fanOutUnit) Run(ctx context.Context) Tally {
 	}
 	// The fan-out's span joins the trace the event was enqueued in; the
 	// first attempts are its children, and their marks theirs.
-	var opts []trace.SpanStartOption
-	if u.row.Traceparent != "" {
-		opts = tracing.Link(batchCtx)
-	}
-	spanCtx, span := p.tracer.Start(tracing.WithParent(batchCtx, u.row.Traceparent), tracing.SpanWebhookFanOut,
+	spanCtx, opts := tracing.ForRow(batchCtx, u.row.Traceparent)
+	spanCtx, span := p.tracer.Start(spanCtx, tracing.SpanWebhookFanOut,
 		append(opts, trace.WithAttributes(tracing.RowID.String(u.row.ID), tracing.Attempt.Int(u.row.Attempts)))...)
 	defer span.End()
-	batchCtx = spanCtx
-	ctx = trace.ContextWithSpan(ctx, span)
+	batchCtx = underFanOut(spanCtx)
+	ctx = underFanOut(trace.ContextWithSpan(ctx, span))
 	rowCtx, cancelRow := context.WithTimeout(batchCtx, p.lc.PerRowBudget)
 	fan, err := p.dispatch(rowCtx, u.row.ID)
 	cancelRow()

@@ -76,9 +76,7 @@ func Traceparent(ctx context.Context) string {
 }
 
 // WithParent returns ctx with traceparent as its remote parent span, so a
-// span started from it joins the row's trace. "" (a row with no parent)
-// returns ctx as it is. A span already in ctx (a River job's) is replaced
-// as parent; Link keeps the way back to it.
+// span started from it joins the row's trace. "" returns ctx as it is.
 func WithParent(ctx context.Context, traceparent string) context.Context {
 	if traceparent == "" {
 		return ctx
@@ -86,14 +84,21 @@ func WithParent(ctx context.Context, traceparent string) context.Context {
 	return propagator.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
 }
 
-// Link is the link from a row's span to the span ctx held before
-// WithParent replaced it (the claim's, a River job's): none when ctx held
-// none.
-func Link(ctx context.Context) []trace.SpanStartOption {
+// ForRow is the context and options of a span that is a row's own: a child
+// of the trace the row was enqueued in, or, for a row enqueued outside one,
+// the root of a trace of its own — not one more child of the River job
+// that claimed it, whose trace would gather every row of a shift. Either
+// way it links to the span ctx held (the job's), so both ways lead
+// somewhere.
+func ForRow(ctx context.Context, traceparent string) (context.Context, []trace.SpanStartOption) {
+	var opts []trace.SpanStartOption
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-		return []trace.SpanStartOption{trace.WithLinks(trace.Link{SpanContext: sc})}
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))
 	}
-	return nil
+	if traceparent == "" {
+		return ctx, append(opts, trace.WithNewRoot())
+	}
+	return WithParent(ctx, traceparent), opts
 }
 
 // Inject writes ctx's span context as a traceparent header into h, for an
