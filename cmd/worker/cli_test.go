@@ -35,7 +35,7 @@ func TestEveryCommandHelpAndUsage(t *testing.T) {
 	want := []string{"run", "demo", "migrate up", "migrate down", "migrate status", "show", "stats",
 		"failed email", "failed webhook", "requeue email", "requeue delivery", "requeue webhook", "replay event",
 		"replay endpoint", "endpoints create", "endpoints list", "endpoints disable", "endpoints enable",
-		"endpoints limit", "endpoints rotate-secret",
+		"endpoints limit", "endpoints traceparent", "endpoints rotate-secret",
 		"suppressions list", "suppressions add", "suppressions remove", "suppressions check",
 		"rekey", "healthcheck", "version"}
 	got := slices.Clone(order)

@@ -21,26 +21,28 @@ import (
 func init() {
 	registerGroup(group{
 		Name:    "endpoints",
-		Summary: "webhook endpoints: create, list, disable, enable, limit, rotate-secret",
+		Summary: "webhook endpoints: create, list, disable, enable, limit, traceparent, rotate-secret",
 		Help: "Manages the webhook endpoints events fan out to. An endpoint receives the event types it " +
 			"subscribes to (all, when it names none), signed with its own whsec_ secret (Standard Webhooks).",
 	})
 	register(command{
 		Name:     "endpoints create",
-		Args:     "--url URL [--event-types a,b] [--secret whsec_…|-] [--json]",
+		Args:     "--url URL [--event-types a,b] [--secret whsec_…|-] [--traceparent] [--json]",
 		Summary:  "add an endpoint; prints its secret once",
 		Required: []string{"url"},
 		Help: "Creates an endpoint for --url, subscribed to --event-types (every type when empty), and prints " +
 			"its id and signing secret — shown once: give it to the receiver, which verifies webhook-signature " +
 			"with it. The URL must pass the SSRF guard (WEBHOOK_ALLOWED_CIDRS) and, with APP_ENV=production, " +
-			"be https.",
+			"be https. --traceparent makes each attempt carry its span's W3C traceparent header, so the " +
+			"receiver's trace joins postbox's ('worker endpoints traceparent' changes it later).",
 		Flags: func(fs *flag.FlagSet) runFunc {
 			url := fs.String("url", "", "required: absolute http(s) URL (https only when APP_ENV=production)")
 			types := fs.String("event-types", "", "comma-separated event types; empty: every type")
 			secret := fs.String("secret", "", "whsec_ secret, or - to read it from stdin; empty: generate one")
+			traceparent := fs.Bool("traceparent", false, "send each attempt's W3C traceparent header")
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, env *Env, _ []string) error {
-				return endpointsCreate(ctx, env, *url, *types, *secret, *asJSON)
+				return endpointsCreate(ctx, env, webhook.EndpointParams{URL: *url, Secret: *secret, SendTraceparent: *traceparent}, *types, *asJSON)
 			}
 		},
 	})
@@ -49,7 +51,8 @@ func init() {
 		Summary: "every endpoint: id, state, breaker, limits, health, event types, URL",
 		Help: "Lists every endpoint with its id, whether it is enabled (and why not), its circuit breaker " +
 			"(closed, open, probing, half-open; consecutive failures; paused until), its limits, its last hour's " +
-			"success rate and p50/p99 attempt duration (--json: the last hour and day, the last error), event types and URL.",
+			"success rate and p50/p99 attempt duration (--json: the last hour and day, the last error), whether " +
+			"its attempts carry a traceparent header, event types and URL.",
 		Flags: func(fs *flag.FlagSet) runFunc {
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, env *Env, _ []string) error { return endpointsList(ctx, env, *asJSON) }
@@ -143,6 +146,39 @@ func init() {
 		},
 	})
 	register(command{
+		Name:       "endpoints traceparent",
+		Args:       "<id> on|off",
+		Positional: []string{"id", "on|off"},
+		Summary:    "send an endpoint each attempt's traceparent header, or stop",
+		Help: "Turns endpoint <id>'s traceparent header on or off from its next attempt on. On, each attempt " +
+			"carries the W3C traceparent of its span (postbox.webhook.attempt), so a receiver that traces joins " +
+			"the trace the event was enqueued in. The header names a trace, no secret; off (the default) it " +
+			"is not sent.",
+		Run: func(ctx context.Context, env *Env, args []string) error {
+			var on bool
+			switch args[1] {
+			case "on":
+				on = true
+			case "off":
+			default:
+				return usagef("<on|off> %q: want on or off", args[1])
+			}
+			pool, err := env.MigratedPool(ctx)
+			if err != nil {
+				return err
+			}
+			if err := webhook.SetSendTraceparent(ctx, pool, args[0], on); err != nil {
+				return err
+			}
+			if on {
+				fmt.Fprintf(env.Stdout, "endpoint %s: each attempt carries a traceparent header from the next one on\n", args[0])
+			} else {
+				fmt.Fprintf(env.Stdout, "endpoint %s: attempts carry no traceparent header from the next one on\n", args[0])
+			}
+			return nil
+		},
+	})
+	register(command{
 		Name:       "endpoints rotate-secret",
 		Args:       "<id> [--keep 24h]",
 		Positional: []string{"id"},
@@ -189,7 +225,8 @@ func limitText[T int | float64](v *T) string {
 	return fmt.Sprint(*v)
 }
 
-func endpointsCreate(ctx context.Context, env *Env, url, types, secret string, asJSON bool) error {
+func endpointsCreate(ctx context.Context, env *Env, p webhook.EndpointParams, types string, asJSON bool) error {
+	url, secret := p.URL, p.Secret
 	if secret == "-" {
 		line, err := bufio.NewReader(os.Stdin).ReadString('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
@@ -228,16 +265,17 @@ func endpointsCreate(ctx context.Context, env *Env, url, types, secret string, a
 			fmt.Fprintf(env.Stderr, "warning: endpoint %s already has this URL; its receiver will get each event once per endpoint\n", other.ID)
 		}
 	}
-	ep, err := webhook.CreateEndpoint(ctx, pool, env.Config.Webhook, webhook.EndpointParams{URL: url, EventTypes: eventTypes, Secret: secret})
+	p.EventTypes, p.Secret = eventTypes, secret
+	ep, err := webhook.CreateEndpoint(ctx, pool, env.Config.Webhook, p)
 	if err != nil {
 		return err
 	}
 	if asJSON {
 		return writeJSON(env.Stdout, ep)
 	}
-	fmt.Fprintf(env.Stdout, "endpoint %s created\n  url          %s\n  event types  %s\n  secret       %s\n\n"+
+	fmt.Fprintf(env.Stdout, "endpoint %s created\n  url          %s\n  event types  %s\n  traceparent  %s\n  secret       %s\n\n"+
 		"The secret is shown once: give it to the receiver, which verifies webhook-signature with it.\n",
-		ep.ID, ep.URL, eventTypesText(ep.EventTypes), ep.Secret)
+		ep.ID, ep.URL, eventTypesText(ep.EventTypes), onOff(ep.SendTraceparent), ep.Secret)
 	return nil
 }
 
@@ -266,7 +304,7 @@ func endpointsList(ctx context.Context, env *Env, asJSON bool) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tBREAKER\tFAILURES\tPAUSED UNTIL\tRATE\tIN FLIGHT\tOK 1H\tP50/P99 1H\tEVENT TYPES\tURL")
+	fmt.Fprintln(tw, "ID\tSTATE\tBREAKER\tFAILURES\tPAUSED UNTIL\tRATE\tIN FLIGHT\tOK 1H\tP50/P99 1H\tTRACEPARENT\tEVENT TYPES\tURL")
 	for _, h := range health {
 		ep := h.Endpoint
 		state := "enabled"
@@ -282,10 +320,18 @@ func endpointsList(ctx context.Context, env *Env, asJSON bool) error {
 			ok = fmt.Sprintf("%.0f%% of %d", 100*w.SuccessRate(), w.Attempts)
 			lat = w.P50.Round(time.Millisecond).String() + "/" + w.P99.Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ep.ID, state, ep.Breaker.State, ep.Breaker.ConsecutiveFailures,
-			paused, limitText(ep.RateLimit), limitText(ep.MaxInFlight), ok, lat, eventTypesText(ep.EventTypes), webhook.RedactURL(ep.URL))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ep.ID, state, ep.Breaker.State, ep.Breaker.ConsecutiveFailures,
+			paused, limitText(ep.RateLimit), limitText(ep.MaxInFlight), ok, lat, onOff(ep.SendTraceparent),
+			eventTypesText(ep.EventTypes), webhook.RedactURL(ep.URL))
 	}
 	return tw.Flush()
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
 }
 
 func eventTypesText(types []string) string {

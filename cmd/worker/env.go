@@ -52,6 +52,9 @@ type Config struct {
 	// OpsEmail (OPS_EMAIL) is mailed, through the email outbox, when a
 	// webhook endpoint is disabled for failing; empty: no email.
 	OpsEmail string
+	// Tracing is OpenTelemetry tracing, from the standard OTEL_*
+	// variables (tracing.go); off unless an OTLP endpoint is set.
+	Tracing TracingConfig
 }
 
 // Production reports APP_ENV=production.
@@ -135,6 +138,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		if err := opsEmail(c.OpsEmail, webhook.EndpointDisabled{}).Validate(); err != nil {
 			return c, fmt.Errorf("OPS_EMAIL=%q: %w", c.OpsEmail, err)
 		}
+	}
+	if c.Tracing, err = tracingFromEnv(lookup); err != nil {
+		return c, err
 	}
 	return c, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postbox/postbox/jobs"
 	"github.com/postbox/postbox/leases"
@@ -39,6 +40,9 @@ type replicaOptions struct {
 	// WebhookSchedule overrides the webhook retry schedule; nil keeps the
 	// documented default. The demo compresses it to seconds.
 	WebhookSchedule []time.Duration
+	// TracerProvider, when tracing is on, makes the email, webhook and
+	// River job spans; nil records none.
+	TracerProvider trace.TracerProvider
 }
 
 func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts replicaOptions) (*replica, error) {
@@ -72,6 +76,8 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		Logger:      log.With("component", "email"),
 		Metrics:     emailMetrics,
 		Keys:        cfg.Keys,
+
+		TracerProvider: opts.TracerProvider,
 	})
 	if err != nil {
 		return nil, err
@@ -85,7 +91,8 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		Logger:   log,
 		Metrics:  webhook.NewMetrics(reg),
 
-		OnDisable: opsEmailNotice(cfg.OpsEmail, cfg.Keys),
+		TracerProvider: opts.TracerProvider,
+		OnDisable:      opsEmailNotice(cfg.OpsEmail, cfg.Keys),
 	})
 	if err != nil {
 		return nil, err
@@ -120,6 +127,7 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		},
 		Workers:      workers,
 		PeriodicJobs: passes.PeriodicJobs(),
+		Middleware:   riverTracing(opts.TracerProvider),
 		// Every job sets its own Timeout from the leases; River must not
 		// rescue a job as stuck before that timeout could have fired.
 		RescueStuckJobsAfter: max(shifts.Timeout(), passes.Timeout()) + cfg.Leases.LeaseSlack,

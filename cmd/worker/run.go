@@ -67,6 +67,18 @@ func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaO
 		"poll_interval", cfg.PollInterval.String(), "shutdown_timeout", cfg.ShutdownTimeout.String(),
 		"retry_backoff_scale", cfg.RetryBackoffScale, "sealed_secrets", cfg.Keys != nil)
 
+	// Tracing before the replica, whose dispatchers take the provider;
+	// flushed after it has stopped (the deferred call runs after
+	// shutdown below).
+	tp, err := startTracing(ctx, cfg.Tracing, log.With("component", "tracing"))
+	if err != nil {
+		return err
+	}
+	defer stopTracing(tp, log.With("component", "tracing"))
+	if tp != nil {
+		opts.TracerProvider = tp
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		jobs.NewJobsCollector(pool, log, jobs.ShiftArgs{}.Kind(), jobs.RetryPassArgs{}.Kind(), jobs.PruneArgs{}.Kind()),

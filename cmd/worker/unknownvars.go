@@ -39,6 +39,14 @@ func unknownVariables(names []string) []unknownVariable {
 		if slices.Contains(known, n) {
 			continue
 		}
+		// OpenTelemetry's namespace: the SDK and the exporters read
+		// OTEL_* names of their own (OTEL_BSP_SCHEDULE_DELAY,
+		// OTEL_EXPORTER_OTLP_INSECURE…), a typo away from the ones
+		// LoadConfig reads, and other signals' (OTEL_METRICS_EXPORTER)
+		// may share the environment.
+		if strings.HasPrefix(n, "OTEL_") {
+			continue
+		}
 		near := nearest(n, known)
 		if near == "" && !slices.ContainsFunc(variablePrefixes, func(p string) bool { return strings.HasPrefix(n, p) }) {
 			continue
