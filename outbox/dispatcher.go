@@ -192,6 +192,7 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 		Poll:    cfg.Poll,
 		Logger:  cfg.Logger,
 		Metrics: cfg.Metrics.engine(),
+		Tracer:  d.tracer,
 		// One sweep per interval across the pool covers every replica's
 		// window (claim.Sweep).
 		SweepGate: &engine.Gate{DB: db, Name: table.Name + "_sweep", Owner: "email", Lease: engine.DefaultSweepEvery},

@@ -178,11 +178,11 @@ func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
 	}
 	p.outboxLane = engine.NewLane(engine.LaneConfig{
 		Name: outboxTable.Name, Source: outboxSource{p}, Slots: p.fanOuts, Wake: opts.Wake, Poll: opts.Poll, Logger: p.logger,
-		Metrics: opts.Metrics.engine(), SweepGate: sweepGate(outboxTable),
+		Metrics: opts.Metrics.engine(), SweepGate: sweepGate(outboxTable), Tracer: p.tracer,
 	})
 	p.retryLane = engine.NewLane(engine.LaneConfig{
 		Name: deliveriesTable.Name, Source: retrySource{p}, Slots: p.slots, Wake: p.retryWake, Poll: opts.Poll, Logger: p.logger,
-		Metrics: opts.Metrics.engine(), SweepGate: sweepGate(deliveriesTable),
+		Metrics: opts.Metrics.engine(), SweepGate: sweepGate(deliveriesTable), Tracer: p.tracer,
 	})
 	return p, nil
 }

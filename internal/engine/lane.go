@@ -8,6 +8,10 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/postbox/postbox/internal/tracing"
 )
 
 // Lane defaults.
@@ -105,6 +109,11 @@ type LaneConfig struct {
 
 	Logger  *slog.Logger // nil discards
 	Metrics *Metrics     // nil counts nothing
+
+	// Tracer makes a span of every claim that took rows (none for the
+	// claims of an idle poll); the units run under it, so each row's span
+	// links to the claim that took it. Nil means the global provider's.
+	Tracer trace.Tracer
 }
 
 // Lane runs a Source on one replica: it claims while slots are free and
@@ -133,6 +142,9 @@ func NewLane(cfg LaneConfig) *Lane {
 	}
 	if cfg.SweepEvery <= 0 {
 		cfg.SweepEvery = DefaultSweepEvery
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = tracing.Tracer(nil)
 	}
 	logger := cfg.Logger
 	if logger == nil {
@@ -220,11 +232,19 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		if n == 0 {
 			continue // the window closed or the Lane stopped while waiting
 		}
+		began := time.Now()
 		c, err := l.cfg.Source.Claim(claimCtx, n)
 		l.cfg.Slots.Release(n - len(c.Units))
 		r.claimed(c)
+		unitCtx := r.ctx
+		if c.Rows > 0 {
+			var span trace.Span
+			unitCtx, span = l.cfg.Tracer.Start(r.ctx, tracing.SpanClaim, trace.WithTimestamp(began), trace.WithAttributes(
+				tracing.Table.String(l.cfg.Name), tracing.Rows.Int(c.Rows), tracing.Units.Int(len(c.Units))))
+			span.End()
+		}
 		for _, u := range c.Units {
-			r.start(u)
+			r.start(unitCtx, u)
 		}
 		switch {
 		case err != nil && claimCtx.Err() != nil:
@@ -322,9 +342,9 @@ func (r *run) noteError(err error) {
 }
 
 // start runs u on its own goroutine in a slot the Lane holds for it.
-func (r *run) start(u Unit) {
+func (r *run) start(ctx context.Context, u Unit) {
 	r.wg.Go(func() {
-		t := r.lane.work(r.ctx, u)
+		t := r.lane.work(ctx, u)
 		r.lane.cfg.Slots.Release(1)
 		r.lane.cfg.Metrics.Panics(r.lane.cfg.Name, t.Panics)
 		r.mu.Lock()

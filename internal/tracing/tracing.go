@@ -27,6 +27,7 @@ const Name = "github.com/postbox/postbox"
 // Span names. The same role has the same name in both transports: an
 // attempt is one send of one row, its mark the CAS that records it.
 const (
+	SpanClaim          = "postbox.claim"
 	SpanEmailAttempt   = "postbox.email.attempt"
 	SpanEmailMark      = "postbox.email.mark"
 	SpanWebhookFanOut  = "postbox.webhook.fanout"
@@ -50,6 +51,9 @@ const (
 	DeliveryID   = attribute.Key("postbox.delivery_id")
 	EndpointID   = attribute.Key("postbox.endpoint_id")
 	Deliveries   = attribute.Key("postbox.deliveries")
+	Table        = attribute.Key("postbox.table")
+	Rows         = attribute.Key("postbox.rows")
+	Units        = attribute.Key("postbox.units")
 	SMTPReply    = attribute.Key("smtp.reply_code")
 	SMTPReused   = attribute.Key("smtp.connection_reused")
 	HTTPStatus   = attribute.Key("http.response.status_code")

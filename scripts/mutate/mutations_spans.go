@@ -156,5 +156,21 @@ func init() {
 			Pkg:     "./internal/story/",
 			Test:    "TestFind_EmailAttemptLog",
 		},
+		Mutation{
+			Name:    "spans: every idle poll's claim is a span",
+			File:    "internal/engine/lane.go",
+			Find:    "if c.Rows > 0 {\n\t\t\tvar span trace.Span",
+			Replace: "if true {\n\t\t\tvar span trace.Span",
+			Pkg:     "./internal/engine/",
+			Test:    "TestLane_ClaimsThatTookRowsAreSpans",
+		},
+		Mutation{
+			Name:    "spans: the units do not run under their claim's span",
+			File:    "internal/engine/lane.go",
+			Find:    "r.start(unitCtx, u)",
+			Replace: "r.start(r.ctx, u); _ = unitCtx",
+			Pkg:     "./internal/engine/",
+			Test:    "TestLane_ClaimsThatTookRowsAreSpans",
+		},
 	)
 }
