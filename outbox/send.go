@@ -41,8 +41,12 @@ type Result struct {
 // report follow in finishRow, which ends the span.
 func (d *Dispatcher) attemptRow(batchCtx context.Context, row *Row, supp *suppressionView) (Result, trace.Span) {
 	ctx, opts := tracing.ForRow(batchCtx, row.traceparent)
-	ctx, span := d.tracer.Start(ctx, tracing.SpanEmailAttempt, append(opts, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		tracing.RowID.String(row.ID), tracing.Kind.String(string(row.Kind)), tracing.Attempt.Int(row.Attempts)))...)
+	ctx, span := d.tracer.Start(ctx, tracing.SpanEmailAttempt, append(opts, trace.WithSpanKind(trace.SpanKindClient))...)
+	// Attributes only for a span that records: with tracing off, or the
+	// trace not sampled, a row's spans then cost a few hundred ns.
+	if span.IsRecording() {
+		span.SetAttributes(tracing.RowID.String(row.ID), tracing.Kind.String(string(row.Kind)), tracing.Attempt.Int(row.Attempts))
+	}
 	rowCtx, cancel := context.WithTimeout(ctx, d.leases.PerRowBudget)
 	defer cancel()
 	res := Result{RowID: row.ID, Kind: row.Kind, Attempt: row.Attempts}
@@ -66,6 +70,10 @@ func (d *Dispatcher) finishRow(ctx context.Context, row *Row, res Result) Result
 // relay's refusal, the reply code. The error's text stays out of the span:
 // a relay's reply can quote the recipient.
 func endAttempt(span trace.Span, outcome Outcome, err error) {
+	defer span.End()
+	if !span.IsRecording() {
+		return
+	}
 	span.SetAttributes(tracing.Outcome.String(string(outcome)))
 	if re, ok := errors.AsType[*smtp.ReplyError](err); ok {
 		span.SetAttributes(tracing.SMTPReply.Int(re.Code))
@@ -73,7 +81,6 @@ func endAttempt(span trace.Span, outcome Outcome, err error) {
 	if outcome == OutcomeFailed || outcome == OutcomeRetry {
 		span.SetStatus(codes.Error, string(outcome))
 	}
-	span.End()
 }
 
 // refusedMailbox records a failed row whose relay refused the mailbox for
@@ -229,8 +236,10 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 	m, metric := d.markFor(row, res, seal)
 	m.until = row.leaseEnd
 	var age time.Duration
-	mctx, span := d.tracer.Start(ctx, tracing.SpanEmailMark, trace.WithAttributes(
-		tracing.RowID.String(row.ID), tracing.Outcome.String(string(res.Outcome))))
+	mctx, span := d.tracer.Start(ctx, tracing.SpanEmailMark)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.RowID.String(row.ID), tracing.Outcome.String(string(res.Outcome)))
+	}
 	age, res.Mark = d.marks.mark(mctx, m)
 	endMark(span, res.Mark)
 
@@ -267,11 +276,14 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 
 // endMark ends a mark's span: applied, dropped as stale, or failed.
 func endMark(span trace.Span, err error) {
+	defer span.End()
+	if !span.IsRecording() {
+		return
+	}
 	span.SetAttributes(tracing.MarkApplied.Bool(err == nil))
 	if err != nil && !errors.Is(err, claim.ErrStale) {
 		span.SetStatus(codes.Error, "mark failed")
 	}
-	span.End()
 }
 
 // markFor picks the mark an outcome earns and the outcome metric it

@@ -38,17 +38,22 @@ func (m *Mailer) deliver(ctx context.Context, msg Message) error {
 
 	c := m.pool.get()
 	reused := c != nil
-	tracer := tracing.Child(ctx)
 	for {
 		if c == nil {
-			dctx, span := tracer.Start(ctx, tracing.SpanSMTPDial, trace.WithAttributes(tracing.ServerAddr.String(m.cfg.Host)))
+			dctx, span := tracing.Step(ctx, tracing.SpanSMTPDial)
+			if span.IsRecording() {
+				span.SetAttributes(tracing.ServerAddr.String(m.cfg.Host))
+			}
 			c, err = m.dial(dctx)
 			endSpan(span, err)
 			if err != nil {
 				return err
 			}
 		}
-		ectx, span := tracer.Start(ctx, tracing.SpanSMTPExchange, trace.WithAttributes(tracing.SMTPReused.Bool(reused)))
+		ectx, span := tracing.Step(ctx, tracing.SpanSMTPExchange)
+		if span.IsRecording() {
+			span.SetAttributes(tracing.SMTPReused.Bool(reused))
+		}
 		st, err := m.exchange(ectx, c, l)
 		endSpan(span, err)
 		if err == nil {
@@ -83,7 +88,7 @@ func (m *Mailer) deliver(ctx context.Context, msg Message) error {
 // refused, and an error status; the reply's text can quote the recipient,
 // so it stays out.
 func endSpan(span trace.Span, err error) {
-	if err != nil {
+	if err != nil && span.IsRecording() {
 		// The exchange returns the protocol's error; fail makes the
 		// ReplyError of it later.
 		if re, ok := errors.AsType[*ReplyError](err); ok {
@@ -168,7 +173,7 @@ func (m *Mailer) open(ctx context.Context, c *conn) (stage, error) {
 		return stageHello, err
 	}
 	if m.cfg.Mode == ModeSTARTTLS {
-		_, span := tracing.Child(ctx).Start(ctx, tracing.SpanSMTPStartTLS)
+		_, span := tracing.Step(ctx, tracing.SpanSMTPStartTLS)
 		err = m.secure(client)
 		endSpan(span, err)
 	} else {

@@ -194,11 +194,13 @@ func (p *Dispatcher) attempt(ctx context.Context, d delivery) Tally {
 	if !isUnderFanOut(ctx) {
 		ctx, opts = tracing.ForRow(ctx, d.event.traceparent)
 	}
-	ctx, span := p.tracer.Start(ctx, tracing.SpanWebhookAttempt, append(opts, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(tracing.DeliveryID.String(d.id), tracing.EventID.String(d.eventID),
-			tracing.EndpointID.String(d.endpointID), tracing.Attempt.Int(d.attempt),
-			tracing.ReceiverSees.Bool(d.sendTraceparent)))...)
+	ctx, span := p.tracer.Start(ctx, tracing.SpanWebhookAttempt, append(opts, trace.WithSpanKind(trace.SpanKindClient))...)
 	defer span.End()
+	recording := span.IsRecording() // attributes cost nothing when it does not
+	if recording {
+		span.SetAttributes(tracing.DeliveryID.String(d.id), tracing.EventID.String(d.eventID),
+			tracing.EndpointID.String(d.endpointID), tracing.Attempt.Int(d.attempt), tracing.ReceiverSees.Bool(d.sendTraceparent))
+	}
 	var mark DeliveryMark
 	gone := false
 	switch {
@@ -221,12 +223,14 @@ func (p *Dispatcher) attempt(ctx context.Context, d delivery) Tally {
 		p.metrics.attemptDuration(mark.Duration.Seconds())
 	}
 	t := p.record(ctx, d, mark, gone)
-	span.SetAttributes(tracing.Outcome.String(string(mark.Status)))
-	if mark.StatusCode != 0 {
-		span.SetAttributes(tracing.HTTPStatus.Int(mark.StatusCode))
-	}
-	if mark.Status != StatusSucceeded {
-		span.SetStatus(codes.Error, string(mark.Status))
+	if recording {
+		span.SetAttributes(tracing.Outcome.String(string(mark.Status)))
+		if mark.StatusCode != 0 {
+			span.SetAttributes(tracing.HTTPStatus.Int(mark.StatusCode))
+		}
+		if mark.Status != StatusSucceeded {
+			span.SetStatus(codes.Error, string(mark.Status))
+		}
 	}
 	return t
 }
@@ -251,12 +255,13 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 	mark.Error = pgtext.LastError(mark.Error)
 	mark.Until = d.leaseEnd
 	out := Tally{Started: 1}
-	mctx, span := p.tracer.Start(ctx, tracing.SpanWebhookMark, trace.WithAttributes(
-		tracing.DeliveryID.String(d.id), tracing.Outcome.String(string(mark.Status))))
+	mctx, span := p.tracer.Start(ctx, tracing.SpanWebhookMark)
 	err := UpdateDelivery(mctx, p.pool, d.id, mark)
-	span.SetAttributes(tracing.MarkApplied.Bool(err == nil))
-	if err != nil && !errors.Is(err, ErrStaleDeliveryMark) {
-		span.SetStatus(codes.Error, "mark failed")
+	if span.IsRecording() {
+		span.SetAttributes(tracing.DeliveryID.String(d.id), tracing.Outcome.String(string(mark.Status)), tracing.MarkApplied.Bool(err == nil))
+		if err != nil && !errors.Is(err, ErrStaleDeliveryMark) {
+			span.SetStatus(codes.Error, "mark failed")
+		}
 	}
 	span.End()
 	switch {

@@ -147,17 +147,21 @@ func (u *fanOutUnit) Run(ctx context.Context) Tally {
 	// The fan-out's span joins the trace the event was enqueued in; the
 	// first attempts are its children, and their marks theirs.
 	spanCtx, opts := tracing.ForRow(batchCtx, u.row.Traceparent)
-	spanCtx, span := p.tracer.Start(spanCtx, tracing.SpanWebhookFanOut,
-		append(opts, trace.WithAttributes(tracing.RowID.String(u.row.ID), tracing.Attempt.Int(u.row.Attempts)))...)
+	spanCtx, span := p.tracer.Start(spanCtx, tracing.SpanWebhookFanOut, opts...)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.RowID.String(u.row.ID), tracing.Attempt.Int(u.row.Attempts))
+	}
 	defer span.End()
 	batchCtx = underFanOut(spanCtx)
 	ctx = underFanOut(trace.ContextWithSpan(ctx, span))
 	rowCtx, cancelRow := context.WithTimeout(batchCtx, p.lc.PerRowBudget)
 	fan, err := p.dispatch(rowCtx, u.row.ID)
 	cancelRow()
-	if err != nil {
+	switch {
+	case !span.IsRecording():
+	case err != nil:
 		span.SetStatus(codes.Error, "fan-out failed")
-	} else {
+	default:
 		span.SetAttributes(tracing.EventID.String(fan.eventID), tracing.Deliveries.Int(len(fan.deliveries)))
 	}
 	switch {

@@ -117,9 +117,16 @@ func Tracer(tp trace.TracerProvider) trace.Tracer {
 	return tp.Tracer(Name, scope)
 }
 
-// Child is postbox's tracer from the provider of ctx's span: for code
-// below an attempt (the SMTP client) that has no configuration of its own.
-// Under a no-op or absent span it is a no-op tracer.
-func Child(ctx context.Context) trace.Tracer {
-	return trace.SpanFromContext(ctx).TracerProvider().Tracer(Name, scope)
+// Step starts the span of one step below an attempt (the SMTP client's
+// dial, STARTTLS, exchange), from the provider of ctx's span, for code
+// that has no configuration of its own. Under a span that does not record
+// — tracing off, or a trace not sampled — it starts nothing and returns
+// ctx and that span, whose End does nothing: a step then costs no
+// allocation.
+func Step(ctx context.Context, name string) (context.Context, trace.Span) {
+	parent := trace.SpanFromContext(ctx)
+	if !parent.IsRecording() {
+		return ctx, parent
+	}
+	return parent.TracerProvider().Tracer(Name, scope).Start(ctx, name)
 }

@@ -68,8 +68,8 @@ func init() {
 		Mutation{
 			Name:    "engine: a claim that found rows leaves the lane cold",
 			File:    laneGo,
-			Find:    "if c.Rows > 0 {",
-			Replace: "if false {",
+			Find:    "if c.Rows > 0 {\n\t\t\t\thotUntil",
+			Replace: "if false {\n\t\t\t\thotUntil",
 			Pkg:     laneTests,
 			Test:    when,
 		},
