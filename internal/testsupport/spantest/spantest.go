@@ -46,7 +46,7 @@ func (r *Recorder) Ended() []sdktrace.ReadOnlySpan { return r.rec.Ended() }
 func Attr(s sdktrace.ReadOnlySpan, k attribute.Key) string {
 	for _, kv := range s.Attributes() {
 		if kv.Key == k {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -69,7 +69,7 @@ func (r *Recorder) Leaks(secrets ...string) []string {
 	for _, s := range r.rec.Ended() {
 		for _, kv := range s.Attributes() {
 			for _, secret := range secrets {
-				if strings.Contains(kv.Value.Emit(), secret) {
+				if strings.Contains(kv.Value.String(), secret) {
 					out = append(out, s.Name()+" "+string(kv.Key))
 				}
 			}
