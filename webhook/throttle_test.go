@@ -66,8 +66,17 @@ func TestRateLimit_HoldsAcrossDispatchers(t *testing.T) {
 	}
 	want := rate * window.Seconds()
 	t.Logf("limited endpoint: %d requests in %s across %d dispatchers (limit %v/s)", len(at), window, len(ps), rate)
-	if got := float64(len(at)); got < want*0.9 || got > want*1.1 {
-		t.Fatalf("limited endpoint got %v requests in %s, want %v ± 10%%", got, window, want)
+	// The limit is a bound from above, pool-wide, whatever the machine's
+	// speed: never more than the rate plus one bucket. From below it is
+	// only alive: a loaded machine whose lanes claim late loses the tokens
+	// a full bucket cannot hold (the mutation matrix's baseline, every
+	// package's suite at once on two cores, failed the ±10 % this test
+	// used to ask). How
+	// close to the rate it gets is the bench's figure (PERFORMANCE.md, the
+	// rate-limited endpoint), not a test's.
+	if got := float64(len(at)); got < want*0.5 || got > want+rate*burstSeconds+1 {
+		t.Fatalf("limited endpoint got %v requests in %s, want at most %v (the rate plus one bucket) and at least half the rate's %v",
+			got, window, want+rate*burstSeconds+1, want)
 	}
 	// Nor any one second over the limit plus the bucket's burst.
 	most := int(rate + math.Max(1, rate*burstSeconds))
