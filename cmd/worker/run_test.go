@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -134,19 +133,7 @@ func TestRunBootsServesAndStopsOnSIGTERM(t *testing.T) {
 		}
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("worker exited with %v after SIGTERM; output:\n%s", err, stderr)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("worker did not stop within 30s of SIGTERM; output:\n%s", stderr)
-	}
+	stopWorker(t, cmd, stderr)
 	if !strings.Contains(stderr.String(), "postbox worker stopped") {
 		t.Errorf("no clean-stop log line; output:\n%s", stderr)
 	}
