@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -166,7 +167,7 @@ func tracingFromEnv(lookup func(string) (string, bool)) (TracingConfig, error) {
 			return t, err
 		}
 		for _, n := range names {
-			if !containsFold(t.Headers, n) {
+			if !slices.ContainsFunc(t.Headers, func(h string) bool { return strings.EqualFold(h, n) }) {
 				t.Headers = append(t.Headers, n)
 			}
 		}
@@ -301,15 +302,6 @@ func validHeaderName(k string) bool {
 		}
 	}
 	return true
-}
-
-func containsFold(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(x, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // resourceAttributes checks OTEL_RESOURCE_ATTRIBUTES (key=value,…, values
