@@ -39,7 +39,7 @@ func seedHistory(ctx context.Context, url string, rows int, body string, logf fu
 	}
 	defer db.Close()
 
-	restore, err := dropIndexes(ctx, db, "email_attempts", "email_outbox")
+	restore, err := dropIndexes(ctx, db, "email_attempts", "email_requeues", "email_outbox")
 	if err != nil {
 		return 0, err
 	}
