@@ -55,7 +55,7 @@ func (builtinRenderer) Render(_ context.Context, row *Row) (smtp.Message, error)
 	}
 	t, ok := builtinTemplates[row.Kind]
 	if !ok {
-		return msg, permanent(fmt.Errorf("render: no built-in template for kind %q", row.Kind))
+		return msg, permanent(fmt.Errorf("render: kind %q is not built in, and this worker has no template directory holding it", row.Kind))
 	}
 	var text, html bytes.Buffer
 	if err := t.text.Execute(&text, p); err != nil {

@@ -1,0 +1,130 @@
+package main
+
+// Email templates as files: kinds beyond the built-in four, checked for
+// format by the database and by Validate, proven at boot against their
+// samples, refused at send time when no worker template holds them; and
+// errors that name the file and line.
+func init() {
+	register(
+		Mutation{
+			Name:    "templates: the boot no longer renders each kind's sample.json",
+			File:    "outbox/templatedir/load.go",
+			Find:    "\tif err := k.renderSample(fsys); err != nil {",
+			Replace: "\tif err := k.renderSample(fsys); err != nil && false {",
+			Pkg:     "./outbox/templatedir/",
+			Test:    "TestLoad_RefusesNamingFileAndLine",
+		},
+		Mutation{
+			Name:    "templates: a kind.json declaring secret keys boots, and the keys stay in plaintext after the send",
+			File:    "outbox/templatedir/load.go",
+			Find:    "\tif len(k.secretKeys) > 0 {",
+			Replace: "\tif false {",
+			Pkg:     "./outbox/templatedir/",
+			Test:    "TestLoad_RefusesNamingFileAndLine",
+		},
+		Mutation{
+			Name:    "templates: a row of a kind no template holds is retried instead of failed",
+			File:    "outbox/templatedir/set.go",
+			Find:    `permanent(fmt.Errorf("render: kind %q is neither built in`,
+			Replace: `(fmt.Errorf("render: kind %q is neither built in`,
+			Pkg:     "./outbox/templatedir/",
+			Test:    "TestDispatch_UnknownKindFailsPermanentlyNamingIt",
+		},
+		Mutation{
+			Name:    "templates: without a directory, a row of an unknown kind is retried instead of failed",
+			File:    "outbox/render.go",
+			Find:    `permanent(fmt.Errorf("render: kind %q is not built in`,
+			Replace: `(fmt.Errorf("render: kind %q is not built in`,
+			Pkg:     "./outbox/",
+			Test:    "TestDispatcher_UnknownKindFailsPermanentlyNamingIt",
+		},
+		Mutation{
+			Name:    "templates: a template is named by its file name, not its path in the directory",
+			File:    "outbox/templatedir/load.go",
+			Find:    "texttemplate.Must(textBase.Clone()).New(rel).Parse(src)",
+			Replace: "texttemplate.Must(textBase.Clone()).New(path.Base(rel)).Parse(src)",
+			Pkg:     "./outbox/templatedir/",
+			Test:    "TestLoad_RefusesNamingFileAndLine",
+		},
+		Mutation{
+			Name:    "templates: a key missing from the payload renders as <no value> in text",
+			File:    "outbox/templatedir/load.go",
+			Find:    `textBase := texttemplate.New("").Option("missingkey=error")`,
+			Replace: `textBase := texttemplate.New("")`,
+			Pkg:     "./outbox/templatedir/",
+			Test:    "TestRender_PermanentErrors",
+		},
+		Mutation{
+			Name:    "templates: a key missing from the payload renders as empty in HTML",
+			File:    "outbox/templatedir/load.go",
+			Find:    `htmlBase := htmltemplate.New("").Option("missingkey=error")`,
+			Replace: `htmlBase := htmltemplate.New("")`,
+			Pkg:     "./outbox/templatedir/",
+			Test:    "TestLoad_RefusesNamingFileAndLine",
+		},
+		Mutation{
+			Name:    "templates: a sealed key nobody opened is rendered as its envelope",
+			File:    "outbox/templatedir/render.go",
+			Find:    `m["enc"] != nil && m["ct"] != nil`,
+			Replace: `false && m["enc"] != nil`,
+			Pkg:     "./outbox/templatedir/",
+			Test:    "TestRender_PermanentErrors",
+		},
+		Mutation{
+			Name:    "templates: worker run boots past a broken template directory",
+			File:    "cmd/worker/replica.go",
+			Find:    "if templates, err = loadTemplates(cfg.TemplatesDir); err != nil {",
+			Replace: "if templates, _ = loadTemplates(cfg.TemplatesDir); err != nil {",
+			Pkg:     "./cmd/worker/",
+			Test:    "TestRunRefusesBrokenTemplates",
+		},
+		Mutation{
+			Name:    "templates: templates check exits 1, not 2, on a broken template",
+			File:    "cmd/worker/templates.go",
+			Find:    "return &exitError{code: 2, err: err}",
+			Replace: "return &exitError{code: 1, err: err}",
+			Pkg:     "./cmd/worker/",
+			Test:    "TestTemplatesCommands",
+		},
+		Mutation{
+			Name:    "kinds: the format CHECK admits any kind",
+			File:    "migrations/sql/00015_custom_kinds.sql",
+			Find:    "CHECK (kind ~ '^[a-z][a-z0-9_]{0,63}$') NOT VALID;",
+			Replace: "CHECK (kind <> '') NOT VALID;",
+			Pkg:     "./migrations/",
+			Test:    "TestCheckConstraints_RefuseAndAccept",
+		},
+		Mutation{
+			Name:    "kinds: migrating down over custom-kind rows fails on the constraint, not naming them",
+			File:    "migrations/sql/00015_custom_kinds.sql",
+			Find:    "    IF n > 0 THEN",
+			Replace: "    IF false THEN",
+			Pkg:     "./migrations/",
+			Test:    "TestCustomKindsUpAndDownWithRows",
+		},
+		Mutation{
+			Name:    "kinds: Validate accepts a kind the table refuses",
+			File:    "outbox/email.go",
+			Find:    "func (p *Payload) validate(kind Kind) error {\n\tif err := kind.Validate(); err != nil {",
+			Replace: "func (p *Payload) validate(kind Kind) error {\n\tif err := kind.Validate(); err != nil && false {",
+			Pkg:     "./outbox/",
+			Test:    "TestEnqueue_ValidationNamesFieldWritesNothing",
+		},
+		Mutation{
+			Name:    "kinds: a template directory's kind must carry a subject in its payload",
+			File:    "outbox/email.go",
+			Find:    `if strings.TrimSpace(p.Subject) == "" && kind.Builtin() {`,
+			Replace: `if strings.TrimSpace(p.Subject) == "" {`,
+			Pkg:     "./outbox/",
+			Test:    "TestEnqueue_CustomKindStoresDataAsTopLevelKeys",
+		},
+		Mutation{
+			Name:    "kinds: a Data key naming a Payload field is stored beside it",
+			File:    "outbox/data.go",
+			Find:    "if strings.EqualFold(key, name) {",
+			Replace: "if false && strings.EqualFold(key, name) {",
+			Pkg:     "./outbox/",
+			Test:    "TestEnqueue_ValidationNamesFieldWritesNothing",
+		},
+	)
+}
