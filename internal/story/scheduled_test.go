@@ -1,0 +1,32 @@
+package story
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// A pending row never attempted and due later is "scheduled for" its due
+// time, not retrying; one due now waits for its first attempt; one with
+// attempts is retrying; a cancelled one says so.
+func TestVerdict_ScheduledIsNotRetrying(t *testing.T) {
+	t.Parallel()
+	later := time.Now().Add(72 * time.Hour)
+	for _, tc := range []struct {
+		name string
+		e    Email
+		want string
+	}{
+		{"scheduled", Email{ID: "r1", Status: "pending", NextAttemptAt: later}, "scheduled for " + later.UTC().Format(time.RFC3339)},
+		{"due now", Email{ID: "r2", Status: "pending", NextAttemptAt: time.Now().Add(-time.Second)}, "waiting for its first attempt"},
+		{"backing off", Email{ID: "r3", Status: "pending", Attempts: 2, NextAttemptAt: later}, "2 attempts so far, next at"},
+		{"cancelled", Email{ID: "r4", Status: "cancelled"}, "cancelled before it was sent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got, _ := verdict(tc.e); !strings.HasPrefix(got, tc.want) {
+				t.Fatalf("verdict = %q, want it to start %q", got, tc.want)
+			}
+		})
+	}
+}
