@@ -9,9 +9,9 @@
 // (Waker); caps are per process (the Dispatcher's and Pipeline's slots).
 //
 // The leader inserts the periodic passes that must not overlap pool-wide —
-// the webhook retry pass and the pruner (ADR-072 decision 7) — and each
-// pass takes a pool-wide gate before it runs, so a second pass started
-// anywhere returns at once.
+// the webhook retry pass and the pruner (see docs/design/outbox-transport.md,
+// Retry gating) — and each pass takes a pool-wide gate before it runs, so a
+// second pass started anywhere returns at once.
 //
 // A River job here only triggers work; it never owns an outbox row. The
 // row's claim lease and CAS marks are authoritative, so two shifts running

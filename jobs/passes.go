@@ -42,9 +42,10 @@ const (
 	GateWebhookPrune = "webhook_prune"
 )
 
-// RetryPassArgs is the periodic webhook retry pass (ADR-072 decision 7):
-// it claims due pending deliveries and attempts them again, behind the
-// pool-wide webhook_retry gate, so at most one pass runs anywhere.
+// RetryPassArgs is the periodic webhook retry pass: it claims due pending
+// deliveries and attempts them again, behind the pool-wide webhook_retry
+// gate, so at most one pass runs anywhere (see
+// docs/design/outbox-transport.md, Retry gating).
 type RetryPassArgs struct{}
 
 // Kind is the River job kind.
@@ -55,9 +56,9 @@ func (RetryPassArgs) Kind() string { return "postbox_webhook_retry" }
 func (RetryPassArgs) InsertOpts() river.InsertOpts { return passInsertOpts(DefaultRetryInterval) }
 
 // PruneArgs is the periodic prune of dispatched webhook_outbox rows older
-// than webhook.Settings.OutboxRetention (ADR-072 amendment 2026-08-30),
-// and of orphan delivery events (email_events with no row) older than
-// PassesConfig.OrphanEventRetention, behind the webhook_prune gate.
+// than webhook.Settings.OutboxRetention (see docs/design/outbox-transport.md,
+// Retention), and of orphan delivery events (email_events with no row) older
+// than PassesConfig.OrphanEventRetention, behind the webhook_prune gate.
 // Webhook events, deliveries and attempts, and correlated delivery events,
 // are never pruned.
 type PruneArgs struct{}

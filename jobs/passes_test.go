@@ -14,11 +14,11 @@ import (
 	"github.com/postbox/postbox/webhook"
 )
 
-// ADR-072 decision 7 for real: while one replica's retry pass (or prune)
-// runs, a pass started on another replica returns at once, its output
-// naming the holder; once the first is done, the next one runs. The first
-// pass is held mid-run by a lock on the table it works, so the overlap is
-// certain, not a matter of timing.
+// One pass pool-wide (see docs/design/outbox-transport.md, Retry gating), for
+// real: while one replica's retry pass (or prune) runs, a pass started on
+// another replica returns at once, its output naming the holder; once the
+// first is done, the next one runs. The first pass is held mid-run by a lock
+// on the table it works, so the overlap is certain, not a matter of timing.
 func TestPasses_OnePassPoolWideAtATime(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -11,7 +11,7 @@ import (
 )
 
 // TestPasses_PruneDeletesOldOrphanEvents: the gated prune pass is what
-// keeps orphan delivery events bounded (issue 25 point 2). One pass deletes
+// keeps orphan delivery events bounded. One pass deletes
 // the orphans older than the configured retention — 30 days when none is
 // configured — and reports how many; younger orphans and correlated events
 // of any age stay. Ages are set in the database, not waited for.

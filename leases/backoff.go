@@ -9,7 +9,8 @@ import (
 // attempt. When the slots run out the row fails for good.
 type Backoff []time.Duration
 
-// EmailBackoff has 15 slots totalling about 72 hours (ADR-072 decision 5).
+// EmailBackoff has 15 slots totalling about 72 hours (see
+// docs/design/outbox-transport.md, Redelivery semantics).
 var EmailBackoff = Backoff{
 	1 * time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 20 * time.Minute, 30 * time.Minute,
 	1 * time.Hour, 2 * time.Hour, 3 * time.Hour, 4 * time.Hour, 6 * time.Hour, 8 * time.Hour,

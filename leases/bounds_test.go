@@ -8,7 +8,7 @@ import (
 	"github.com/postbox/postbox/internal/testsupport/envtest"
 )
 
-// TestLoadBoundsEverySetting locks issue 13 point 6: every override is held
+// TestLoadBoundsEverySetting locks the settings' ranges: every override is held
 // to a sane range, and the chain is computed without overflow, so a value
 // such as EMAIL_BATCH_SIZE=6004799503160663 (whose 60 s product wraps to
 // 100 s) cannot slip past the chain. The error names the variable and the

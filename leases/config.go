@@ -98,7 +98,8 @@ type Config struct {
 	RetryClaimBatch  int
 }
 
-// Default returns the ADR-072 figures.
+// Default returns the shipped figures (see docs/design/outbox-transport.md,
+// Derived constants).
 func Default() Config {
 	return Config{
 		BatchSize:        BatchSize,

@@ -1,5 +1,6 @@
-// Package leases holds the derived timing constants of ADR-072 decision 2 and
-// the invariant chain that ties them together.
+// Package leases holds the derived timing constants and the invariant chain
+// that ties them together (see docs/design/outbox-transport.md, Derived
+// constants).
 //
 // Every budget in postbox is derived here, never hand-tuned at a call site:
 // the email per-row budget is the sum of its named parts, the claim lease is

@@ -7,7 +7,7 @@ import (
 	"github.com/postbox/postbox/leases"
 )
 
-// Load applies the environment's overrides to the ADR-072 defaults and
+// Load applies the environment's overrides to the shipped defaults and
 // validates the result: the claim lease is derived from the batch size and
 // the per-row budget, and an override either yields a chain that holds or
 // an error naming the link it would break.

@@ -2,12 +2,13 @@ package leases
 
 import "time"
 
-// Email per-row sub-budgets (ADR-072 decision 2). Each is enforced by a
-// context deadline around its step; PerRowBudget is their sum.
+// Email per-row sub-budgets (see docs/design/outbox-transport.md, Derived
+// constants). Each is enforced by a context deadline around its step;
+// PerRowBudget is their sum.
 //
-// The ADR lists five parts (5+5+10+30+5 = 55 s) and states 60 s. The
-// missing 5 s is the row's detached mark (MarkTimeout): it runs after the
-// send and must land inside the lease too, so it belongs in the row budget.
+// The five steps make 5+5+10+30+5 = 55 s; the sixth part, 5 s, is the
+// row's detached mark (MarkTimeout): it runs after the send and must land
+// inside the lease too, so it belongs in the row budget.
 const (
 	SuppressionBudget  = 5 * time.Second  // suppression-list lookup
 	BrandingBudget     = 5 * time.Second  // render and branding
@@ -28,7 +29,8 @@ const (
 	LeaseSlack = 60 * time.Second
 )
 
-// MarkTimeout bounds every detached CAS mark (ADR-072 decision 3).
+// MarkTimeout bounds every detached CAS mark (see
+// docs/design/outbox-transport.md, Detached marks).
 const MarkTimeout = 5 * time.Second
 
 // Webhook constants. The two leases are deliberately separate: one sized for

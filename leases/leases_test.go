@@ -9,10 +9,11 @@ import (
 	"github.com/postbox/postbox/internal/testsupport/envtest"
 )
 
-// TestP5_LeaseInvariantChain locks ADR-072 decision 2: the shipped constants
+// TestLeaseInvariantChain locks the derived constants (see
+// docs/design/outbox-transport.md, Derived constants): the shipped constants
 // satisfy BatchSize×PerRowBudget ≤ BatchTimeout < ClaimLease(BatchSize) and
 // the webhook analogues, and keep the exact derived values.
-func TestP5_LeaseInvariantChain(t *testing.T) {
+func TestLeaseInvariantChain(t *testing.T) {
 	t.Parallel()
 
 	if err := Default().Validate(); err != nil {

@@ -71,15 +71,43 @@ func setEndpoint(set string) string {
 // not only one that is dropped — is caught.
 var checkCases = []checkCase{
 	// 00001: email_outbox and email_suppressions.
-	{"email_outbox_kind_check",
-		[]string{`INSERT INTO email_outbox (kind, payload) VALUES ('newsletter', '{}')`},
-		[]string{`INSERT INTO email_outbox (kind, payload) VALUES ('member_invite', '{}')`}},
+	// 00015 replaced 00001's list of kinds with a format: a plain identifier.
+	{"email_outbox_kind_format",
+		[]string{
+			`INSERT INTO email_outbox (kind, payload) VALUES ('Receipt', '{}')`,
+			`INSERT INTO email_outbox (kind, payload) VALUES ('1receipt', '{}')`,
+			`INSERT INTO email_outbox (kind, payload) VALUES ('re-ceipt', '{}')`,
+			`INSERT INTO email_outbox (kind, payload) VALUES ('', '{}')`,
+			`INSERT INTO email_outbox (kind, payload) VALUES ('r' || repeat('x', 64), '{}')`,
+		},
+		[]string{
+			`INSERT INTO email_outbox (kind, payload) VALUES ('member_invite', '{}')`,
+			`INSERT INTO email_outbox (kind, payload) VALUES ('newsletter', '{}')`,
+			`INSERT INTO email_outbox (kind, payload) VALUES ('r' || repeat('x', 63), '{}')`,
+			`INSERT INTO email_outbox (kind, payload) VALUES ('a', '{}')`,
+		}},
 	{"email_outbox_payload_check",
 		[]string{`INSERT INTO email_outbox (payload) VALUES ('[]')`, `INSERT INTO email_outbox (payload) VALUES ('"text"')`},
 		[]string{`INSERT INTO email_outbox (payload) VALUES ('{}')`}},
-	{"email_outbox_status_check",
+	// 00016 replaced 00001's status list with one that adds cancelled.
+	{"email_outbox_status_values",
 		[]string{`UPDATE email_outbox SET status = 'sent' WHERE id = ` + fxEmail},
-		[]string{`UPDATE email_outbox SET status = 'failed' WHERE id = ` + fxEmail}},
+		[]string{`UPDATE email_outbox SET status = 'failed' WHERE id = ` + fxEmail,
+			`UPDATE email_outbox SET status = 'cancelled', cancelled_at = now(), cancelled_by = 'alice' WHERE id = ` + fxEmail}},
+	// 00016: cancelled exactly when cancelled_at and cancelled_by are set;
+	// who is 1..200 bytes.
+	{"email_outbox_cancelled_check",
+		[]string{
+			`UPDATE email_outbox SET status = 'cancelled' WHERE id = ` + fxEmail,
+			`UPDATE email_outbox SET status = 'cancelled', cancelled_at = now() WHERE id = ` + fxEmail,
+			`UPDATE email_outbox SET cancelled_at = now(), cancelled_by = 'alice' WHERE id = ` + fxEmail,
+			`UPDATE email_outbox SET status = 'cancelled', cancelled_at = now(), cancelled_by = '' WHERE id = ` + fxEmail,
+			`UPDATE email_outbox SET status = 'cancelled', cancelled_at = now(), cancelled_by = repeat('a', 201) WHERE id = ` + fxEmail,
+		},
+		[]string{
+			`UPDATE email_outbox SET status = 'cancelled', cancelled_at = now(), cancelled_by = repeat('a', 200) WHERE id = ` + fxEmail,
+			`UPDATE email_outbox SET status = 'cancelled', cancelled_at = now(), cancelled_by = 'a' WHERE id = ` + fxEmail,
+		}},
 	{"email_outbox_attempts_check",
 		[]string{`UPDATE email_outbox SET attempts = -1 WHERE id = ` + fxEmail},
 		[]string{`UPDATE email_outbox SET attempts = 0 WHERE id = ` + fxEmail}},
@@ -111,9 +139,22 @@ var checkCases = []checkCase{
 	{"webhook_outbox_event_type_check",
 		[]string{`INSERT INTO webhook_outbox (event_type, payload) VALUES ('', '{}')`},
 		[]string{`INSERT INTO webhook_outbox (event_type, payload) VALUES ('a', '{}')`}},
-	{"webhook_outbox_status_check",
+	// 00016 replaced 00002's status list with one that adds cancelled.
+	{"webhook_outbox_status_values",
 		[]string{`UPDATE webhook_outbox SET status = 'skipped' WHERE id = ` + fxOutbox},
-		[]string{`UPDATE webhook_outbox SET status = 'failed' WHERE id = ` + fxOutbox}},
+		[]string{`UPDATE webhook_outbox SET status = 'failed' WHERE id = ` + fxOutbox,
+			`UPDATE webhook_outbox SET status = 'cancelled', cancelled_at = now(), cancelled_by = 'alice' WHERE id = ` + fxOutbox}},
+	{"webhook_outbox_cancelled_check",
+		[]string{
+			`UPDATE webhook_outbox SET status = 'cancelled' WHERE id = ` + fxOutbox,
+			`UPDATE webhook_outbox SET status = 'cancelled', cancelled_by = 'alice' WHERE id = ` + fxOutbox,
+			`UPDATE webhook_outbox SET cancelled_at = now(), cancelled_by = 'alice' WHERE id = ` + fxOutbox,
+			`UPDATE webhook_outbox SET status = 'cancelled', cancelled_at = now(), cancelled_by = '' WHERE id = ` + fxOutbox,
+			`UPDATE webhook_outbox SET status = 'cancelled', cancelled_at = now(), cancelled_by = repeat('a', 201) WHERE id = ` + fxOutbox,
+		},
+		[]string{
+			`UPDATE webhook_outbox SET status = 'cancelled', cancelled_at = now(), cancelled_by = repeat('a', 200) WHERE id = ` + fxOutbox,
+		}},
 	{"webhook_outbox_attempts_check",
 		[]string{`UPDATE webhook_outbox SET attempts = -1 WHERE id = ` + fxOutbox},
 		[]string{`UPDATE webhook_outbox SET attempts = 0 WHERE id = ` + fxOutbox}},

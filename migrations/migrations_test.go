@@ -101,7 +101,7 @@ func TestStatusColumnsAreChecked(t *testing.T) {
 
 	for _, tc := range []struct{ name, sql string }{
 		{"email_outbox.status", `INSERT INTO email_outbox (payload, status) VALUES ('{}', 'sent')`},
-		{"email_outbox.kind", `INSERT INTO email_outbox (kind, payload) VALUES ('newsletter', '{}')`},
+		{"email_outbox.kind", `INSERT INTO email_outbox (kind, payload) VALUES ('News Letter', '{}')`},
 		{"email_outbox.payload", `INSERT INTO email_outbox (payload) VALUES ('[]')`},
 		{"webhook_outbox.status", `INSERT INTO webhook_outbox (event_type, payload, status) VALUES ('a', '{}', 'skipped')`},
 		{"webhook_endpoints.secret", `INSERT INTO webhook_endpoints (url, secret) VALUES ('https://x', 'plain')`},

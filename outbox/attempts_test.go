@@ -79,11 +79,12 @@ func TestAttempts_LateMarkKeepsItsNumberAndStaleMarksLogNothing(t *testing.T) {
 }
 
 // A requeue gives the row a fresh attempt budget, and the log goes on: the
-// attempts after it are logged under new numbers (#3 after #1 retried and
-// #2 failed), not dropped as repeats of the first ones, and the requeue
-// itself is in the log between them, with who ran it and from which state.
-// The operator UPDATE run as plain SQL (ADR-072 decision 5) is logged the
-// same way and named by its database role.
+// attempts after it are logged under new numbers (#3 after #1 retried and #2
+// failed), not dropped as repeats of the first ones, and the requeue itself
+// is in the log between them, with who ran it and from which state. The
+// operator UPDATE run as plain SQL (see docs/design/outbox-transport.md,
+// Redelivery semantics) is logged the same way and named by its database
+// role.
 func TestAttempts_LogGoesOnAfterARequeue(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)

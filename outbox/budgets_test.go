@@ -13,12 +13,12 @@ import (
 	"github.com/postbox/postbox/smtp"
 )
 
-// These tests lock ADR-072 decision 2's per-row budgets: each step of a
-// row that hangs costs the row its own budget and the row is recorded as a
-// transient failure, instead of the hang running on until some outer bound
-// (the send's 40 s, the row's 60 s, the batch's 300 s). Each shrinks the
-// budget under test; the default figures are locked by
-// TestP5_LeaseInvariantChain and leases' own tests.
+// These tests lock the per-row budgets (see docs/design/outbox-transport.md,
+// Derived constants): each step of a row that hangs costs the row its own
+// budget and the row is recorded as a transient failure, instead of the hang
+// running on until some outer bound (the send's 40 s, the row's 60 s, the
+// batch's 300 s). Each shrinks the budget under test; the default figures are
+// locked by TestLeaseInvariantChain and leases' own tests.
 
 // blockedFor is how long a blocked step waits for its context before
 // giving up on its own: far beyond the shrunk budgets, far below the outer

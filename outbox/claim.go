@@ -34,11 +34,11 @@ var table = claim.Table{
 }
 
 // Claim takes up to n pending, due rows, oldest due first, in one short
-// statement of its own (ADR-072 decision 1): each row's attempts goes up by
-// one and its next_attempt_at moves to now() + lease, so no other claimer
-// takes it until the lease expires. Rows locked by another transaction are
-// skipped, never waited for. The statement has committed when Claim
-// returns, before anything is sent.
+// statement of its own (see docs/design/outbox-transport.md, Claim and
+// lease): each row's attempts goes up by one and its next_attempt_at moves to
+// now() + lease, so no other claimer takes it until the lease expires. Rows
+// locked by another transaction are skipped, never waited for. The statement
+// has committed when Claim returns, before anything is sent.
 //
 // Most callers want Dispatcher, which claims, sends and marks.
 //
@@ -60,13 +60,14 @@ func claimFrom(ctx context.Context, db DB, w *claim.Window, n int, lease time.Du
 	return rows, err
 }
 
-// Claim claims up to n batches' rows in one statement (ADR-072 decision
-// 1: one short claim transaction), each row under the lease of a single
-// batch, and deals them out over the n slots: a full claim makes n batches
-// of Leases.BatchSize, and a short one — a few rows just committed — one
-// batch per row up to n, so they are sent side by side rather than one
-// after another. It also reads the suppression entries of every claimed
-// recipient in one query. It is the email lane's engine.Source.
+// Claim claims up to n batches' rows in one statement (one short claim
+// transaction: see docs/design/outbox-transport.md, Claim and lease), each
+// row under the lease of a single batch, and deals them out over the n slots:
+// a full claim makes n batches of Leases.BatchSize, and a short one — a few
+// rows just committed — one batch per row up to n, so they are sent side by
+// side rather than one after another. It also reads the suppression entries
+// of every claimed recipient in one query. It is the email lane's
+// engine.Source.
 func (d *Dispatcher) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	if d.stopping() {
 		return engine.Claim{}, nil

@@ -27,8 +27,8 @@ func sorted(ids []string) []string {
 	return ids
 }
 
-// The claim takes pending, due rows oldest due first, counts the attempt
-// and stamps the lease (ADR-072 decision 1).
+// The claim takes pending, due rows oldest due first, counts the attempt and
+// stamps the lease (see docs/design/outbox-transport.md, Claim and lease).
 func TestClaim_StampsLeaseCountsAttemptOldestFirst(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -135,10 +135,10 @@ func TestClaim_ConcurrentClaimersDisjoint(t *testing.T) {
 	}
 }
 
-// A sibling transaction holds row locks on half the due rows (an
-// application updating them, say). The claim must neither wait for those
-// rows nor take them, and must take exactly them once the sibling ends
-// (ADR-072 amendment 2026-08-30).
+// A sibling transaction holds row locks on half the due rows (an application
+// updating them, say). The claim must neither wait for those rows nor take
+// them, and must take exactly them once the sibling ends (see
+// docs/design/outbox-transport.md, Claim and lease).
 func TestClaim_SkipsRowsLockedBySibling(t *testing.T) {
 	t.Parallel()
 	for _, end := range []string{"commit", "rollback"} {

@@ -126,9 +126,9 @@ type Dispatcher struct {
 	stopOnce sync.Once
 	stop     chan struct{}
 
-	// leases.SuppressionBudget and leases.BrandingBudget (ADR-072
-	// decision 2); fields only so tests can shrink them instead of
-	// waiting 5 s.
+	// leases.SuppressionBudget and leases.BrandingBudget (see
+	// docs/design/outbox-transport.md, Derived constants); fields only so
+	// tests can shrink them instead of waiting 5 s.
 	suppressionBudget time.Duration
 	brandingBudget    time.Duration
 	// suppressionMaxAge is how old a batch's view of the suppression list

@@ -76,9 +76,9 @@ func TestDispatch_PlainSQLInsertIsSent(t *testing.T) {
 	}
 }
 
-// Permanent errors — an SMTP 5xx, anything wrapping smtp.ErrPermanent,
-// header injection — fail the row after one attempt instead of riding the
-// backoff (ADR-072 decision 5).
+// Permanent errors — an SMTP 5xx, anything wrapping smtp.ErrPermanent, header
+// injection — fail the row after one attempt instead of riding the backoff
+// (see docs/design/outbox-transport.md, Redelivery semantics).
 func TestDispatch_PermanentErrorFailsAfterOneAttempt(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

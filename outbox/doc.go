@@ -2,7 +2,7 @@
 Package outbox delivers transactional email out of the email_outbox table:
 an invoice email is sent at least once, re-sent at most once per crash or
 expired lease, and never re-sent because a rollback lost the record of its
-delivery (ADR-072).
+delivery (see docs/design/outbox-transport.md, Redelivery semantics).
 
 # Enqueue
 

@@ -9,11 +9,24 @@ import (
 	"net/mail"
 	"net/url"
 	"strings"
+	"time"
 )
 
-// Kind selects how a row is rendered. It is the email_outbox.kind column,
-// whose CHECK constraint lists the same four values.
+// Kind selects how a row is rendered. It is the email_outbox.kind column:
+// one of the four built-in kinds below, or a kind a worker's template
+// directory adds (docs/TEMPLATES.md). Any kind is a plain identifier
+// (KindPattern), which migration 00015's CHECK email_outbox_kind_format
+// holds plain SQL to; whether a worker can render it is decided at send
+// time, where the directory is known.
 type Kind string
+
+// KindPattern is the format of every kind: a lower-case letter, then up to
+// 63 lower-case letters, digits or underscores — a name that is a folder
+// name, a metric label and a SQL literal without quoting anywhere.
+const KindPattern = `^[a-z][a-z0-9_]{0,63}$`
+
+// MaxKindBytes is the longest kind KindPattern admits.
+const MaxKindBytes = 64
 
 const (
 	// KindRaw sends the payload's own subject, text and HTML.
@@ -29,12 +42,42 @@ const (
 	KindMemberInvite Kind = "member_invite"
 )
 
-func (k Kind) known() bool {
+// Builtin reports whether k is one of the four kinds every worker renders
+// without a template directory.
+func (k Kind) Builtin() bool {
 	switch k {
 	case KindRaw, KindInvoice, KindPasswordReset, KindMemberInvite:
 		return true
 	}
 	return false
+}
+
+// Validate reports whether k has the format of a kind (KindPattern),
+// naming the rule it breaks. It does not say whether any worker can render
+// k: that depends on the worker's template directory.
+func (k Kind) Validate() error {
+	if problem := kindProblem(string(k)); problem != "" {
+		return invalid("kind", problem)
+	}
+	return nil
+}
+
+// kindProblem checks KindPattern by hand: it is on every row's send path.
+func kindProblem(k string) string {
+	switch {
+	case k == "":
+		return "is empty"
+	case len(k) > MaxKindBytes:
+		return fmt.Sprintf("is over %d bytes", MaxKindBytes)
+	case k[0] < 'a' || k[0] > 'z':
+		return "must start with a lower-case letter (a-z)"
+	}
+	for i := 1; i < len(k); i++ {
+		if c := k[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return "may hold only lower-case letters, digits and underscores (" + KindPattern + ")"
+		}
+	}
+	return ""
 }
 
 // Email is one email to enqueue: the row's columns plus its payload.
@@ -49,6 +92,11 @@ type Email struct {
 	// returns the existing row's id (email_outbox_idempotency_idx). At most
 	// MaxIdempotencyKeyBytes.
 	IdempotencyKey string
+
+	// SendAt, if set, holds the email until then: the row's due time
+	// (next_attempt_at). Zero or a time already past sends it now; more
+	// than MaxSendAhead ahead is refused. Cancel withdraws it meanwhile.
+	SendAt time.Time
 }
 
 // MaxIdempotencyKeyBytes bounds Email.IdempotencyKey, as migration 00008's
@@ -86,6 +134,13 @@ type Payload struct {
 	PasswordResetURL string `json:"password_reset_url,omitempty"` // required for KindPasswordReset
 	InviteURL        string `json:"invite_url,omitempty"`         // required for KindMemberInvite
 	PublicToken      string `json:"public_token,omitempty"`
+
+	// Data holds the payload's other top-level keys: what a template
+	// directory's kind reads beside the fields above (docs/TEMPLATES.md).
+	// Enqueue writes each as a top-level key of the payload, as plain SQL
+	// would; a key that spells one of the fields above, in any case, is
+	// refused. See data.go.
+	Data map[string]any `json:"-"`
 }
 
 // ErrInvalid is matched (errors.Is) by every *ValidationError.
@@ -110,14 +165,14 @@ func invalid(field, problem string) error { return &ValidationError{Field: field
 // Validate checks everything about e that can be checked without the
 // database, except the payload size limit (an Enqueuer setting). The same
 // rules, minus the size limit, decide at send time whether a row written
-// by plain SQL can be sent at all.
+// by plain SQL can be sent at all. A kind other than the built-in four
+// need only be well formed here: Enqueue cannot know the workers' template
+// directories, so the worker refuses a kind it cannot render when the
+// row's turn comes (docs/TEMPLATES.md).
 func (e Email) Validate() error {
 	kind := e.Kind
 	if kind == "" {
 		kind = KindRaw
-	}
-	if !kind.known() {
-		return invalid("kind", "is not one of raw, invoice, password_reset, member_invite")
 	}
 	if len(e.IdempotencyKey) > MaxIdempotencyKeyBytes {
 		return invalid("idempotency_key", fmt.Sprintf("is over %d bytes", MaxIdempotencyKeyBytes))
@@ -126,17 +181,25 @@ func (e Email) Validate() error {
 }
 
 func (p *Payload) validate(kind Kind) error {
+	if err := kind.Validate(); err != nil {
+		return err
+	}
 	if strings.TrimSpace(p.To) == "" {
 		return invalid("payload.to", "is required")
 	}
 	if _, err := recipient(p.To); err != nil {
 		return invalid("payload.to", "is not a single valid address: "+err.Error())
 	}
-	if strings.TrimSpace(p.Subject) == "" {
+	if strings.TrimSpace(p.Subject) == "" && kind.Builtin() {
+		// A template directory's kind renders its subject from
+		// subject.tmpl; the payload's, if any, is the template's to use.
 		return invalid("payload.subject", "is required")
 	}
 	if hasLineBreak(p.Subject) {
 		return invalid("payload.subject", "contains a line break (header injection)")
+	}
+	if err := validateData(p.Data); err != nil {
+		return err
 	}
 	if hasControl(p.PDFName) {
 		return invalid("payload.pdf_name", "contains a control character (header injection)")

@@ -60,8 +60,12 @@ type Enqueuer struct {
 // fresh READ COMMITTED snapshot — sees its row; if it rolls back, this
 // insert goes ahead. Under REPEATABLE READ the conflict with a row the
 // snapshot cannot see is a serialization failure (40001), returned as is.
-const enqueueSQL = `INSERT INTO email_outbox (id, kind, customer_id, invoice_id, payload, idempotency_key, traceparent)
-VALUES ($1, $2, $3, NULLIF($4::text, ''), $5, NULLIF($6::text, ''), NULLIF($7::text, ''))
+//
+// $7 is Email.SendAt, NULL for now; a time already past is now too, so a
+// scheduled row is never written behind the claim window (claim.Window),
+// where only the sweep would find it.
+const enqueueSQL = `INSERT INTO email_outbox (id, kind, customer_id, invoice_id, payload, idempotency_key, traceparent, next_attempt_at)
+VALUES ($1, $2, $3, NULLIF($4::text, ''), $5, NULLIF($6::text, ''), NULLIF($8::text, ''), greatest(coalesce($7::timestamptz, now()), now()))
 ON CONFLICT (customer_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id`
 
@@ -80,6 +84,10 @@ func (e *Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, email Email) (string,
 	if err := email.Validate(); err != nil {
 		return "", err
 	}
+	sendAt, err := sendAtArg(email.SendAt, time.Now())
+	if err != nil {
+		return "", err
+	}
 	limit := e.MaxPayloadBytes
 	if limit <= 0 {
 		limit = DefaultMaxPayloadBytes
@@ -89,7 +97,7 @@ func (e *Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, email Email) (string,
 	if err != nil {
 		return "", err
 	}
-	err = tx.QueryRow(ctx, enqueueSQL, id, string(email.Kind), email.CustomerID, email.InvoiceID, payload, email.IdempotencyKey,
+	err = tx.QueryRow(ctx, enqueueSQL, id, string(email.Kind), email.CustomerID, email.InvoiceID, payload, email.IdempotencyKey, sendAt,
 		tracing.Traceparent(ctx)).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The key is taken: the existing row is the enqueue.

@@ -28,7 +28,13 @@ func TestEnqueue_ValidationNamesFieldWritesNothing(t *testing.T) {
 		limit  int
 		field  string
 	}{
-		{"unknown kind", func(e *Email) { e.Kind = "newsletter" }, 0, "kind"},
+		{"malformed kind", func(e *Email) { e.Kind = "News-Letter" }, 0, "kind"},
+		{"kind over the limit", func(e *Email) { e.Kind = Kind("k" + strings.Repeat("x", MaxKindBytes)) }, 0, "kind"},
+		{"data key naming a field", func(e *Email) { e.Payload.Data = map[string]any{"invite_url": "x"} }, 0, "payload.data"},
+		{"data key spelling a field in another case", func(e *Email) { e.Payload.Data = map[string]any{"Invite_URL": "x"} }, 0, "payload.data"},
+		{"data key that is no identifier", func(e *Email) { e.Payload.Data = map[string]any{"order id": "x"} }, 0, "payload.data"},
+		{"custom kind without recipient", func(e *Email) { e.Kind, e.Payload.To = "receipt", "" }, 0, "payload.to"},
+		{"custom kind with header injection in subject", func(e *Email) { e.Kind, e.Payload.Subject = "receipt", "a\nBcc: x@example.com" }, 0, "payload.subject"},
 		{"no recipient", func(e *Email) { e.Payload.To = " " }, 0, "payload.to"},
 		{"unparsable recipient", func(e *Email) { e.Payload.To = "ada at example.com" }, 0, "payload.to"},
 		{"two recipients", func(e *Email) { e.Payload.To = "a@example.com, b@example.com" }, 0, "payload.to"},

@@ -14,13 +14,13 @@ import (
 	"github.com/postbox/postbox/smtp"
 )
 
-// TestEvents_RelayRefusalSuppressesUntilLifted is issue 16's end-to-end
-// acceptance, on the in-process relay and the real Mailer: the relay
-// answers RCPT TO with 550 5.1.1; the row fails, the address goes on the
-// list with the reply and the row, and the refusal is the row's bounced
+// TestEvents_RelayRefusalSuppressesUntilLifted is the suppression lifecycle's
+// end-to-end acceptance, on the in-process relay and the real Mailer: the
+// relay answers RCPT TO with 550 5.1.1; the row fails, the address goes on
+// the list with the reply and the row, and the refusal is the row's bounced
 // event. The next email to the address fails at once with that reason and
-// never reaches the relay. Lifting the suppression (logged with who) lets
-// the next one through, carrying X-Postbox-Row.
+// never reaches the relay. Lifting the suppression (logged with who) lets the
+// next one through, carrying X-Postbox-Row.
 func TestEvents_RelayRefusalSuppressesUntilLifted(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)

@@ -18,14 +18,15 @@ type senderFunc func(ctx context.Context, msg smtp.Message) error
 
 func (f senderFunc) Send(ctx context.Context, msg smtp.Message) error { return f(ctx, msg) }
 
-// TestDispatch_FinalDotUnansweredCostsOneCopy locks issue 13 point 2: a
-// relay that takes the whole message and never answers its final dot used
-// to get the message again on every retry (each attempt a possible copy).
-// Now the first attempt's missing reply is "possibly delivered": the row is
-// failed at once — one copy handed over, however many retry slots remain —
-// and last_error tells the operator to check the recipient before
-// requeueing. The schedule is compressed: 1 ms slots, the send bounded to
-// 1 s instead of the dial and exchange budgets.
+// TestDispatch_FinalDotUnansweredCostsOneCopy locks the unanswered final dot
+// (see docs/design/outbox-transport.md, Redelivery semantics): a relay that
+// takes the whole message and never answers its final dot used to get the
+// message again on every retry (each attempt a possible copy). Now the first
+// attempt's missing reply is "possibly delivered": the row is failed at once
+// — one copy handed over, however many retry slots remain — and last_error
+// tells the operator to check the recipient before requeueing. The schedule
+// is compressed: 1 ms slots, the send bounded to 1 s instead of the dial and
+// exchange budgets.
 func TestDispatch_FinalDotUnansweredCostsOneCopy(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)

@@ -97,9 +97,10 @@ func TestRun_PlainInsertWakesTheLane(t *testing.T) {
 	}
 }
 
-// A mark that fails on the connection — a Postgres restart, a network
-// blip — is retried until the row's lease ends, so a delivered row is
-// recorded, not re-sent after its lease (ADR-072 decision 3, amended).
+// A mark that fails on the connection — a Postgres restart, a network blip —
+// is retried until the row's lease ends, so a delivered row is recorded, not
+// re-sent after its lease (see docs/design/outbox-transport.md, Detached
+// marks).
 func TestMark_RetriedAcrossAConnectionCut(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)

@@ -11,7 +11,7 @@ import (
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
-// TestPayloadLimit_PlainSQLMeetsEnqueue locks issue 13 point 7 for email: a
+// TestPayloadLimit_PlainSQLMeetsEnqueue locks the enqueue limits for email: a
 // 20 MB payload written by plain SQL used to be claimed and sent, stalling
 // its batch. Now the CHECK constraint email_outbox_payload_size refuses it
 // at INSERT (SQLSTATE 23514), and Enqueue refuses the same email naming

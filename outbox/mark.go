@@ -46,9 +46,10 @@ func (e *StaleMarkError) Is(target error) bool {
 	return target == ErrStaleMark || target == claim.ErrStale
 }
 
-// casGuard makes every mark a compare-and-set: it applies only to a row
-// that is still pending (ADR-072 decision 3). A worker whose lease expired
-// cannot overwrite what the sibling that re-claimed the row recorded.
+// casGuard makes every mark a compare-and-set: it applies only to a row that
+// is still pending (see docs/design/outbox-transport.md, Detached marks). A
+// worker whose lease expired cannot overwrite what the sibling that
+// re-claimed the row recorded.
 const casGuard = `WHERE id = $1 AND status = 'pending'`
 
 // withAttemptLog makes a mark's UPDATE append the attempt it records to

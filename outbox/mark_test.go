@@ -14,10 +14,11 @@ import (
 	"github.com/postbox/postbox/smtp"
 )
 
-// The batch context dies after the send and before the mark — cancelled,
-// or its deadline passes. The mark runs on a detached context, so the send
-// is recorded anyway (ADR-072 decision 3). Marking on the batch context
-// would lose it, and the next tick would re-send a delivered email.
+// The batch context dies after the send and before the mark — cancelled, or
+// its deadline passes. The mark runs on a detached context, so the send is
+// recorded anyway (see docs/design/outbox-transport.md, Detached marks).
+// Marking on the batch context would lose it, and the next tick would re-send
+// a delivered email.
 func TestMark_SurvivesBatchContextDeath(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -207,8 +208,8 @@ func TestMark_CASRefusesResolvedRows(t *testing.T) {
 	}
 }
 
-// The claim is the only place attempts increases (ADR-072 decision 1):
-// no mark touches it.
+// The claim is the only place attempts increases (see
+// docs/design/outbox-transport.md, Claim and lease): no mark touches it.
 func TestMark_NeverCountsAttempts(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)

@@ -15,15 +15,16 @@ import (
 	"github.com/postbox/postbox/internal/engine"
 )
 
-// markGroups is the dispatcher's group commit for marks. A mark is still
-// one row's own CAS statement, asked for the moment its send returns, on a
-// detached context bounded by leases.MarkTimeout (ADR-072 decision 3); what
-// changes is the trip to the database. Marks that are ready at the same
-// moment — other batches' rows finishing while a commit is on the wire —
-// go out together as one pipeline of their statements under one commit,
-// instead of a round trip and a commit each. No mark waits for anything
-// but the commits ahead of it: a writer starts at once when fewer than
-// maxWriters are busy, and nothing is held back to fill a group.
+// markGroups is the dispatcher's group commit for marks. A mark is still one
+// row's own CAS statement, asked for the moment its send returns, on a
+// detached context bounded by leases.MarkTimeout (see
+// docs/design/outbox-transport.md, Detached marks); what changes is the trip
+// to the database. Marks that are ready at the same moment — other batches'
+// rows finishing while a commit is on the wire — go out together as one
+// pipeline of their statements under one commit, instead of a round trip and
+// a commit each. No mark waits for anything but the commits ahead of it: a
+// writer starts at once when fewer than maxWriters are busy, and nothing is
+// held back to fill a group.
 //
 // One commit per row was the drain's largest cost (docs/PERFORMANCE.md).
 // Sharing a commit does not tie rows' fates together: a statement error
@@ -148,14 +149,15 @@ func (g *markGroups) commit(group []*markCall) {
 	}
 }
 
-// pipeline sends the group's statements in one round trip, committed
-// together at its end (pgx sends one Sync for a batch, so the statements
-// form one implicit transaction). It reports false when the server
-// rejected a statement: then nothing was applied and the caller runs each
-// mark alone. Any other failure — the connection or the deadline — is
-// every call's error, as it would be for a single mark: nobody can say
-// whether the commit landed, and an unrecorded row is sent again after its
-// lease, which ADR-072 decision 5 allows.
+// pipeline sends the group's statements in one round trip, committed together
+// at its end (pgx sends one Sync for a batch, so the statements form one
+// implicit transaction). It reports false when the server rejected a
+// statement: then nothing was applied and the caller runs each mark alone.
+// Any other failure — the connection or the deadline — is every call's error,
+// as it would be for a single mark: nobody can say whether the commit landed,
+// and an unrecorded row is sent again after its lease, which the redelivery
+// semantics allow (see docs/design/outbox-transport.md, Redelivery
+// semantics).
 func (g *markGroups) pipeline(ctx context.Context, group []*markCall) bool {
 	b := &pgx.Batch{}
 	for _, c := range group {

@@ -152,8 +152,9 @@ func TestMarkFuncs_SurviveCallerContextDeath(t *testing.T) {
 
 // A claim for several batches stamps each row with the lease of one batch
 // (ClaimLease(BatchSize)), which is what each batch's sequential rows are
-// bounded by; a lease sized for the whole claim would keep a crashed
-// worker's rows away for far longer than ADR-072 decision 2 allows.
+// bounded by; a lease sized for the whole claim would keep a crashed worker's
+// rows away for far longer than the derived constants allow (see
+// docs/design/outbox-transport.md, Derived constants).
 func TestDrain_OneClaimForSeveralBatchesLeasesEachRowForOneBatch(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)

@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// ReadWindow bounds ListByCustomer: it reads the last 30 days of a
-// customer's emails. It is a read window only; nothing deletes rows
-// (ADR-072 amendment 2026-08-30).
+// ReadWindow bounds ListByCustomer: it reads the last 30 days of a customer's
+// emails. It is a read window only; nothing deletes rows (see
+// docs/design/outbox-transport.md, Retention).
 const ReadWindow = 30 * 24 * time.Hour
 
 // Status is an email_outbox row's state.
@@ -23,6 +23,7 @@ const (
 	StatusDispatched Status = "dispatched"
 	StatusSkipped    Status = "skipped"
 	StatusFailed     Status = "failed"
+	StatusCancelled  Status = "cancelled" // withdrawn by Cancel before it was sent
 )
 
 // Record is an email_outbox row as the read APIs return it. The payload's

@@ -11,8 +11,9 @@ import (
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
-// ListByCustomer reads a 30-day window; ListByInvoice has no age bound
-// (ADR-072 amendment 2026-08-30). Neither returns the secret payload keys.
+// ListByCustomer reads a 30-day window; ListByInvoice has no age bound (see
+// docs/design/outbox-transport.md, Retention). Neither returns the secret
+// payload keys.
 func TestReadAPIs_CustomerWindowAndUnboundedInvoice(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -79,9 +80,10 @@ func recordIDs(recs []Record) []string {
 	return ids
 }
 
-// Nothing in this package deletes email_outbox rows: dispatched rows are
-// the delivery record (ADR-072 amendment 2026-08-30). Other tables may be
-// deleted from (lifting a suppression deletes its email_suppressions row).
+// Nothing in this package deletes email_outbox rows: dispatched rows are the
+// delivery record (see docs/design/outbox-transport.md, Retention). Other
+// tables may be deleted from (lifting a suppression deletes its
+// email_suppressions row).
 func TestNothingDeletesEmailRows(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("*.go")

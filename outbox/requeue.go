@@ -37,6 +37,9 @@ func (e *NotFailedError) Error() string {
 	case "skipped":
 		return fmt.Sprintf("email %s was skipped by its renderer; its links and PDF were removed from the stored payload, "+
 			"so it cannot be sent: send a new email instead", e.ID)
+	case "cancelled":
+		return fmt.Sprintf("email %s was cancelled; its links and PDF were removed from the stored payload, "+
+			"so it cannot be sent: send a new email instead", e.ID)
 	case "pending":
 		return fmt.Sprintf("email %s is still pending (attempt %d so far, next attempt at %s): it is sent or retried "+
 			"without a requeue", e.ID, e.Attempts, e.NextAttemptAt.UTC().Format(time.RFC3339))
@@ -47,14 +50,15 @@ func (e *NotFailedError) Error() string {
 // Is makes errors.Is(err, ErrNotFailed) true.
 func (e *NotFailedError) Is(target error) bool { return target == ErrNotFailed }
 
-// requeueSQL is ADR-072 decision 5's operator UPDATE: a failed row becomes
-// pending with a fresh attempt budget, due now. Only failed rows qualify: a
-// dispatched or skipped row's payload has been scrubbed, and a pending row
-// is already on its way. The operator UPDATE run as plain SQL is logged the
-// same way, by email_outbox's requeue trigger (migration 00012); this one
-// only names its caller to the trigger first, in a setting that lasts until
-// the statement's transaction ends. (The CTE holds a volatile call, so it is
-// evaluated once, before the join hands the row to the update.)
+// requeueSQL is the operator UPDATE (see docs/design/outbox-transport.md,
+// Redelivery semantics): a failed row becomes pending with a fresh attempt
+// budget, due now. Only failed rows qualify: a dispatched or skipped row's
+// payload has been scrubbed, and a pending row is already on its way. The
+// operator UPDATE run as plain SQL is logged the same way, by email_outbox's
+// requeue trigger (migration 00012); this one only names its caller to the
+// trigger first, in a setting that lasts until the statement's transaction
+// ends. (The CTE holds a volatile call, so it is evaluated once, before the
+// join hands the row to the update.)
 const requeueSQL = `WITH actor AS (SELECT set_config('postbox.actor', $2, true))
 UPDATE email_outbox SET status = 'pending', attempts = 0, next_attempt_at = now()
 FROM actor WHERE id = $1 AND status = 'failed'`

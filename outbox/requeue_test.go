@@ -10,9 +10,10 @@ import (
 	"github.com/postbox/postbox/smtp"
 )
 
-// Requeue runs ADR-072 decision 5's UPDATE on a failed row only: failed →
-// pending, attempts 0, due now, and the next batch sends the whole email.
-// Every other state is refused with a message that says why.
+// Requeue runs the operator UPDATE (see docs/design/outbox-transport.md,
+// Redelivery semantics) on a failed row only: failed → pending, attempts 0,
+// due now, and the next batch sends the whole email. Every other state is
+// refused with a message that says why.
 func TestRequeue_OnlyFailed(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)

@@ -6,12 +6,13 @@ import (
 	"strings"
 )
 
-// scrubbedPayloadKeys are removed from a row's payload by the mark that
-// sets it dispatched or skipped, in the same UPDATE (ADR-072 amendment
-// 2026-10-13). They are the single-use links, the public token and the PDF:
-// what must not outlive the send. Every other key stays, because the
-// invoice timeline, the sent-emails panel and provider webhooks read them
-// (to, invoice_number, attempt_number, trigger, …).
+// scrubbedPayloadKeys are removed from a row's payload by the mark that sets
+// it dispatched or skipped, in the same UPDATE (see
+// docs/design/outbox-transport.md, Scrub of secret keys). They are the
+// single-use links, the public token and the PDF: what must not outlive the
+// send. Every other key stays, because the invoice timeline, the sent-emails
+// panel and provider webhooks read them (to, invoice_number, attempt_number,
+// trigger, …).
 //
 // Pending rows keep all six until sent (seconds normally, up to the ~72 h
 // backoff while retrying); failed rows keep them, so an operator's requeue

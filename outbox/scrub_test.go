@@ -31,8 +31,8 @@ func secretPayload() map[string]any {
 }
 
 // The mark that sets a row dispatched or skipped removes exactly the six
-// secret-bearing keys in the same UPDATE and keeps every other key
-// (ADR-072 amendment 2026-10-13).
+// secret-bearing keys in the same UPDATE and keeps every other key (see
+// docs/design/outbox-transport.md, Scrub of secret keys).
 func TestScrub_SentAndSkippedRowsLoseExactlyTheSixKeys(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

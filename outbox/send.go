@@ -172,9 +172,10 @@ func (d *Dispatcher) attempt(ctx context.Context, row *Row, supp *suppressionVie
 	return OutcomeSent, nil
 }
 
-// classify maps an error to the outcome it earns (ADR-072 decision 5).
-// STARTTLS refusals and forbidden plaintext are configuration problems:
-// transient, so fixing the relay resumes delivery without an operator.
+// classify maps an error to the outcome it earns (see
+// docs/design/outbox-transport.md, Redelivery semantics). STARTTLS refusals
+// and forbidden plaintext are configuration problems: transient, so fixing
+// the relay resumes delivery without an operator.
 func classify(err error) Outcome {
 	switch {
 	case errors.Is(err, ErrSkip):

@@ -10,7 +10,7 @@ import (
 	"github.com/postbox/postbox/smtp"
 )
 
-// TestPayloadKeys_MisspelledKeyFailsNamingTheKey locks issue 13 point 1:
+// TestPayloadKeys_MisspelledKeyFailsNamingTheKey locks exact key spelling:
 // encoding/json matches keys case-insensitively (and folds ſ to s, the
 // Kelvin sign to k), so a plain-SQL row's "INVITE_URL" used to be rendered
 // and sent, while the scrub and the seal, which match exact names, left the

@@ -17,11 +17,12 @@ import (
 	"github.com/postbox/postbox/internal/tracing"
 )
 
-// deliver is the one path every message takes, in every mode (ADR-072
-// decision 6). In order: the production policy, the message checks, a
-// connection (reused or dialed), the relay's greeting, TLS, AUTH, and the
-// transaction. Nothing reaches the relay before the checks pass, and
-// nothing after EHLO is sent until the mode's TLS requirement is met.
+// deliver is the one path every message takes, in every mode (see
+// docs/design/outbox-transport.md, One SMTP path). In order: the production
+// policy, the message checks, a connection (reused or dialed), the relay's
+// greeting, TLS, AUTH, and the transaction. Nothing reaches the relay before
+// the checks pass, and nothing after EHLO is sent until the mode's TLS
+// requirement is met.
 func (m *Mailer) deliver(ctx context.Context, msg Message) error {
 	if m.cfg.Mode == ModeNone && m.production {
 		m.log.Error("smtp: refusing to send in plaintext in production; set SMTP_TLS=starttls or tls",
@@ -263,12 +264,13 @@ func hasMechanism(advertised, mech string) bool {
 // it again could deliver it twice (see PossiblyDeliveredError).
 //
 // The reply may take until replyDeadline: the caller's deadline when it has
-// one (the row's dial and exchange budgets: whatever the dial and the rest
-// of the exchange did not use), else the exchange deadline. RFC 5321
-// §4.5.3.2.6 advises ten minutes, which no per-row budget of ADR-072 can
-// hold: the claim lease of a batch of BatchSize rows would grow to about an
-// hour, and one silent relay would stall every row behind it. Not retrying
-// is what bounds the duplicates instead.
+// one (the row's dial and exchange budgets: whatever the dial and the rest of
+// the exchange did not use), else the exchange deadline. RFC 5321 §4.5.3.2.6
+// advises ten minutes, which no per-row budget of postbox can hold (see
+// docs/design/outbox-transport.md, Derived constants): the claim lease of a
+// batch of BatchSize rows would grow to about an hour, and one silent relay
+// would stall every row behind it. Not retrying is what bounds the duplicates
+// instead.
 func (m *Mailer) transact(c *conn, l letter, replyDeadline time.Time) (stage, error) {
 	client := c.client
 	if err := client.Mail("<" + l.from + ">"); err != nil {

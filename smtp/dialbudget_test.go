@@ -9,13 +9,14 @@ import (
 	"time"
 )
 
-// TestDialBudget_BoundsTheDial locks ADR-072 decision 2's 10 s dial budget
-// (leases.DialBudget, shrunk here): a relay that takes the TCP connection
-// but never completes the TLS handshake (SMTP_TLS=tls, where the handshake
-// is part of the dial) — and one whose accept queue is full, so the TCP
-// connect itself never completes — must cost a Send one dial budget, not
-// whatever the caller allows (the outbox gives a send 40 s). The greeting
-// that follows a dial is the exchange budget's (TestSend_NeverGreets).
+// TestDialBudget_BoundsTheDial locks the 10 s dial budget, leases.DialBudget
+// (shrunk here; see docs/design/outbox-transport.md, Derived constants): a
+// relay that takes the TCP connection but never completes the TLS handshake
+// (SMTP_TLS=tls, where the handshake is part of the dial) — and one whose
+// accept queue is full, so the TCP connect itself never completes — must cost
+// a Send one dial budget, not whatever the caller allows (the outbox gives a
+// send 40 s). The greeting that follows a dial is the exchange budget's
+// (TestSend_NeverGreets).
 func TestDialBudget_BoundsTheDial(t *testing.T) {
 	t.Parallel()
 	const budget = 300 * time.Millisecond

@@ -1,10 +1,11 @@
 // Package smtp is postbox's one way to hand an email to a relay.
 //
-// Every message, in every mode, goes through the same delivery path
-// (ADR-072 decision 6). It exists because the path it replaced upgraded to
-// TLS opportunistically: a man in the middle who deleted STARTTLS from the
-// relay's EHLO reply silently got invoices in plaintext. Here the mode is a
-// requirement, not a preference, and a downgrade is an error.
+// Every message, in every mode, goes through the same delivery path (see
+// docs/design/outbox-transport.md, One SMTP path). It exists because the path
+// it replaced upgraded to TLS opportunistically: a man in the middle who
+// deleted STARTTLS from the relay's EHLO reply silently got invoices in
+// plaintext. Here the mode is a requirement, not a preference, and a
+// downgrade is an error.
 //
 // # Modes (SMTP_TLS)
 //

@@ -11,11 +11,12 @@ import (
 	"github.com/postbox/postbox/internal/devserver/smtpsink"
 )
 
-// TestSend_FinalDotUnansweredIsPossiblyDelivered locks issue 13 point 2 in
-// smtp/: a relay that takes the whole message and never answers its final
-// dot is reported as possibly delivered — ErrPossiblyDelivered, which also
-// matches ErrPermanent so the outbox does not send it again — with a text
-// telling the operator what to check, and the relay saw exactly one copy.
+// TestSend_FinalDotUnansweredIsPossiblyDelivered locks the unanswered final
+// dot in smtp/: a relay that takes the whole message and never answers its
+// final dot is reported as possibly delivered — ErrPossiblyDelivered, which
+// also matches ErrPermanent so the outbox does not send it again — with a
+// text telling the operator what to check, and the relay saw exactly one
+// copy.
 func TestSend_FinalDotUnansweredIsPossiblyDelivered(t *testing.T) {
 	t.Parallel()
 	var copies atomic.Int32

@@ -27,8 +27,8 @@ type Mailer struct {
 	helo        string
 	production  bool
 
-	// From leases/ (ADR-072 decision 2); fields only so tests can shrink
-	// them instead of waiting 30 s.
+	// From leases/ (see docs/design/outbox-transport.md, Derived constants);
+	// fields only so tests can shrink them instead of waiting 30 s.
 	dialBudget     time.Duration
 	exchangeBudget time.Duration
 

@@ -15,7 +15,7 @@ import (
 )
 
 // Tests of the retry claim's admission and of the breaker's bounds that a
-// mutation pass found unguarded (issue #25, point 13): the bucket's floor
+// mutation pass found unguarded: the bucket's floor
 // of one token, the breaker's maximum cool-down, outcomes with no request
 // kept out of the breaker, the throttled backlog pushed off the claim's
 // head, and which of the bucket, the in-flight cap and the probe decides

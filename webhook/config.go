@@ -13,8 +13,9 @@ const (
 	// DefaultOutboxRetention is how long a dispatched webhook_outbox row is
 	// kept before the pruner deletes it. A dispatched row is pure transport
 	// intent — webhook_events and webhook_deliveries are the replayable
-	// record (ADR-072 amendment 2026-08-30) — so a week is only a debugging
-	// aid: it lets an operator match an event to the row that produced it.
+	// record (see docs/design/outbox-transport.md, Retention) — so a week is
+	// only a debugging aid: it lets an operator match an event to the row
+	// that produced it.
 	DefaultOutboxRetention = 7 * 24 * time.Hour
 
 	// DefaultMaxPayloadBytes bounds an event payload at enqueue. It is sent

@@ -47,13 +47,14 @@ type DeliveryMark struct {
 // updateDeliverySQL logs the attempt and applies the mark in one statement.
 //
 // The attempt row is written whether or not the mark applies: the HTTP
-// request happened and the log is the record of what receivers were sent.
-// The mark itself is a compare-and-set on status = 'pending' (ADR-072
-// decision 3): a writer whose lease expired and whose delivery a sibling
-// already resolved is dropped, never applied — a late failure must not
-// overwrite a sibling's success. attempts is not touched: claims count
-// attempts, marks never do. The mark ends the lease, so the delivery no
-// longer counts against its endpoint's max_in_flight.
+// request happened and the log is the record of what receivers were sent. The
+// mark itself is a compare-and-set on status = 'pending' (see
+// docs/design/outbox-transport.md, Detached marks): a writer whose lease
+// expired and whose delivery a sibling already resolved is dropped, never
+// applied — a late failure must not overwrite a sibling's success. attempts
+// is not touched: claims count attempts, marks never do. The mark ends the
+// lease, so the delivery no longer counts against its endpoint's
+// max_in_flight.
 const updateDeliverySQL = `WITH attempt AS (
 	INSERT INTO webhook_delivery_attempts (delivery_id, attempt, status_code, duration_ms, error, response_excerpt)
 	SELECT $1::uuid, $2::int, NULLIF($3::int, 0), $4::int, NULLIF($5::text, ''), $6::text

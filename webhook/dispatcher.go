@@ -40,8 +40,9 @@ type Config struct {
 	// Settings is the non-timing configuration; zero fields take defaults.
 	Settings Settings
 
-	// Leases are the ADR-072 timing figures; the zero value means
-	// leases.Default(). They are validated by New.
+	// Leases are the derived timing figures (see
+	// docs/design/outbox-transport.md, Derived constants); the zero value
+	// means leases.Default(). They are validated by New.
 	Leases leases.Config
 
 	// Schedule is the wait after each failed attempt; nil means
@@ -125,7 +126,7 @@ type Dispatcher struct {
 }
 
 // testHooks let white-box tests stop or slow the pipeline at the points the
-// ADR's locks are about. All nil outside tests.
+// design's tests lock. All nil outside tests.
 type testHooks struct {
 	beforeDispatch   func(outboxID string)       // each claimed outbox row, before its fan-out
 	beforeAttempt    func(deliveryID string)     // each HTTP attempt, before the request

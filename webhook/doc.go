@@ -3,8 +3,9 @@ Package webhook delivers webhooks out of Postgres without losing an event and
 without re-sending a delivered one: endpoints, the webhook_outbox drainer and
 its atomic fan-out, first attempts in process, the retry worker, replay,
 Standard Webhooks signing, and an HTTP client that refuses to reach internal
-addresses. It implements ADR-072 decisions 3, 4, 5 and 7 and the 2026-08-30
-amendments.
+addresses. Its design is docs/design/outbox-transport.md, Atomic fan-out,
+with the sections on detached marks, redelivery semantics, retry gating
+and retention.
 
 # Enqueue
 
@@ -57,8 +58,8 @@ applied ([ErrStaleDeliveryMark]).
 
 The retry worker ([Dispatcher.Retry], run by a leader-inserted, unique
 periodic River job) claims up to RetryClaimBatch due pending deliveries at a
-time with lease RetryClaimLease(n), including legacy pre-P5 rows whose
-next_retry_at is NULL, and attempts each with a fresh signature. It claims
+time with lease RetryClaimLease(n), including deliveries written before
+deliveries were born leased, whose next_retry_at is NULL, and attempts each with a fresh signature. It claims
 no more deliveries than it has free attempt slots, so a claimed delivery never
 queues for one.
 
@@ -118,7 +119,7 @@ are never pruned.
 its own id (so receivers that dedupe on webhook-id accept it) and
 replay_of naming the original. replay_of always names the original, never
 a clone, so an event and its replays form one flat family. A replay runs
-in two steps (ADR-072 decision 4):
+in two steps (see docs/design/outbox-transport.md, Atomic fan-out):
 
  1. the clone is committed on its own;
  2. its born-leased deliveries are created in one statement (one

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -41,6 +42,12 @@ type Event struct {
 	// whatever its event_types filter; empty fans it out to every enabled
 	// endpoint subscribed to Type.
 	EndpointID string
+
+	// SendAt, if set, holds the event until then: the row's due time
+	// (next_attempt_at), when it is fanned out. Zero or a time already
+	// past means now; more than MaxSendAhead ahead is refused. Cancel
+	// withdraws it meanwhile.
+	SendAt time.Time
 }
 
 // MaxIdempotencyKeyBytes bounds Event.IdempotencyKey, as migration 00008's
@@ -55,8 +62,8 @@ const MaxIdempotencyKeyBytes = 255
 // with a row the snapshot cannot see is a serialization failure (40001),
 // returned as is.
 const (
-	enqueueSQL = `INSERT INTO webhook_outbox (event_type, payload, idempotency_key, endpoint_id, traceparent)
-VALUES ($1, $2, NULLIF($3::text, ''), NULLIF($4::text, '')::uuid, NULLIF($5::text, ''))
+	enqueueSQL = `INSERT INTO webhook_outbox (event_type, payload, idempotency_key, endpoint_id, traceparent, next_attempt_at)
+VALUES ($1, $2, NULLIF($3::text, ''), NULLIF($5::text, '')::uuid, NULLIF($6::text, ''), greatest(coalesce($4::timestamptz, now()), now()))
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id`
 	enqueueExistingSQL = `SELECT id FROM webhook_outbox WHERE idempotency_key = $1`
@@ -97,8 +104,17 @@ func (e Enqueuer) EnqueueEvent(ctx context.Context, tx pgx.Tx, ev Event) (string
 		}
 	}
 
+	// A past SendAt is now (the statement's greatest): a row is never
+	// written behind the claim window, where only the sweep finds it.
+	var sendAt any
+	if !ev.SendAt.IsZero() {
+		if ev.SendAt.After(time.Now().Add(MaxSendAhead)) {
+			return "", fmt.Errorf("%w: send_at %s is more than a year ahead (MaxSendAhead)", ErrInvalidEvent, ev.SendAt.UTC().Format(time.RFC3339))
+		}
+		sendAt = ev.SendAt
+	}
 	var id string
-	err := tx.QueryRow(ctx, enqueueSQL, eventType, string(payload), ev.IdempotencyKey, ev.EndpointID, tracing.Traceparent(ctx)).Scan(&id)
+	err := tx.QueryRow(ctx, enqueueSQL, eventType, string(payload), ev.IdempotencyKey, sendAt, ev.EndpointID, tracing.Traceparent(ctx)).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The key is taken: the existing row is the enqueue.
 		if err := tx.QueryRow(ctx, enqueueExistingSQL, ev.IdempotencyKey).Scan(&id); err != nil {

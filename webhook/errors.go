@@ -10,8 +10,9 @@ import (
 var (
 	// ErrStaleDeliveryMark is returned by UpdateDelivery when the delivery
 	// was no longer pending: a sibling (a retry after lease expiry, an
-	// operator) already resolved it. The mark is dropped, not applied
-	// (ADR-072 decision 3). Callers log it and count it; none discards it.
+	// operator) already resolved it. The mark is dropped, not applied (see
+	// docs/design/outbox-transport.md, Detached marks). Callers log it and
+	// count it; none discards it.
 	ErrStaleDeliveryMark error = &staleMarkError{"webhook: stale delivery mark: delivery no longer pending"}
 
 	// ErrStaleOutboxMark is returned by DispatchFromOutbox when the outbox

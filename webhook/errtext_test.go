@@ -14,7 +14,7 @@ import (
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
-// TestDelivery_HugeRedirectErrorTextCapped locks issue 13 point 4: a
+// TestDelivery_HugeRedirectErrorTextCapped locks the error-text cap: a
 // receiver answering 302 with a 5 MB Location header must not write 5 MB
 // into last_error, into every attempt row, into the log lines or into the
 // Tally (a River job's recorded output). Every place the receiver's text

@@ -8,12 +8,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// bornDeliveriesSQL creates deliveries born leased (ADR-072 decision 4):
-// attempts = 1 and next_retry_at = now() + birthLeaseWindow, never NULL.
-// The birth lease is the claim of the first attempt, which this process
-// makes right after commit; the retry worker cannot take the row until the
-// lease expires, so the two never POST the same delivery at once. If this
-// process dies first, the lease expires and the retry worker delivers.
+// bornDeliveriesSQL creates deliveries born leased (see
+// docs/design/outbox-transport.md, Atomic fan-out): attempts = 1 and
+// next_retry_at = now() + birthLeaseWindow, never NULL. The birth lease is
+// the claim of the first attempt, which this process makes right after
+// commit; the retry worker cannot take the row until the lease expires, so
+// the two never POST the same delivery at once. If this process dies first,
+// the lease expires and the retry worker delivers.
 //
 // Deliveries to an endpoint whose attempts are admitted one by one — it has
 // a rate limit or an in-flight cap, or its breaker tripped or is pausing it

@@ -33,7 +33,7 @@ func wantCheckViolation(t *testing.T, err error, constraint string) {
 	}
 }
 
-// TestEndpointURL_SQLCannotStoreCredentials locks issue 13 point 5 at the
+// TestEndpointURL_SQLCannotStoreCredentials locks the endpoint URL rules at the
 // database: an endpoint URL with userinfo (sent as Authorization: Basic)
 // or a fragment is refused by a CHECK constraint, whoever writes it.
 func TestEndpointURL_SQLCannotStoreCredentials(t *testing.T) {
@@ -152,7 +152,7 @@ func TestHTTPClient_NeverSendsUserinfo(t *testing.T) {
 	}
 }
 
-// TestWebhookOutbox_SQLMeetsEnqueueLimits locks issue 13 point 7 for
+// TestWebhookOutbox_SQLMeetsEnqueueLimits locks the enqueue limits for
 // webhooks: a plain-SQL INSERT is held to Enqueue's limits by CHECK
 // constraints — the payload's size (DefaultMaxPayloadBytes of JSON text)
 // and the event type's length and characters — and Enqueue names the same

@@ -205,12 +205,12 @@ func (u *fanOutUnit) Panicked(ctx context.Context, v any) Tally {
 	return t
 }
 
-// DispatchFromOutbox fans one outbox row out in ONE transaction (ADR-072
-// decision 4): it CAS-marks the row dispatched, creates its event, and
-// creates a born-leased delivery for every enabled endpoint subscribed to
-// the event type. If the CAS finds the row already resolved, it rolls back
-// and returns ErrStaleOutboxMark: a row yields exactly one event
-// (webhook_events.outbox_id is UNIQUE besides).
+// DispatchFromOutbox fans one outbox row out in ONE transaction (see
+// docs/design/outbox-transport.md, Atomic fan-out): it CAS-marks the row
+// dispatched, creates its event, and creates a born-leased delivery for every
+// enabled endpoint subscribed to the event type. If the CAS finds the row
+// already resolved, it rolls back and returns ErrStaleOutboxMark: a row
+// yields exactly one event (webhook_events.outbox_id is UNIQUE besides).
 //
 // It makes no HTTP attempt. ProcessBatch makes the first attempts right
 // after; deliveries of a DispatchFromOutbox called alone wait out their

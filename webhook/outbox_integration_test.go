@@ -13,8 +13,9 @@ import (
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
-// The two tests below pin the webhook_outbox drainer's claim (ADR-072
-// amendment 2026-08-30), each against exactly one mechanism:
+// The two tests below pin the webhook_outbox drainer's claim (see
+// docs/design/outbox-transport.md, Claim and lease), each against exactly one
+// mechanism:
 //
 //	mutation                                  Skips…BySibling  ConcurrentClaimersDisjoint
 //	delete FOR UPDATE SKIP LOCKED             red (blocks)     green

@@ -11,12 +11,12 @@ import (
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
-// TestOutboxFailureMark_StaleIsDroppedNotRetried locks issue 13 point 9
-// (ADR-072 decision 3 for the webhook_outbox failure mark): a fan-out that
-// failed while a sibling dispatched the row meanwhile must leave the row
-// dispatched, count the mark stale and log it dropped — not "will retry".
-// A pending row's failure mark, run the same way, is the control: it is
-// applied and counted retried.
+// TestOutboxFailureMark_StaleIsDroppedNotRetried locks the CAS guard of the
+// webhook_outbox failure mark (see docs/design/outbox-transport.md, Detached
+// marks): a fan-out that failed while a sibling dispatched the row meanwhile
+// must leave the row dispatched, count the mark stale and log it dropped —
+// not "will retry". A pending row's failure mark, run the same way, is the
+// control: it is applied and counted retried.
 func TestOutboxFailureMark_StaleIsDroppedNotRetried(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)

@@ -13,11 +13,14 @@ const pruneChunk = 5000
 // PruneOutbox deletes dispatched webhook_outbox rows whose dispatched_at is
 // older than olderThan, and returns how many it deleted.
 //
-// Only webhook_outbox is pruned, and only dispatched rows (ADR-072
-// amendment 2026-08-30): a dispatched row is pure transport intent, its
-// event and deliveries are the record. Pending rows are work still to do,
-// failed rows wait for an operator, and webhook_events, webhook_deliveries
-// and webhook_delivery_attempts are never pruned here.
+// Cancelled rows age out the same way, from their cancelled_at: they
+// never made an event (webhook_outbox_cancelled_idx serves them).
+//
+// Only webhook_outbox is pruned, and only dispatched and cancelled rows (see
+// docs/design/outbox-transport.md, Retention): a dispatched row is pure
+// transport intent, its event and deliveries are the record. Pending rows are
+// work still to do, failed rows wait for an operator, and webhook_events,
+// webhook_deliveries and webhook_delivery_attempts are never pruned here.
 func PruneOutbox(ctx context.Context, db DB, olderThan time.Duration) (int64, error) {
 	if olderThan <= 0 {
 		return 0, fmt.Errorf("webhook: prune: retention must be positive, got %s", olderThan)
@@ -27,6 +30,7 @@ func PruneOutbox(ctx context.Context, db DB, olderThan time.Duration) (int64, er
 		tag, err := db.Exec(ctx, `DELETE FROM webhook_outbox WHERE id IN (
 	SELECT id FROM webhook_outbox
 	WHERE status = 'dispatched' AND dispatched_at < now() - $1::interval
+	   OR status = 'cancelled' AND cancelled_at < now() - $1::interval
 	LIMIT $2)`, olderThan, pruneChunk)
 		if err != nil {
 			return total, fmt.Errorf("webhook: prune outbox: %w", err)

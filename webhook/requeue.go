@@ -17,11 +17,12 @@ WHERE id = $1 AND status = 'failed'`
 WHERE id = $1 AND status = 'failed'`
 )
 
-// RequeueOutbox puts a failed webhook_outbox row back to pending with a
-// fresh attempt budget, due now (ADR-072 decision 5's operator UPDATE). A
-// row fails only after outboxSchedule's fan-outs all failed — a database
-// problem — so requeue it once that is fixed. Any other state is refused
-// with an error saying why; an unknown id gives ErrNotFound.
+// RequeueOutbox puts a failed webhook_outbox row back to pending with a fresh
+// attempt budget, due now: the operator UPDATE (see
+// docs/design/outbox-transport.md, Redelivery semantics). A row fails only
+// after outboxSchedule's fan-outs all failed — a database problem — so
+// requeue it once that is fixed. Any other state is refused with an error
+// saying why; an unknown id gives ErrNotFound.
 func RequeueOutbox(ctx context.Context, db DB, id string) error {
 	return requeueFailed(ctx, db, id, requeueOutboxSQL, "webhook_outbox", "webhook outbox row %s (dispatched rows are pruned after the retention)",
 		func(status string) error {

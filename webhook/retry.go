@@ -18,11 +18,12 @@ var deliveriesTable = claim.Table{
 	// The lease left, as Postgres measures it: see leaseEnd.
 	Returning: "id, attempts, EXTRACT(EPOCH FROM next_retry_at - clock_timestamp())::float8",
 
-	// LEGACY BRANCH (ADR-072 accepted residual, pre-P5 rollout): deliveries
-	// written before P5 may be pending with next_retry_at NULL — the old
-	// fan-out inserted them unleased. Without this branch they would never
-	// be claimed, so never delivered: the claim reads a range of due times,
-	// and the sweep (claim.Sweep) moves these into it. Every row born since is leased (see
+	// LEGACY BRANCH (see docs/design/outbox-transport.md, Deliveries written
+	// before leases): deliveries written before deliveries were born leased
+	// may be pending with next_retry_at NULL — the old fan-out inserted them
+	// unleased. Without this branch they would never be claimed, so never
+	// delivered: the claim reads a range of due times, and the sweep
+	// (claim.Sweep) moves these into it. Every row born since is leased (see
 	// bornDeliveriesSQL), so this can go once no pending row has a NULL
 	// next_retry_at:
 	//
@@ -46,12 +47,13 @@ type claimedDelivery struct {
 	Left     *float64
 }
 
-// Retry is one pass of the retry worker (ADR-072 decision 7; jobs runs it
-// behind a pool-wide gate). It claims due pending deliveries — as many at a
-// time as it has attempt slots for, at most RetryClaimBatch, with lease
-// RetryClaimLease(n); the claim increments attempts — and attempts each,
-// re-signed with a fresh timestamp, until no due delivery is left or the
-// drain window has passed; then it waits for the attempts it started.
+// Retry is one pass of the retry worker (jobs runs it behind a pool-wide
+// gate: see docs/design/outbox-transport.md, Retry gating). It claims due
+// pending deliveries — as many at a time as it has attempt slots for, at most
+// RetryClaimBatch, with lease RetryClaimLease(n); the claim increments
+// attempts — and attempts each, re-signed with a fresh timestamp, until no
+// due delivery is left or the drain window has passed; then it waits for the
+// attempts it started.
 //
 // A claimed delivery never queues for a slot, so none is claimed — and
 // its attempt counted — without being sent.

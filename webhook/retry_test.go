@@ -13,8 +13,9 @@ import (
 	"github.com/postbox/postbox/leases"
 )
 
-// Regression for the legacy branch (ADR-072 accepted residual): a pending
-// delivery written before P5 with next_retry_at NULL is claimed by the
+// Regression for the legacy branch (see docs/design/outbox-transport.md,
+// Deliveries written before leases): a pending delivery written before
+// deliveries were born leased, with next_retry_at NULL, is claimed by the
 // retry claim — leased and counted like any other — and delivered.
 func TestRetry_ClaimsLegacyNullNextRetryAt(t *testing.T) {
 	t.Parallel()

@@ -36,8 +36,8 @@ const (
 
 // outboxSchedule is the wait after a failed fan-out of a webhook_outbox row.
 // A fan-out is a database transaction, so a failure is the database's: retry
-// soon, then back off; after ten failures the row is failed and waits for
-// an operator (ADR-072 decision 5):
+// soon, then back off; after ten failures the row is failed and waits for an
+// operator (see docs/design/outbox-transport.md, Redelivery semantics):
 //
 //	UPDATE webhook_outbox SET status = 'pending', attempts = 0, next_attempt_at = now()
 //	WHERE id = '…' AND status = 'failed';

@@ -33,10 +33,11 @@ func TestEveryCommandHelpAndUsage(t *testing.T) {
 	// The table: a command added or removed must show here, so its help
 	// and usage are checked on purpose, not by luck.
 	want := []string{"run", "demo", "migrate up", "migrate down", "migrate status", "show", "stats",
-		"failed email", "failed webhook", "requeue email", "requeue delivery", "requeue webhook", "replay event",
+		"failed email", "failed webhook", "requeue email", "requeue delivery", "requeue webhook", "cancel email", "cancel webhook", "replay event",
 		"replay endpoint", "endpoints create", "endpoints list", "endpoints disable", "endpoints enable",
 		"endpoints limit", "endpoints traceparent", "endpoints rotate-secret",
 		"suppressions list", "suppressions add", "suppressions remove", "suppressions check",
+		"templates list", "templates check", "templates render",
 		"rekey", "healthcheck", "version"}
 	got := slices.Clone(order)
 	slices.Sort(got)

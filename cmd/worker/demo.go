@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/postbox/postbox/internal/demo"
+	"github.com/postbox/postbox/outbox/templatedir"
 	"github.com/postbox/postbox/smtp"
 )
 
@@ -20,7 +21,8 @@ func init() {
 		Help: "Runs postbox end to end in about ten seconds: creates and migrates a scratch database (on " +
 			"DATABASE_URL's server, Postgres on 127.0.0.1:5432, or a throwaway cluster it starts), an in-process " +
 			"SMTP sink and three webhook receivers (healthy; failing twice, then recovering; answering 410 Gone); " +
-			"enqueues invoice emails with PDFs, password resets, invites, a plain-SQL row, a suppressed address " +
+			"enqueues invoice emails with PDFs, password resets, invites, a plain-SQL row, a receipt of a kind from " +
+			"a template directory (internal/demo/templates), a suppressed address " +
 			"and webhook events; runs a replica to completion and prints what was delivered, retried and failed, " +
 			"and why. River UI and /metrics stay up until Ctrl-C; the database is dropped on exit. Logs go to a " +
 			"temp file it names.",
@@ -68,7 +70,11 @@ func runDemo(ctx context.Context, env *Env, exitAfterSummary bool) error {
 		c.HTTPAddr = "127.0.0.1:0"
 	}
 
-	return runReplica(ctx, env, w.Pool, replicaOptions{WebhookSchedule: demo.Schedule},
+	templates, err := templatedir.LoadFS(demo.Templates, "internal/demo/templates")
+	if err != nil {
+		return err
+	}
+	return runReplica(ctx, env, w.Pool, replicaOptions{WebhookSchedule: demo.Schedule, Templates: templates},
 		func(ctx context.Context, rep *replica, addr string) error {
 			mix, err := w.EnqueueMix(ctx)
 			if err != nil {

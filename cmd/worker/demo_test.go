@@ -25,7 +25,8 @@ func TestDemoRunsToCompletion(t *testing.T) {
 		t.Fatalf("demo did not finish within 3 minutes:\n%s", out)
 	}
 	for _, want := range []string{
-		"SMTP sink: 13 messages (5 with a PDF), 0 duplicates",
+		"SMTP sink: 14 messages (5 with a PDF), 0 duplicates",
+		`the receipt row (kind receipt, from a template directory, by plain SQL): dispatched, received as "Your receipt for order ORD-1002"`,
 		"0 sent rows still hold one",
 		"failed: bounced@customer.example — recipient is suppressed",
 		"the plain-SQL INSERT row: dispatched",

@@ -55,6 +55,10 @@ type Config struct {
 	// Tracing is OpenTelemetry tracing, from the standard OTEL_*
 	// variables (tracing.go); off unless an OTLP endpoint is set.
 	Tracing TracingConfig
+	// TemplatesDir (EMAIL_TEMPLATES_DIR) is the email template directory
+	// (docs/TEMPLATES.md); empty: the built-in kinds only. LoadConfig checks
+	// it is a directory; `worker run` loads and proves it (templates.go).
+	TemplatesDir string
 }
 
 // Production reports APP_ENV=production.
@@ -140,6 +144,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		}
 	}
 	if c.Tracing, err = tracingFromEnv(lookup); err != nil {
+		return c, err
+	}
+	if c.TemplatesDir, err = templatesDirFromEnv(get); err != nil {
 		return c, err
 	}
 	return c, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/postbox/postbox/jobs"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/outbox"
+	"github.com/postbox/postbox/outbox/templatedir"
 	"github.com/postbox/postbox/smtp"
 	"github.com/postbox/postbox/webhook"
 )
@@ -43,6 +44,9 @@ type replicaOptions struct {
 	// TracerProvider, when tracing is on, makes the email, webhook and
 	// River job spans; nil records none.
 	TracerProvider trace.TracerProvider
+	// Templates, if set, is the email template directory in place of
+	// EMAIL_TEMPLATES_DIR's: the demo's is embedded.
+	Templates *templatedir.Set
 }
 
 func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts replicaOptions) (*replica, error) {
@@ -65,8 +69,18 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		log.Warn("OUTBOX_ENCRYPTION_KEYS is not set: email secret fields (reset and invite links, tokens, PDFs) " +
 			"are stored in plaintext until sent; see docs/ENCRYPTION.md")
 	}
+	templates := opts.Templates
+	if templates == nil {
+		if templates, err = loadTemplates(cfg.TemplatesDir); err != nil {
+			return nil, err
+		}
+	}
+	if templates != nil {
+		log.Info("email templates loaded", "dir", templates.Dir(), "kinds", countDirectory(templates))
+	}
 	emailMetrics := outbox.NewMetrics(reg)
 	dispatcher, err := outbox.NewDispatcher(pool, outbox.Config{
+		Renderer:    renderer(templates),
 		Sender:      mailer,
 		Concurrency: cfg.EmailConcurrency,
 		Wake:        waker.Email,

@@ -16,7 +16,7 @@ func init() {
 		Name:    "requeue",
 		Summary: "a failed outbox row back to pending",
 		Help: "Puts one failed row back to pending — attempts 0, due now — so the workers send it " +
-			"again (ADR-072 decision 5): an email, a webhook_outbox row whose fan-out kept failing, or a " +
+			"again: an email, a webhook_outbox row whose fan-out kept failing, or a " +
 			"failed delivery (sent again to its own endpoint, under the same webhook-id). Other states are " +
 			"refused with the reason.",
 	})

@@ -84,7 +84,7 @@ func ReadStats(ctx context.Context, db claim.DB, recent int) ([]Stats, error) {
 
 // StatusOrder is each outbox's statuses in the order a row moves through them.
 var StatusOrder = map[string][]string{
-	"email":              {"pending", "dispatched", "skipped", "failed"},
-	"webhook_outbox":     {"pending", "dispatched", "failed"},
+	"email":              {"pending", "dispatched", "skipped", "failed", "cancelled"},
+	"webhook_outbox":     {"pending", "dispatched", "failed", "cancelled"},
 	"webhook_deliveries": {"pending", "succeeded", "failed"},
 }

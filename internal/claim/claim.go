@@ -44,10 +44,11 @@ type Table struct {
 	DueColumn string // e.g. "next_attempt_at"
 	Returning string // columns the claim returns, e.g. "id, payload, attempts"
 
-	// LegacyNullDue makes the sweep move rows whose due column is NULL
-	// into the claim window too. Only webhook_deliveries needs it: pre-P5
-	// rows were written with NULL next_retry_at (ADR-072 accepted
-	// residual), and would otherwise never be delivered.
+	// LegacyNullDue makes the sweep move rows whose due column is NULL into
+	// the claim window too. Only webhook_deliveries needs it: rows written
+	// before deliveries were born leased have NULL next_retry_at (see
+	// docs/design/outbox-transport.md, Deliveries written before leases), and
+	// would otherwise never be delivered.
 	LegacyNullDue bool
 
 	// Claimable, if set, is a condition a pending, due row must also meet
@@ -228,19 +229,20 @@ func (t Table) LandedSQL() string {
 	return fmt.Sprintf(`SELECT status FROM %s WHERE id = $1`, t.Name)
 }
 
-// MarkContext detaches a mark from its caller's cancellation and bounds it
-// by leases.MarkTimeout (ADR-072 decision 3). A batch or row context that
-// died after the send must not lose the record of the send: that is what
-// re-sent delivered invoices before P5.
+// MarkContext detaches a mark from its caller's cancellation and bounds it by
+// leases.MarkTimeout (see docs/design/outbox-transport.md, Detached marks). A
+// batch or row context that died after the send must not lose the record of
+// the send: a mark cancelled with its batch leaves a sent row pending, and
+// the next claim sends it again.
 func MarkContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), leases.MarkTimeout)
 }
 
-// Mark retries (ADR-072 decision 3, amended): a CAS mark is safe to run
-// again — if an earlier try applied, the next matches nothing — so a mark
-// that fails on the connection is retried instead of leaving a sent row
-// to be re-sent after its lease. A Postgres restart of a few seconds then
-// costs no duplicate.
+// Mark retries (see docs/design/outbox-transport.md, Detached marks): a CAS
+// mark is safe to run again — if an earlier try applied, the next matches
+// nothing — so a mark that fails on the connection is retried instead of
+// leaving a sent row to be re-sent after its lease. A Postgres restart of a
+// few seconds then costs no duplicate.
 const (
 	retryFirstDelay = 100 * time.Millisecond
 	retryMaxDelay   = 2 * time.Second

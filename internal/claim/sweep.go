@@ -35,7 +35,7 @@ RETURNING id::text, (SELECT max(due) FROM picked), now()`, t.Name, t.DueColumn, 
 // legacySweepSQL moves up to $1 pending rows whose due column is NULL into
 // the window (LEGACY BRANCH, see Table.LegacyNullDue). Its partial index
 // (webhook_deliveries_legacy_due_idx) holds only such rows: none, once the
-// last pre-P5 delivery is resolved.
+// last delivery written before deliveries were born leased is resolved.
 func (t Table) legacySweepSQL() string {
 	return fmt.Sprintf(`UPDATE %[1]s SET %[2]s = now()
 WHERE id = ANY (ARRAY(

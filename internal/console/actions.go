@@ -127,6 +127,31 @@ var actions = map[string]action{
 			return "webhook outbox row " + id + " requeued: pending, attempts 0, due now", nil
 		},
 	},
+	"cancel-email": {
+		Title: "Cancel this pending email?", Button: "Cancel the email",
+		Explain: "The row becomes cancelled, recorded with your name: it is never sent, and its links and PDF are " +
+			"removed from the stored payload, so it cannot be sent later either. An email a worker is sending now " +
+			"is refused with when its claim ends; any other state is refused with the reason.",
+		back: story.KindEmail,
+		run: func(ctx context.Context, c *Console, id string, in actionInput) (string, error) {
+			if err := outbox.Cancel(ctx, c.db, id, in.user); err != nil {
+				return "", err
+			}
+			return "email " + id + " cancelled: it will not be sent", nil
+		},
+	},
+	"cancel-webhook-outbox": {
+		Title: "Cancel this pending webhook_outbox row?", Button: "Cancel the event",
+		Explain: "The row becomes cancelled, recorded with your name: its event is never fanned out, so no endpoint " +
+			"receives it. An event already fanned out is refused: its deliveries are not cancelled by this.",
+		back: story.KindWebhookOutbox,
+		run: func(ctx context.Context, c *Console, id string, in actionInput) (string, error) {
+			if err := webhook.Cancel(ctx, c.db, id, in.user); err != nil {
+				return "", err
+			}
+			return "webhook outbox row " + id + " cancelled: it will not be fanned out", nil
+		},
+	},
 	"replay-event": {
 		Title: "Replay this event?", Button: "Replay", Replay: true,
 		Explain: "A new event with the same type and payload (a new id, so receivers do not dedupe it away, and " +

@@ -91,7 +91,7 @@ func TestPages(t *testing.T) {
 			"postbox_r_host_1", "<td>sent</td>"}},
 		{"suppressed", "/console/email/" + f.suppressedID, 200, []string{"suppressed</span> hard bounce: 550 no such user", "lift the suppression first"}},
 		{"skipped", "/console/email/" + f.skippedID, 200, []string{"skipped by its renderer", "organisation deleted"}},
-		{"fresh", "/console/search?q=" + f.freshID, 200, []string{"waiting for its first attempt"}},
+		{"fresh", "/console/search?q=" + f.freshID, 200, []string{"scheduled for ", "/confirm/cancel-email?id=" + f.freshID}}, // due in an hour, never attempted
 		{"event", "/console/search?q=" + f.eventID, 200, []string{"invoice.paid", "internal error at the receiver", "502",
 			"10s", "context deadline exceeded", "35ms", f.goodDelivery, f.badDelivery, "Replay this event"}},
 		{"delivery", "/console/search?q=" + f.badDelivery, 200, []string{"Delivery " + f.badDelivery, "bad gateway", "Replay its event"}},

@@ -95,6 +95,17 @@ func summarizeEmail(ctx context.Context, out io.Writer, w *World, mix Mix) error
 		return err
 	}
 	fmt.Fprintf(out, "  the plain-SQL INSERT row: %s\n", plainStatus)
+	var receiptStatus string
+	if err := w.Pool.QueryRow(ctx, `SELECT status FROM email_outbox WHERE id = $1`, mix.receiptRow).Scan(&receiptStatus); err != nil {
+		return err
+	}
+	receipt := "not received"
+	for _, m := range w.Sink.Messages() {
+		if m.RowID == mix.receiptRow {
+			receipt = fmt.Sprintf("received as %q", m.Subject)
+		}
+	}
+	fmt.Fprintf(out, "  the receipt row (kind receipt, from a template directory, by plain SQL): %s, %s\n", receiptStatus, receipt)
 	return nil
 }
 

@@ -114,6 +114,7 @@ type Mix struct {
 	Emails, Events int
 	suppressed     string
 	plainSQLRow    string
+	receiptRow     string // kind receipt, from the demo's template directory
 }
 
 // EnqueueMix writes what a SaaS backend would: invoice emails with a
@@ -179,7 +180,16 @@ func (w *World) EnqueueMix(ctx context.Context) (Mix, error) {
 	if err != nil {
 		return mix, err
 	}
-	mix.Emails = len(batch) + 1
+	// A kind of the application's own, rendered from the worker's template
+	// directory (Templates): the row carries data, not a subject or body.
+	err = w.Pool.QueryRow(ctx, `INSERT INTO email_outbox (kind, customer_id, payload)
+		VALUES ('receipt', 'cus_2', $1) RETURNING id::text`,
+		`{"to":"customer2@customer.example","name":"Customer 2","org_name":"Acme Billing","order_id":"ORD-1002",`+
+			`"lines":[{"item":"Team plan","amount":"$80.00"},{"item":"Extra seat","amount":"$10.00"}],"total":"$90.00"}`).Scan(&mix.receiptRow)
+	if err != nil {
+		return mix, err
+	}
+	mix.Emails = len(batch) + 2
 
 	for i := 1; i <= 5; i++ {
 		body := fmt.Sprintf(`{"invoice_id":"INV-%04d","amount_paid":%d,"currency":"usd"}`, 1000+i, 4000*i)

@@ -35,10 +35,11 @@ func (e *GateHeldError) Error() string {
 // Is makes errors.Is(err, ErrGateHeld) true.
 func (e *GateHeldError) Is(target error) bool { return target == ErrGateHeld }
 
-// Gate is pool-wide mutual exclusion for a periodic pass (ADR-072 decision
-// 7): a row in postbox_gates names its holder and a lease. The holder
-// renews the lease while it runs and deletes the row when done; a holder
-// that dies frees the gate when its lease runs out.
+// Gate is pool-wide mutual exclusion for a periodic pass (see
+// docs/design/outbox-transport.md, Retry gating): a row in postbox_gates
+// names its holder and a lease. The holder renews the lease while it runs and
+// deletes the row when done; a holder that dies frees the gate when its lease
+// runs out.
 type Gate struct {
 	DB    DB
 	Name  string        // e.g. "webhook_retry"

@@ -11,8 +11,9 @@ import (
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
-// Two passes started at once on two replicas: one runs, the other returns
-// at once, naming the holder (ADR-072 decision 7).
+// Two passes started at once on two replicas: one runs, the other returns at
+// once, naming the holder (see docs/design/outbox-transport.md, Retry
+// gating).
 func TestGate_SecondPassReturnsAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -10,7 +10,7 @@ import (
 
 // TestTally_ErrorsCapped: a Tally is a River job's recorded output, and
 // its error texts come from relays, receivers and panic values, which can
-// be megabytes (issue 13 point 4). Each is kept capped like a last_error,
+// be megabytes. Each is kept capped like a last_error,
 // whether noted directly or added from another Tally.
 func TestTally_ErrorsCapped(t *testing.T) {
 	t.Parallel()

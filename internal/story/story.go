@@ -356,8 +356,15 @@ func verdict(e Email) (outcome, fix string) {
 			return "failed for good: " + e.LastError, fix
 		}
 		return "failed for good after " + e.AttemptsSoFar() + ": " + orNone(e.LastError), fix
+	case "cancelled":
+		return "cancelled before it was sent: it will not be sent", "send a new email if it is wanted after all: a cancelled row's links and PDF are gone (scrubbed)"
 	case "pending":
 		next := e.NextAttemptAt.UTC().Format(time.RFC3339)
+		if e.Attempts == 0 && e.NextAttemptAt.After(time.Now()) {
+			// Never attempted and due later: held by its SendAt, not
+			// backing off (a retry has attempts; a requeue is due now).
+			return "scheduled for " + next, "none needed: the workers send it then; worker cancel email " + e.ID + " withdraws it"
+		}
 		if e.Attempts == 0 {
 			return "waiting for its first attempt (due " + next + ")", "none needed: the workers send it when due"
 		}

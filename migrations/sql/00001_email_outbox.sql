@@ -1,6 +1,7 @@
 -- +goose Up
--- The email outbox (ADR-072). Column names are a public contract: other
--- languages enqueue with a plain INSERT (kind, customer_id, payload).
+-- The email outbox (see docs/design/outbox-transport.md, Claim and
+-- lease). Column names are a public contract: other languages enqueue with a
+-- plain INSERT (kind, customer_id, payload).
 CREATE TABLE email_outbox (
     id              uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
     kind            text        NOT NULL DEFAULT 'raw'

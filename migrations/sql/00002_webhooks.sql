@@ -48,7 +48,9 @@ CREATE TABLE webhook_deliveries (
     status        text        NOT NULL DEFAULT 'pending'
                               CHECK (status IN ('pending', 'succeeded', 'failed')),
     attempts      integer     NOT NULL DEFAULT 0 CHECK (attempts >= 0),
-    -- Nullable only for legacy pre-P5 rows; every row born since is leased.
+    -- Nullable only for rows written before deliveries were born leased (see
+    -- docs/design/outbox-transport.md, Deliveries written before leases);
+    -- every row born since is leased.
     next_retry_at timestamptz,
     last_error    text,
     created_at    timestamptz NOT NULL DEFAULT now(),

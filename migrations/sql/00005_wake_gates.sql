@@ -35,9 +35,10 @@ CREATE TRIGGER webhook_outbox_wake AFTER INSERT ON webhook_outbox
     FOR EACH STATEMENT EXECUTE FUNCTION postbox_wake();
 
 -- Gates: pool-wide mutual exclusion for periodic passes that must not run
--- twice at once (ADR-072 decision 7: the webhook retry pass; the pruner).
--- A holder keeps its gate by renewing expires_at; a holder that dies frees
--- it when the lease runs out, without anyone's help.
+-- twice at once (the webhook retry pass; the pruner: see
+-- docs/design/outbox-transport.md, Retry gating). A holder keeps its gate by
+-- renewing expires_at; a holder that dies frees it when the lease runs out,
+-- without anyone's help.
 CREATE TABLE postbox_gates (
     name       text        PRIMARY KEY,
     holder     text        NOT NULL,

@@ -4,10 +4,10 @@
 -- email_events is what providers (and the relay's own replies) said about a
 -- sent email after the transport was done with it: delivered, bounced,
 -- complained, deferred. It never changes email_outbox.status — dispatched
--- stays ADR-072's CAS-marked transport state — and the read APIs return
--- both. An event whose row cannot be found is kept with row_id NULL (an
--- orphan) and the correlation key it carried in ref, so nothing a provider
--- reported is dropped.
+-- stays the CAS-marked transport state (see docs/design/outbox-transport.md,
+-- Detached marks) — and the read APIs return both. An event whose row cannot
+-- be found is kept with row_id NULL (an orphan) and the correlation key it
+-- carried in ref, so nothing a provider reported is dropped.
 --
 -- The limits are the Go API's constants (outbox/events.go); tests compare:
 --   outbox.MaxEventExcerptBytes = 4096

@@ -1,6 +1,7 @@
 -- +goose NO TRANSACTION
 -- +goose Up
--- Claims that keep their speed on the database users have (issue 21).
+-- Claims that keep their speed on the database users have (see
+-- docs/design/outbox-transport.md, Claim window and sweep).
 --
 -- 1. Every statement that names one row — a mark, a release, a requeue —
 --    reads it by primary key, whatever the statistics say. Each claim
@@ -16,8 +17,9 @@
 --    $1 AND status = 'failed' (their listings say created_at IS NOT NULL).
 --
 -- 2. webhook_deliveries' legacy rows (pending with NULL next_retry_at,
---    written before P5: ADR-072's accepted residual) leave the claim index,
---    whose scans are now ranges of due times; the claim's sweep moves them
+--    written before deliveries were born leased: see
+--    docs/design/outbox-transport.md, Deliveries written before leases)
+--    leave the claim index, whose scans are now ranges of due times; the claim's sweep moves them
 --    into the window (internal/claim), found by an index of their own,
 --    which is empty once the last of them is resolved.
 --

@@ -1,5 +1,5 @@
 -- +goose Up
--- Writes that stay where the table is being written (issue 21).
+-- Writes that stay where the table is being written.
 --
 -- On a table keeping months of sent mail (10 M rows), a random UUID lands
 -- each new row's primary-key entry, and its attempt's (email_attempts is

@@ -1,6 +1,6 @@
 -- +goose NO TRANSACTION
 -- +goose Up
--- An email's attempt log after a requeue (issue 25).
+-- An email's attempt log after a requeue.
 --
 -- A requeue gives a failed row a fresh attempt budget: attempts goes back
 -- to 0, and the retry schedule counts from there. email_attempts was keyed
@@ -10,11 +10,12 @@
 --
 -- Now each row also keeps prior_attempts, the attempts it made before its
 -- requeues, and the log numbers an attempt prior_attempts + attempts: the
--- row's lifetime count, so the numbers go on (#17, #18 after sixteen)
--- while attempts itself stays the budget ADR-072 decision 5 resets.
+-- row's lifetime count, so the numbers go on (#17, #18 after sixteen) while
+-- attempts itself stays the budget the operator's requeue resets (see
+-- docs/design/outbox-transport.md, Redelivery semantics).
 --
 -- The requeue is written by a trigger, not by postbox's Requeue alone,
--- because the operator UPDATE of decision 5 is documented as plain SQL:
+-- because the operator UPDATE is documented as plain SQL:
 -- whoever runs it gets the same log. The trigger fires only when status
 -- moves to pending from another state (claims and marks never do that),
 -- adds the attempts the requeue reset to prior_attempts, and appends the

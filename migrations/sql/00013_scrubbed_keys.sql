@@ -1,6 +1,7 @@
 -- +goose NO TRANSACTION
 -- +goose Up
--- Which secret keys the scrub removed (issue 25).
+-- Which secret keys the scrub removed (see docs/design/outbox-transport.md,
+-- Scrub of secret keys).
 --
 -- The sent and skipped marks remove the six secret payload keys (the
 -- single-use links, the public token, the PDF) in the same UPDATE. Once

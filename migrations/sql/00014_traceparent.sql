@@ -1,6 +1,6 @@
 -- +goose NO TRANSACTION
 -- +goose Up
--- The trace a row was written in (issue 27).
+-- The trace a row was written in.
 --
 -- Enqueue records the W3C trace context of the caller's transaction in
 -- traceparent, and the spans postbox starts for the row — each send

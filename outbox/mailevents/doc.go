@@ -1,7 +1,7 @@
 // Package mailevents takes delivery events — deliveries, bounces, spam
 // complaints, deferrals — back from the providers that sent postbox's email,
 // and records them with outbox.RecordEvent, which correlates each to its
-// email_outbox row and keeps the suppression list (issue 16).
+// email_outbox row and keeps the suppression list.
 //
 // One endpoint per provider, each authenticated the way that provider
 // signs, all under Handler:

@@ -93,7 +93,7 @@ func flip(name, test string) Mutation {
 	}
 }
 
-// TestApply_KilledOnlyWhenTheNamedTestFails locks issue 13 point 10: a
+// TestApply_KilledOnlyWhenTheNamedTestFails locks the verdict rule: a
 // mutation is killed only by its own test's "fail"; a hang, a package that
 // fails before the test runs, another test failing, or a skip is
 // INCONCLUSIVE, never a kill.

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// TestBaseline_AbortsWhenANamedTestFailsUnmutated locks issue 13 point 10's
+// TestBaseline_AbortsWhenANamedTestFailsUnmutated locks the
 // baseline: before any mutation is tried, every named test must pass on the
 // unmutated tree; one that fails (or is missing, or skips) is reported by
 // name.

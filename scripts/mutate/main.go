@@ -1,5 +1,6 @@
-// Command mutate proves that each mechanism of ADR-072 has a test that fails
-// when the mechanism is removed.
+// Command mutate proves that each mechanism of the transport has a test that
+// fails when the mechanism is removed. Each section of the design
+// (docs/design/outbox-transport.md) names the mutations that prove it.
 //
 // It first runs every named test on an unmutated scratch copy (the
 // baseline): a test that does not pass there proves nothing, so the run
@@ -357,7 +358,10 @@ func copyTree(src, dst string) error {
 		}
 		rel, _ := filepath.Rel(src, path)
 		if d.IsDir() {
-			if rel != "." && (d.Name() == ".git" || strings.HasPrefix(d.Name(), "_")) {
+			// A "_" folder under testdata is data, not Go source the tool
+			// ignores: a template directory's _shared/, for one.
+			underTestdata := strings.Contains(filepath.ToSlash(rel)+"/", "testdata/")
+			if rel != "." && (d.Name() == ".git" || strings.HasPrefix(d.Name(), "_") && !underTestdata) {
 				return filepath.SkipDir
 			}
 			return os.MkdirAll(filepath.Join(dst, rel), 0o755)

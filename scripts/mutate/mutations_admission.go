@@ -1,13 +1,12 @@
 package main
 
-// Mutations of the retry claim's admission and the breaker's bounds that
-// an independent mutation pass found no test protecting (issue #25,
-// point 13, "webhook admission"): the bucket's one-token floor, the
-// breaker's maximum cool-down and the bound on its openings, outcomes
-// with no request kept out of the breaker, the throttled backlog pushed
-// off the claim's head (and how far), and the in-flight cap and the probe
-// outranking the bucket. Each names the test in webhook/admission_test.go
-// that must turn red.
+// Mutations of the retry claim's admission and the breaker's bounds that an
+// independent mutation pass found no test protecting: the bucket's one-token
+// floor, the breaker's maximum cool-down and the bound on its openings,
+// outcomes with no request kept out of the breaker, the throttled backlog
+// pushed off the claim's head (and how far), and the in-flight cap and the
+// probe outranking the bucket. Each names the test in
+// webhook/admission_test.go that must turn red.
 func init() {
 	const (
 		throttleGo = "webhook/throttle.go"

@@ -1,8 +1,8 @@
 package main
 
-// ADR-072 decision 2's per-row budgets (issue 13 point 8): each is a
-// context deadline around its step, and each has a test in which a hung
-// step costs the row that budget and no more.
+// The per-row budgets (see docs/design/outbox-transport.md, Derived
+// constants): each is a context deadline around its step, and each has a test
+// in which a hung step costs the row that budget and no more.
 func init() {
 	register(
 		Mutation{

@@ -1,6 +1,6 @@
 package main
 
-// Mutations of the operator's console and `worker show` (issue 14): the
+// Mutations of the operator's console and `worker show`: the
 // CSRF check, the auth refusal, secret masking, kind detection and the
 // River UI link-up, each named with the test that must catch it.
 func init() {

@@ -1,7 +1,8 @@
 package main
 
-// Mutations of the payload-field encryption that closes ADR-072's
-// raw-tokens-at-rest residual, each named with the test that must catch it.
+// Mutations of the payload-field encryption that keeps waiting rows' secrets
+// off the disk in plaintext (see docs/design/outbox-transport.md, Encryption
+// at rest), each named with the test that must catch it.
 func init() {
 	register(
 		Mutation{

@@ -1,6 +1,6 @@
 package main
 
-// Mutations of issue 16: delivery events and the suppression lifecycle —
+// Mutations of delivery events and the suppression lifecycle —
 // the pre-send re-check, correlation, duplicates, the endpoints'
 // authentication, and the relay's mailbox refusals — each named with the
 // test that must catch it.

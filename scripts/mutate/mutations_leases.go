@@ -7,6 +7,6 @@ func init() {
 		Find:    "BatchTimeout = 300 * time.Second",
 		Replace: "BatchTimeout = 360 * time.Second",
 		Pkg:     "./leases/",
-		Test:    "TestP5_LeaseInvariantChain",
+		Test:    "TestLeaseInvariantChain",
 	})
 }

@@ -1,6 +1,6 @@
 package main
 
-// Mutations of issue 25 points 13 and 2: the delivery-event endpoints'
+// Mutations of the delivery-event endpoints:
 // correlation precedence, shipped bounds and defaults, SNS certificate
 // validity, and the orphan events' retention — each named with the test
 // that must catch it.
@@ -189,7 +189,7 @@ func init() {
 			Test:    "TestSNS_SigningCertificateValidity",
 		},
 
-		// Orphan events' retention (issue 25 point 2).
+		// Orphan events' retention.
 		Mutation{
 			Name:    "mailevents: orphan pruning deletes correlated events too",
 			File:    "outbox/events.go",

@@ -1,8 +1,9 @@
 package main
 
-// Mutations of the email outbox (ADR-072 decisions 1, 2, 3, 5 and the
-// 2026-10-13 scrub), each named with the outbox test that must catch it.
-// The claim mutations edit the shared internal/claim code; the webhook
+// Mutations of the email outbox (docs/design/outbox-transport.md: the claim
+// and lease, the derived constants, detached marks, redelivery semantics and
+// the scrub of secret keys), each named with the outbox test that must catch
+// it. The claim mutations edit the shared internal/claim code; the webhook
 // side registers its own entries naming webhook tests.
 func init() {
 	register(

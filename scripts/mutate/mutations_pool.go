@@ -1,9 +1,9 @@
 package main
 
 // Mutations of the pool engine (internal/engine, jobs, cmd/worker): the
-// per-process caps, the wake-ups, the pool-wide gates (ADR-072 decision
-// 7), panic isolation at every goroutine a drain starts, mark retries,
-// shifts and their keeper.
+// per-process caps, the wake-ups, the pool-wide gates (see
+// docs/design/outbox-transport.md, Retry gating), panic isolation at every
+// goroutine a drain starts, mark retries, shifts and their keeper.
 func init() {
 	const (
 		laneGo    = "internal/engine/lane.go"
@@ -73,7 +73,7 @@ func init() {
 			Pkg:     "./internal/engine/",
 			Test:    "TestWakeTrigger_RateLimitedAndNeverWaits",
 		},
-		// Gates (decision 7).
+		// Gates (see docs/design/outbox-transport.md, Retry gating).
 		Mutation{
 			Name:    "gate: a second retry pass runs beside the first",
 			File:    gateGo,

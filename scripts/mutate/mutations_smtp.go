@@ -1,13 +1,14 @@
 package main
 
-// smtp/: ADR-072 decision 6 (one SMTP path, strict by default) and the
-// issue's error classes, deadlines and connection reuse.
+// smtp/: one SMTP path, strict by default (see
+// docs/design/outbox-transport.md, One SMTP path), with its error classes,
+// deadlines and connection reuse.
 func init() {
 	const (
 		strictFind = `		if ok, _ := c.Extension("STARTTLS"); !ok {
 			return fmt.Errorf("%w: the server did not advertise STARTTLS", ErrSTARTTLSRefused)
 		}`
-		// The opportunistic upgrade the ADR replaced: no STARTTLS, carry on.
+		// The opportunistic upgrade the one path replaced: no STARTTLS, carry on.
 		strictFallback = `		if ok, _ := c.Extension("STARTTLS"); !ok {
 			return nil
 		}`

@@ -1,6 +1,6 @@
 package main
 
-// Mutations of the worker's OpenTelemetry wiring (issue 27, cmd/worker):
+// Mutations of the worker's OpenTelemetry wiring (cmd/worker):
 // the OTEL_* configuration and its refusals, the provider handed to the
 // dispatchers and to River, the flush at shutdown, trace ids in the log
 // lines, and the endpoints' traceparent opt-in in the CLI. Each names the

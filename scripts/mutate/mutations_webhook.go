@@ -1,15 +1,17 @@
 package main
 
-// Mutations of the webhook pipeline (ADR-072 decisions 3, 4, 5, 7 and the
-// 2026-08-30 amendment), each named with the webhook test that must catch
-// it. The claim mutations edit the shared internal/claim code, like the
-// email outbox's entries, but name the webhook_outbox drainer's own tests:
-// the amendment pins that claim separately.
+// Mutations of the webhook pipeline (docs/design/outbox-transport.md:
+// detached marks, atomic fan-out, redelivery semantics, retry gating and
+// retention), each named with the webhook test that must catch it. The claim
+// mutations edit the shared internal/claim code, like the email outbox's
+// entries, but name the webhook_outbox drainer's own tests, which pin that
+// claim separately.
 //
-// The amendment's matrix also says which test stays green: deleting SKIP
-// LOCKED leaves TestOutbox_ProcessBatch_ConcurrentClaimersDisjoint green
-// (its second dispatcher starts after the first claim committed, so only
-// the lease separates them), and dropping the lease stamp leaves
+// Each of those two claim tests catches one mechanism, and the other stays
+// green: deleting SKIP LOCKED leaves
+// TestOutbox_ProcessBatch_ConcurrentClaimersDisjoint green (its second
+// dispatcher starts after the first claim committed, so only the lease
+// separates them), and dropping the lease stamp leaves
 // TestOutbox_ProcessBatch_SkipsRowsLockedBySibling green. This runner
 // checks the red half; the green half was checked by hand (see the report
 // in the change that added this file).
@@ -24,7 +26,8 @@ func init() {
 		pkg        = "./webhook/"
 	)
 	register(
-		// Claim-lease over webhook_outbox (amendment 2026-08-30).
+		// Claim-lease over webhook_outbox (see
+		// docs/design/outbox-transport.md, Claim and lease).
 		Mutation{
 			Name:    "webhook claim: drop FOR UPDATE SKIP LOCKED",
 			File:    claimGo,
@@ -52,7 +55,8 @@ func init() {
 			Test:    "TestOutbox_ProcessBatch_ConcurrentClaimersDisjoint",
 		},
 
-		// Atomic fan-out, handler owns the mark (decision 4).
+		// Atomic fan-out, handler owns the mark (see
+		// docs/design/outbox-transport.md, Atomic fan-out).
 		Mutation{
 			Name:    "webhook fan-out: outbox mark outside the fan-out transaction",
 			File:    outboxGo,
@@ -110,7 +114,7 @@ func init() {
 			Test:    "TestDispatchFromOutbox_BornLeased",
 		},
 
-		// CAS marks (decision 3).
+		// CAS marks (see docs/design/outbox-transport.md, Detached marks).
 		Mutation{
 			Name:    "webhook UpdateDelivery: drop the status = 'pending' guard",
 			File:    deliveryGo,
@@ -163,7 +167,8 @@ func init() {
 			Test:    "TestPipeline_StopClaimsNothingMore",
 		},
 
-		// Retry worker (decision 7) and the legacy residual.
+		// Retry worker (see docs/design/outbox-transport.md, Retry gating)
+		// and the legacy branch (Deliveries written before leases).
 		Mutation{
 			Name:    "webhook retry: drop the legacy NULL next_retry_at branch",
 			File:    "webhook/retry.go",
@@ -299,7 +304,8 @@ func init() {
 			Test:    "TestCreateEndpoint_Refuses",
 		},
 
-		// Replay (decision 4) and pruning (amendment 2026-08-30).
+		// Replay (see docs/design/outbox-transport.md, Atomic fan-out) and
+		// pruning (see docs/design/outbox-transport.md, Retention).
 		Mutation{
 			Name:    "webhook replay: interrupted clone not reused",
 			File:    "webhook/replay.go",

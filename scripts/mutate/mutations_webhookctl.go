@@ -1,6 +1,6 @@
 package main
 
-// Mutations of issue 15's webhook controls: idempotent enqueue on both
+// Mutations of the webhook controls: idempotent enqueue on both
 // outboxes, the pool-wide rate limit, the circuit breaker and auto-disable,
 // secret rotation. Each names the test that must turn red.
 func init() {

@@ -1,10 +1,10 @@
 package main
 
-// Mutations of the claim window (issue 21): claims that start at the
-// window's edge instead of the claim index's start, the sweep that moves
-// what committed behind the edge into the window, the webhook retry
-// claim's holds, and the claim indexes' predicate that keeps every
-// row-by-id statement on the primary key.
+// Mutations of the claim window (see docs/design/outbox-transport.md, Claim
+// window and sweep): claims that start at the window's edge instead of the
+// claim index's start, the sweep that moves what committed behind the edge
+// into the window, the webhook retry claim's holds, and the claim indexes'
+// predicate that keeps every row-by-id statement on the primary key.
 func init() {
 	register(
 		Mutation{

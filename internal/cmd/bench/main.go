@@ -66,7 +66,7 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 	concurrency := fs.Int("concurrency", 0, "postbox batches in flight in the email drain, as EMAIL_CONCURRENCY (default 200; with --pool, EMAIL_CONCURRENCY of each process, default 16)")
 	clients := fs.Int("clients", 0, "application goroutines: enqueue transactions, the peer's inserts, the ceiling's commits (default: pool − 2)")
 	peerWorkers := fs.Int("peer-workers", 0, "River peer MaxWorkers (default 500)")
-	batchSize := fs.Int("batch-size", 0, "override EMAIL_BATCH_SIZE (with EMAIL_BATCH_TIMEOUT = size × PerRowBudget); default: the ADR-072 figures")
+	batchSize := fs.Int("batch-size", 0, "override EMAIL_BATCH_SIZE (with EMAIL_BATCH_TIMEOUT = size × PerRowBudget); default: the shipped lease figures")
 	trials := fs.Int("trials", 0, "email-section trials; the table shows the median (default 3; 1 with --quick; with --pool every pool section, default 1)")
 	explain := fs.Bool("explain", false, "print EXPLAIN (ANALYZE, BUFFERS) of the claim and the dispatched mark on 10,000 rows")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to FILE")

@@ -64,7 +64,7 @@ type Options struct {
 	// BatchSize, when set, overrides the dispatcher's leases.BatchSize as
 	// EMAIL_BATCH_SIZE would, with EMAIL_BATCH_TIMEOUT raised to
 	// BatchSize×PerRowBudget so the lease chain still holds. 0 runs the
-	// ADR-072 defaults.
+	// shipped defaults (leases.Default).
 	BatchSize int
 
 	// Explain adds EXPLAIN (ANALYZE, BUFFERS) of the claim and the

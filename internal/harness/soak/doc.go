@@ -1,10 +1,10 @@
 // Package soak is postbox's crash-safety soak (DESIGN.md, Targets: crash
 // safety): several `worker run` processes drain both outboxes while the
-// harness kill -9s one of them every few seconds, restarts Postgres once,
-// and the far ends misbehave — an SMTP sink that answers 451, 550 or never
-// answers, and webhook receivers that answer 500 or time out. When every
-// row is terminal it tallies what happened and checks the transport's
-// promise (ADR-072 decision 5):
+// harness kill -9s one of them every few seconds, restarts Postgres once, and
+// the far ends misbehave — an SMTP sink that answers 451, 550 or never
+// answers, and webhook receivers that answer 500 or time out. When every row
+// is terminal it tallies what happened and checks the transport's promise
+// (see docs/design/outbox-transport.md, Redelivery semantics):
 //
 //   - no row is lost: every email and webhook row reaches a terminal state,
 //     and every row recorded as sent really reached the sink or receiver;

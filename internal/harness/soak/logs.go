@@ -9,10 +9,11 @@ import (
 )
 
 // markEvent is a worker's log line saying a row's outcome was not recorded:
-// the mark could not run (the row then waits out its lease) or was dropped
-// as stale (the lease had expired and a sibling resolved the row). Either
-// way the row's next attempt comes after a lease expiry, and a duplicate
-// send may follow: that is the "lease expiry" of ADR-072 decision 5.
+// the mark could not run (the row then waits out its lease) or was dropped as
+// stale (the lease had expired and a sibling resolved the row). Either way
+// the row's next attempt comes after a lease expiry, and a duplicate send may
+// follow: that is the "lease expiry" of the redelivery semantics (see
+// docs/design/outbox-transport.md, Redelivery semantics).
 type markEvent struct {
 	At    time.Time
 	Row   string // email row id or webhook delivery id
