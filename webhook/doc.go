@@ -54,6 +54,26 @@ applied ([ErrStaleDeliveryMark]).
 	3xx (never followed), other statuses, network errors, timeouts
 	                          retried on DefaultSchedule with jitter; failed once it is spent
 
+# Receiving
+
+A receiver gets a POST with Content-Type application/json, the configured
+User-Agent, and the three Standard Webhooks headers; with send_traceparent
+on, a W3C traceparent header too. The body is the JSON object
+
+	{"type":"invoice.paid","timestamp":"2026-01-02T03:04:05.123456Z","data":{...}}
+
+type is the event type, timestamp the event's creation time at fan-out
+(RFC 3339, UTC, Go's time.Time encoding with fractional seconds), data the
+enqueued payload as Postgres jsonb returns it (keys reordered, whitespace
+normalised). The body bytes are the same on every attempt and on every
+endpoint's copy; only webhook-timestamp and webhook-signature change. The
+receiver checks them with [Verify] on the raw body before parsing it, and
+dedupes on webhook-id: the event id, the same on every attempt and across a
+secret rotation (during which webhook-signature carries one signature per
+active secret, so either secret verifies). A replay is a new event with a
+new webhook-id, linked to the original by replay_of. The event id is
+created at fan-out and is not the webhook_outbox id that [Enqueue] returns.
+
 # Retries
 
 The retry worker ([Dispatcher.Retry], run by a leader-inserted, unique

@@ -10,30 +10,29 @@ import (
 	"net/netip"
 
 	"github.com/jackc/pgx/v5"
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/webhook"
 )
 
 // Example_verify is the receiver's side: every delivery is signed the
-// Standard Webhooks way, so the receiver verifies it with any conforming
-// library — here the reference Go one — and the endpoint's secret, before
-// trusting the body. The webhook-id header is the event id: the same on
+// Standard Webhooks way, so the receiver verifies it with webhook.Verify
+// (or any conforming library) and the endpoint's secret, before trusting
+// the raw body. The webhook-id header is the event id: the same on
 // every attempt, for deduplicating at-least-once delivery.
 func Example_verify() {
 	ctx := context.Background()
 	pool := pgtest.ExamplePool() // in real code: pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	defer pool.Close()
 
-	var verifier *standardwebhooks.Webhook
+	var secret string
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if err != nil {
 			http.Error(w, "read failed", http.StatusBadRequest)
 			return
 		}
-		if err := verifier.Verify(body, r.Header); err != nil {
+		if err := webhook.Verify(secret, r.Header, body); err != nil {
 			fmt.Println("refused:", err)
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
@@ -59,9 +58,7 @@ func Example_verify() {
 		panic(err)
 	}
 	// The secret is shown once, here; the receiver keeps it.
-	if verifier, err = standardwebhooks.NewWebhook(ep.Secret); err != nil {
-		panic(err)
-	}
+	secret = ep.Secret
 
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		_, err := webhook.Enqueue(ctx, tx, "invoice.paid", []byte(`{"invoice_id":"in_1","amount":4200}`))
