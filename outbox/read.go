@@ -41,6 +41,11 @@ type Record struct {
 	CreatedAt     time.Time
 	DispatchedAt  *time.Time
 
+	// CancelledAt and CancelledBy are when and by whom a cancelled row was
+	// withdrawn (Cancel); nil and "" for every other row.
+	CancelledAt *time.Time
+	CancelledBy string
+
 	// PriorAttempts is the attempts the row made before its requeues: its
 	// attempt log numbers the next one PriorAttempts + Attempts + 1.
 	PriorAttempts int
@@ -95,7 +100,7 @@ var recordColumns = `id::text, kind, customer_id, coalesce(invoice_id, ''), stat
 	coalesce(payload->>'attempt_number', ''), coalesce(payload->>'trigger', ''),
 	payload - ` + scrubbedKeysSQL + `, coalesce(traceparent, ''),
 	coalesce((SELECT e.type FROM email_events e WHERE e.row_id = email_outbox.id
-		ORDER BY e.received_at DESC, e.id DESC LIMIT 1), ''), ` + secretStatesSQL + `, scrubbed_keys`
+		ORDER BY e.received_at DESC, e.id DESC LIMIT 1), ''), ` + secretStatesSQL + `, scrubbed_keys, cancelled_at, coalesce(cancelled_by, '')`
 
 // ListByCustomer returns the customer's emails created within ReadWindow,
 // newest first, at most limit of them (0 means DefaultListLimit).
@@ -136,7 +141,8 @@ func scanRecord(row pgx.CollectableRow) (Record, error) {
 	var kind, status, attemptNumber, lastEvent, secrets string
 	err := row.Scan(&r.ID, &kind, &r.CustomerID, &r.InvoiceID, &status, &r.Attempts, &r.PriorAttempts, &r.NextAttemptAt,
 		&r.LastError, &r.CreatedAt, &r.DispatchedAt,
-		&r.To, &r.Subject, &r.InvoiceNumber, &attemptNumber, &r.Trigger, &r.Payload, &r.Traceparent, &lastEvent, &secrets, &r.scrubbedKeys)
+		&r.To, &r.Subject, &r.InvoiceNumber, &attemptNumber, &r.Trigger, &r.Payload, &r.Traceparent, &lastEvent, &secrets, &r.scrubbedKeys,
+		&r.CancelledAt, &r.CancelledBy)
 	r.Kind, r.Status, r.LastEvent = Kind(kind), Status(status), EventType(lastEvent)
 	r.secrets = parseSecretStates(secrets)
 	// Written by any language; a non-integer value reads as 0, not an error.

@@ -60,7 +60,7 @@ func TestCancelCommands(t *testing.T) {
 		AND NOT payload ? 'setup_url'`, email).Scan(&by); err != nil || by != "carol" {
 		t.Fatalf("cancelled email: by %q (%v); want carol, setup_url scrubbed", by, err)
 	}
-	if code, out, errOut := worker("show", email); code != 0 || !strings.Contains(out, "cancelled before it was sent") {
+	if code, out, errOut := worker("show", email); code != 0 || !strings.Contains(out, "by carol before it was sent") {
 		t.Fatalf("show of a cancelled row: %d %q %q", code, out, errOut)
 	}
 }

@@ -12,6 +12,7 @@ import (
 func TestVerdict_ScheduledIsNotRetrying(t *testing.T) {
 	t.Parallel()
 	later := time.Now().Add(72 * time.Hour)
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 	for _, tc := range []struct {
 		name string
 		e    Email
@@ -21,6 +22,8 @@ func TestVerdict_ScheduledIsNotRetrying(t *testing.T) {
 		{"due now", Email{ID: "r2", Status: "pending", NextAttemptAt: time.Now().Add(-time.Second)}, "waiting for its first attempt"},
 		{"backing off", Email{ID: "r3", Status: "pending", Attempts: 2, NextAttemptAt: later}, "2 attempts so far, next at"},
 		{"cancelled", Email{ID: "r4", Status: "cancelled"}, "cancelled before it was sent"},
+		{"cancelled, when and by whom", Email{ID: "r5", Status: "cancelled", CancelledAt: &at, CancelledBy: "carol"},
+			"cancelled at 2026-03-04T05:06:07Z by carol before it was sent"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -59,6 +59,10 @@ type Email struct {
 	LastError     string     `json:"last_error,omitempty"`
 	CreatedAt     time.Time  `json:"created_at"`
 	DispatchedAt  *time.Time `json:"dispatched_at,omitempty"`
+	// CancelledAt and CancelledBy say when and by whom a cancelled row
+	// was withdrawn.
+	CancelledAt *time.Time `json:"cancelled_at,omitempty"`
+	CancelledBy string     `json:"cancelled_by,omitempty"`
 	// PriorAttempts is the attempts made before the row's requeues; the
 	// log numbers attempts over the row's life.
 	PriorAttempts int `json:"prior_attempts,omitempty"`
@@ -281,6 +285,7 @@ func Emails(ctx context.Context, db DB, recs []outbox.Record) ([]Email, error) {
 			Trigger: r.Trigger, AttemptNumber: r.AttemptNumber, Status: string(r.Status), Attempts: r.Attempts, PriorAttempts: r.PriorAttempts,
 			TraceID:       traceID(r.Traceparent),
 			NextAttemptAt: r.NextAttemptAt, LastError: r.LastError, CreatedAt: r.CreatedAt, DispatchedAt: r.DispatchedAt,
+			CancelledAt: r.CancelledAt, CancelledBy: r.CancelledBy,
 			Secrets: r.SecretFields(), Requeueable: r.Status == outbox.StatusFailed,
 		}
 		if e.Secrets == nil {
@@ -357,7 +362,14 @@ func verdict(e Email) (outcome, fix string) {
 		}
 		return "failed for good after " + e.AttemptsSoFar() + ": " + orNone(e.LastError), fix
 	case "cancelled":
-		return "cancelled before it was sent: it will not be sent", "send a new email if it is wanted after all: a cancelled row's links and PDF are gone (scrubbed)"
+		by := ""
+		if e.CancelledAt != nil {
+			by = " at " + e.CancelledAt.UTC().Format(time.RFC3339)
+		}
+		if e.CancelledBy != "" {
+			by += " by " + e.CancelledBy
+		}
+		return "cancelled" + by + " before it was sent: it will not be sent", "send a new email if it is wanted after all: a cancelled row's links and PDF are gone (scrubbed)"
 	case "pending":
 		next := e.NextAttemptAt.UTC().Format(time.RFC3339)
 		if e.Attempts == 0 && e.NextAttemptAt.After(time.Now()) {
