@@ -1,0 +1,176 @@
+package prometheus_test
+
+import (
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const rulesFile = "postbox-alerts.yml"
+
+// promtool finds promtool (PROMTOOL_BIN, then PATH). Like the Mailpit and
+// chromium tests, it skips without one locally and fails under CI, so CI
+// cannot go green by not running the rule tests.
+func promtool(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("PROMTOOL_BIN"); p != "" {
+		return p
+	}
+	if p, err := exec.LookPath("promtool"); err == nil {
+		return p
+	}
+	const how = "promtool not found (PROMTOOL_BIN, PATH); install it with: apt-get install -y prometheus"
+	if os.Getenv("CI") != "" {
+		t.Fatal(how)
+	}
+	t.Skip(how)
+	return ""
+}
+
+func TestRules_Promtool(t *testing.T) {
+	t.Parallel()
+	bin := promtool(t)
+	for _, args := range [][]string{
+		{"check", "rules", rulesFile},
+		{"test", "rules", "postbox-alerts.test.yml"},
+	} {
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+var (
+	exprMetric  = regexp.MustCompile(`\bpostbox_[a-z0-9_]+\b`)
+	codeLiteral = regexp.MustCompile(`"(postbox_[a-z0-9_]+)"`)
+	alertName   = regexp.MustCompile(`(?m)^\s*- alert: (\S+)`)
+	runbook     = regexp.MustCompile(`runbook: "docs/OPERATIONS\.md#([a-z0-9-]+)"`)
+)
+
+// registered is every "postbox_…" string literal in the module's non-test
+// Go sources: a superset of the metric names the code registers (it also
+// holds a few table and job names), which is enough to catch a rule that
+// names a metric nobody exports: a typo, or a metric renamed in the code.
+func registered(t *testing.T) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "../.." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range codeLiteral.FindAllStringSubmatch(string(src), -1) {
+			names[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// unknownMetrics returns the postbox_ metric names in rules' expressions
+// that are not in names.
+func unknownMetrics(rules string, names map[string]bool) []string {
+	var unknown []string
+	for _, line := range strings.Split(rules, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") || strings.Contains(line, "alert:") ||
+			strings.Contains(line, "summary:") || strings.Contains(line, "description:") {
+			continue
+		}
+		for _, m := range exprMetric.FindAllString(line, -1) {
+			if !names[m] && !slices.Contains(unknown, m) {
+				unknown = append(unknown, m)
+			}
+		}
+	}
+	return unknown
+}
+
+func TestRules_MetricNamesAreRegistered(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := registered(t)
+	tests := []struct {
+		name  string
+		rules string
+		want  []string
+	}{
+		{"the checked-in rules", string(src), nil},
+		// The check itself must be able to fail: a misspelt metric is reported.
+		{"a misspelt metric", "expr: rate(postbox_stale_mark_total[5m]) > 0\n", []string{"postbox_stale_mark_total"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := unknownMetrics(tt.rules, names); !slices.Equal(got, tt.want) {
+				t.Errorf("metrics not registered by the code: got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// The doc lists alerts by name with the why; the expressions live only in
+// the rules file. Each alert must be named in the doc, and each runbook
+// must point at a section that exists.
+func TestRules_AgreeWithOperationsDoc(t *testing.T) {
+	t.Parallel()
+	rules, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/OPERATIONS.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			anchors[anchor(h)] = true
+		}
+	}
+	for _, m := range alertName.FindAllStringSubmatch(string(rules), -1) {
+		if !strings.Contains(string(doc), "`"+m[1]+"`") {
+			t.Errorf("alert %s is not listed in docs/OPERATIONS.md", m[1])
+		}
+	}
+	for _, m := range runbook.FindAllStringSubmatch(string(rules), -1) {
+		if !anchors[m[1]] {
+			t.Errorf("runbook anchor #%s is not a section of docs/OPERATIONS.md", m[1])
+		}
+	}
+}
+
+// anchor is GitHub's heading anchor: lower case, spaces to hyphens,
+// punctuation other than hyphens dropped.
+func anchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || ('a' <= r && r <= 'z') || ('0' <= r && r <= '9'):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
