@@ -63,16 +63,21 @@ on, a W3C traceparent header too. The body is the JSON object
 	{"type":"invoice.paid","timestamp":"2026-01-02T03:04:05.123456Z","data":{...}}
 
 type is the event type, timestamp the event's creation time at fan-out
-(RFC 3339, UTC, Go's time.Time encoding with fractional seconds), data the
+(RFC 3339 in UTC, as Go's time.Time encodes it: up to six fractional
+digits, trailing zeros dropped), data the
 enqueued payload as Postgres jsonb returns it (keys reordered, whitespace
 normalised). The body bytes are the same on every attempt and on every
 endpoint's copy; only webhook-timestamp and webhook-signature change. The
-receiver checks them with [Verify] on the raw body before parsing it, and
-dedupes on webhook-id: the event id, the same on every attempt and across a
-secret rotation (during which webhook-signature carries one signature per
+receiver checks them with [Verify] (or package webhook/receiver's, the
+same function without this package's dependencies) on the raw body before
+parsing it, and dedupes on webhook-id: the event id, the same on every
+attempt and across a secret rotation (during which webhook-signature
+carries one signature per
 active secret, so either secret verifies). A replay is a new event with a
-new webhook-id, linked to the original by replay_of. The event id is
-created at fan-out and is not the webhook_outbox id that [Enqueue] returns.
+new webhook-id, linked to the original by replay_of. The fan-out gives
+the event its webhook_outbox row's id, so the id [Enqueue] (or plain SQL's
+INSERT … RETURNING id) returned is the webhook-id the receiver sees; events
+fanned out before that rule kept ids of their own.
 
 # Retries
 

@@ -70,15 +70,18 @@ RETURNING id`
 )
 
 // Enqueue inserts one event into webhook_outbox using tx. The payload must
-// be valid JSON no larger than the limit. It returns the outbox row's id.
+// be valid JSON no larger than the limit. It returns the outbox row's id,
+// which the fan-out gives the event: the webhook-id receivers see.
 func (e Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, eventType string, payload []byte) (string, error) {
 	return e.EnqueueEvent(ctx, tx, Event{Type: eventType, Payload: payload})
 }
 
 // EnqueueEvent inserts ev into webhook_outbox using tx and returns the
 // outbox row's id — with an IdempotencyKey already held, the holder's id,
-// and nothing is written. The trace context of ctx's span, if any, is
-// recorded with the row; the fan-out and every attempt join that trace.
+// and nothing is written. That id is the webhook-id receivers see: the
+// fan-out gives the event its row's id. The trace context of ctx's span,
+// if any, is recorded with the row; the fan-out and every attempt join
+// that trace.
 func (e Enqueuer) EnqueueEvent(ctx context.Context, tx pgx.Tx, ev Event) (string, error) {
 	eventType, payload := ev.Type, ev.Payload
 	limit := e.MaxPayloadBytes

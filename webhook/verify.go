@@ -1,31 +1,34 @@
 package webhook
 
 import (
-	"crypto/hmac"
-	"errors"
-	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
-	"time"
+
+	// Aliased: the package's tests have a receiver of their own.
+	recv "github.com/postbox/postbox/webhook/receiver"
 )
+
+// The receiving end lives in package webhook/receiver, which imports the
+// standard library only: a receiver that imports it instead of this
+// package does not link pgx, River or OpenTelemetry. The names here are
+// the same values, so errors.Is works with either.
 
 // DefaultTolerance is how far a webhook-timestamp may lie from the
-// receiver's clock, in either direction, as in the Standard Webhooks
-// reference libraries: it bounds how long a captured request can be
-// replayed, and tolerates modest clock skew.
-const DefaultTolerance = 5 * time.Minute
+// receiver's clock, in either direction (receiver.DefaultTolerance).
+const DefaultTolerance = recv.DefaultTolerance
 
-// Errors Verify wraps, so a receiver can tell a forged or replayed request
-// from a malformed one. None of them carries the secret or the expected
-// signature.
+// Errors Verify wraps (receiver's, re-exported). None of them carries the
+// secret or the expected signature.
 var (
-	ErrMissingHeader       = errors.New("webhook: missing signature header")
-	ErrBadTimestamp        = errors.New("webhook: malformed webhook-timestamp")
-	ErrTimestampTooOld     = errors.New("webhook: webhook-timestamp too old")
-	ErrTimestampTooNew     = errors.New("webhook: webhook-timestamp too new")
-	ErrNoMatchingSignature = errors.New("webhook: no matching signature")
+	ErrInvalidSecret       = recv.ErrInvalidSecret
+	ErrMissingHeader       = recv.ErrMissingHeader
+	ErrBadTimestamp        = recv.ErrBadTimestamp
+	ErrTimestampTooOld     = recv.ErrTimestampTooOld
+	ErrTimestampTooNew     = recv.ErrTimestampTooNew
+	ErrNoMatchingSignature = recv.ErrNoMatchingSignature
 )
+
+// Verifier is Verify with a chosen tolerance and clock (receiver.Verifier).
+type Verifier = recv.Verifier
 
 // Verify checks a received webhook the Standard Webhooks way with the
 // endpoint's whsec_ secret: the three headers are present, webhook-timestamp
@@ -33,68 +36,7 @@ var (
 // signatures is the HMAC-SHA256 of id.timestamp.body. During a secret
 // rotation postbox sends one signature per active secret, so a receiver
 // holding either secret verifies. body must be the raw bytes received.
+// It is receiver.Verify.
 func Verify(secret string, header http.Header, body []byte) error {
-	return Verifier{Secret: secret}.Verify(header, body)
-}
-
-// Verifier is Verify with a chosen tolerance and clock.
-type Verifier struct {
-	// Secret is the endpoint's whsec_ secret.
-	Secret string
-	// Tolerance is the accepted skew either way; zero means DefaultTolerance.
-	Tolerance time.Duration
-	// Now is the receiver's clock; nil means time.Now. Tests set it.
-	Now func() time.Time
-}
-
-// Verify checks header and body as the package-level Verify does.
-func (v Verifier) Verify(header http.Header, body []byte) error {
-	key, err := secretKey(v.Secret)
-	if err != nil {
-		return err
-	}
-	id, ts, sigs := header.Get(HeaderID), header.Get(HeaderTimestamp), header.Get(HeaderSignature)
-	for _, h := range []struct{ name, value string }{
-		{HeaderID, id}, {HeaderTimestamp, ts}, {HeaderSignature, sigs},
-	} {
-		if h.value == "" {
-			return fmt.Errorf("%w: %s", ErrMissingHeader, h.name)
-		}
-	}
-	secs, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return fmt.Errorf("%w: %q is not Unix seconds", ErrBadTimestamp, ts)
-	}
-	if err := v.checkTime(time.Unix(secs, 0)); err != nil {
-		return err
-	}
-	want := []byte(sign(key, id, time.Unix(secs, 0), body))
-	for s := range strings.SplitSeq(sigs, " ") {
-		// Every candidate is compared in constant time; one malformed or
-		// unknown-version entry must not stop the search, as a rotation
-		// or a future scheme may add entries this receiver cannot read.
-		if hmac.Equal([]byte(s), want) {
-			return nil
-		}
-	}
-	return ErrNoMatchingSignature
-}
-
-func (v Verifier) checkTime(sent time.Time) error {
-	tol := v.Tolerance
-	if tol <= 0 {
-		tol = DefaultTolerance
-	}
-	now := time.Now
-	if v.Now != nil {
-		now = v.Now
-	}
-	t := now()
-	if t.Sub(sent) > tol {
-		return fmt.Errorf("%w: sent %s, tolerance %s", ErrTimestampTooOld, sent.UTC().Format(time.RFC3339), tol)
-	}
-	if sent.Sub(t) > tol {
-		return fmt.Errorf("%w: sent %s, tolerance %s", ErrTimestampTooNew, sent.UTC().Format(time.RFC3339), tol)
-	}
-	return nil
+	return recv.Verify(secret, header, body)
 }

@@ -147,8 +147,48 @@ func TestVerifier_Tolerance(t *testing.T) {
 			}
 		})
 	}
-	h.Set(webhook.HeaderTimestamp, "soon")
-	if err := (webhook.Verifier{Secret: secret}).Verify(h, body); !errors.Is(err, webhook.ErrBadTimestamp) {
+	bad := h.Clone() // the parallel subtests above still read h
+	bad.Set(webhook.HeaderTimestamp, "soon")
+	if err := (webhook.Verifier{Secret: secret}).Verify(bad, body); !errors.Is(err, webhook.ErrBadTimestamp) {
 		t.Fatalf("Verify with a non-numeric timestamp = %v, want ErrBadTimestamp", err)
+	}
+}
+
+// TestVerify_Misconfigured checks that a receiver's own mistakes are
+// refused with an error naming them, never repeating the secret.
+func TestVerify_Misconfigured(t *testing.T) {
+	t.Parallel()
+	good, err := webhook.NewSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	h.Set(webhook.HeaderID, "evt")
+	h.Set(webhook.HeaderTimestamp, strconv.FormatInt(time.Now().Unix(), 10))
+	h.Set(webhook.HeaderSignature, "v1,AAAA")
+	tests := []struct {
+		name string
+		v    webhook.Verifier
+		want string // in the error
+	}{
+		{"no whsec_ prefix", webhook.Verifier{Secret: strings.TrimPrefix(good, "whsec_")}, `must start with "whsec_"`},
+		{"not base64", webhook.Verifier{Secret: "whsec_not*base64*at*all"}, "not standard base64"},
+		{"key too short", webhook.Verifier{Secret: "whsec_c2hvcnQ="}, "5 bytes, must be 24 to 64"},
+		{"negative tolerance", webhook.Verifier{Secret: good, Tolerance: -time.Second}, "tolerance -1s is negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := tt.v.Verify(h, []byte(`{}`))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Verify = %v, want an error containing %q", err, tt.want)
+			}
+			if tt.want != "tolerance -1s is negative" && !errors.Is(err, webhook.ErrInvalidSecret) {
+				t.Fatalf("Verify = %v, want ErrInvalidSecret", err)
+			}
+			if s := strings.TrimPrefix(tt.v.Secret, "whsec_"); s != "" && strings.Contains(err.Error(), s) {
+				t.Fatalf("error %q repeats the secret", err)
+			}
+		})
 	}
 }

@@ -63,8 +63,8 @@ func init() {
 		Mutation{
 			Name:    "spans: the fan-out does not copy the row's traceparent to its event",
 			File:    "webhook/outbox.go",
-			Find:    "SELECT event_type, payload, id, traceparent FROM row",
-			Replace: "SELECT event_type, payload, id, NULL FROM row",
+			Find:    "SELECT id, event_type, payload, id, traceparent FROM row",
+			Replace: "SELECT id, event_type, payload, id, NULL FROM row",
 			Pkg:     "./webhook/",
 			Test:    "TestTracing_EventFanOutAttemptsAndMarksJoinTheEnqueueTrace",
 		},
