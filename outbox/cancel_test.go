@@ -225,16 +225,7 @@ func TestCancel_AfterTheLeaseOfASlowWorkerExpired(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	pool := pgtest.NewPool(t)
-	sink, err := smtpsink.Start(smtpsink.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sink.Close() })
-	mailer, err := smtp.New(smtp.Config{Host: sink.Host(), Port: sink.Port(), Mode: smtp.ModeNone, From: "billing@example.com"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mailer.Close() })
+	sink, mailer := newSinkMailer(t)
 	id := insertRows(t, pool, 1)[0]
 	var cancelErr error
 	d := newDispatcher(t, pool, mailer, func(c *Config) {

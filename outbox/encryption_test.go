@@ -14,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
 	"github.com/postbox/postbox/internal/testsupport/mimetest"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/smtp"
@@ -468,16 +467,7 @@ func TestEncryption_RequeueAfterFailureSendsFullEmail(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sink, err := smtpsink.Start(smtpsink.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sink.Close() })
-	mailer, err := smtp.New(smtp.Config{Host: sink.Host(), Port: sink.Port(), Mode: smtp.ModeNone, From: "billing@example.com"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mailer.Close() })
+	sink, mailer := newSinkMailer(t)
 	if res, err := newDispatcher(t, pool, mailer, func(c *Config) { c.Keys = ring }).RunBatch(ctx); err != nil || res.Sent != 1 {
 		t.Fatalf("after the requeue: %+v, %v; want sent", res, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postbox/postbox/internal/devserver/smtpsink"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/smtp"
 )
@@ -81,6 +82,23 @@ func newDispatcher(t *testing.T, db DB, sender Sender, modify ...func(*Config)) 
 }
 
 // rawPayload is a minimal valid raw payload.
+// newSinkMailer starts an in-process SMTP sink and a Mailer that sends to
+// it without TLS, both closed when the test ends.
+func newSinkMailer(t *testing.T) (*smtpsink.Sink, *smtp.Mailer) {
+	t.Helper()
+	sink, err := smtpsink.Start(smtpsink.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sink.Close() })
+	mailer, err := smtp.New(smtp.Config{Host: sink.Host(), Port: sink.Port(), Mode: smtp.ModeNone, From: "billing@example.com"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mailer.Close() })
+	return sink, mailer
+}
+
 func rawPayload(to string) map[string]any {
 	return map[string]any{"to": to, "subject": "Hello", "text": "Hello there."}
 }

@@ -5,9 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
-	"github.com/postbox/postbox/smtp"
 )
 
 // TestPayloadKeys_MisspelledKeyFailsNamingTheKey locks exact key spelling:
@@ -50,16 +48,7 @@ func TestPayloadKeys_MisspelledKeyFailsNamingTheKey(t *testing.T) {
 				t.Parallel()
 				ctx := testCtx(t)
 				pool := pgtest.NewPool(t)
-				sink, err := smtpsink.Start(smtpsink.Options{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = sink.Close() })
-				mailer, err := smtp.New(smtp.Config{Host: sink.Host(), Port: sink.Port(), Mode: smtp.ModeNone, From: "billing@example.com"}, nil)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = mailer.Close() })
+				sink, mailer := newSinkMailer(t)
 				var ring *KeyRing
 				if sealed {
 					ring = newTestKeys("k1").ring(t, "k1")
