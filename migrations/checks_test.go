@@ -322,14 +322,35 @@ var checkCases = []checkCase{
 		[]string{insRequeue(`'failed', 0, ''`), insRequeue(`'failed', 0, repeat('a', 201)`)},
 		[]string{insRequeue(`'failed', 0, repeat('a', 200)`)}},
 
-	// 00013: the keys a scrub removed, names from outbox.SecretPayloadKeys
-	// only; NULL is "not known".
-	{"email_outbox_scrubbed_keys_check",
-		[]string{`UPDATE email_outbox SET scrubbed_keys = ARRAY['pdf', 'api_key'] WHERE id = ` + fxEmail},
+	// 00013, 00017: the keys a scrub removed, plain key names (the six
+	// and those declared in email_secret_keys); NULL is "not known".
+	{"email_outbox_scrubbed_keys_format",
 		[]string{
-			`UPDATE email_outbox SET scrubbed_keys = ARRAY['setup_url', 'update_url', 'password_reset_url', 'invite_url', 'public_token', 'pdf'] WHERE id = ` + fxEmail,
+			`UPDATE email_outbox SET scrubbed_keys = ARRAY['pdf', 'Api_key'] WHERE id = ` + fxEmail,
+			`UPDATE email_outbox SET scrubbed_keys = ARRAY['pdf', ''] WHERE id = ` + fxEmail,
+			`UPDATE email_outbox SET scrubbed_keys = ARRAY['a,b'] WHERE id = ` + fxEmail,
+			`UPDATE email_outbox SET scrubbed_keys = ARRAY['pdf', NULL] WHERE id = ` + fxEmail,
+			`UPDATE email_outbox SET scrubbed_keys = ARRAY['k' || repeat('x', 64)] WHERE id = ` + fxEmail,
+		},
+		[]string{
+			`UPDATE email_outbox SET scrubbed_keys = ARRAY['setup_url', 'update_url', 'password_reset_url', 'invite_url', 'public_token', 'pdf', 'magic_link'] WHERE id = ` + fxEmail,
+			`UPDATE email_outbox SET scrubbed_keys = ARRAY['k' || repeat('x', 63)] WHERE id = ` + fxEmail,
 			`UPDATE email_outbox SET scrubbed_keys = '{}' WHERE id = ` + fxEmail,
 			`UPDATE email_outbox SET scrubbed_keys = NULL WHERE id = ` + fxEmail,
+		}},
+	// 00017: a declared secret key is a plain identifier and not a field
+	// of outbox.Payload.
+	{"email_secret_keys_key_format",
+		[]string{
+			`INSERT INTO email_secret_keys (key) VALUES ('Magic_link')`,
+			`INSERT INTO email_secret_keys (key) VALUES ('1link')`,
+			`INSERT INTO email_secret_keys (key) VALUES ('to')`,
+			`INSERT INTO email_secret_keys (key) VALUES ('invite_url')`,
+			`INSERT INTO email_secret_keys (key) VALUES ('k' || repeat('x', 64))`,
+		},
+		[]string{
+			`INSERT INTO email_secret_keys (key) VALUES ('magic_link')`,
+			`INSERT INTO email_secret_keys (key) VALUES ('k' || repeat('x', 63))`,
 		}},
 
 	// 00014: a row's trace, the W3C traceparent of version 00 in lowercase

@@ -72,6 +72,9 @@ func (d *Dispatcher) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	if d.stopping() {
 		return engine.Claim{}, nil
 	}
+	if err := d.declareSecretKeys(ctx); err != nil {
+		return engine.Claim{}, err
+	}
 	size := d.leases.BatchSize
 	start := time.Now()
 	deadline := start.Add(d.leases.BatchTimeout)
@@ -107,6 +110,21 @@ func (d *Dispatcher) Claim(ctx context.Context, n int) (engine.Claim, error) {
 		units = append(units, &batch{d: d, rows: chunk, deadline: deadline, supp: supp.view(chunk)})
 	}
 	return engine.Claim{Units: units, Rows: len(rows), Full: len(rows) == n*size}, nil
+}
+
+// declareSecretKeys puts the Dispatcher's extra secret keys in
+// email_secret_keys before it claims anything, so the mark of the first row
+// it sends already scrubs them. Once done it costs nothing; a failure is
+// the claim's, retried with the next one.
+func (d *Dispatcher) declareSecretKeys(ctx context.Context) error {
+	if len(d.secretKeys) == 0 || d.declared.Load() {
+		return nil
+	}
+	if err := DeclareSecretKeys(ctx, d.db, d.secretKeys); err != nil {
+		return err
+	}
+	d.declared.Store(true)
+	return nil
 }
 
 // Sweep moves the rows due behind the claim window into it (claim.Sweep):

@@ -25,7 +25,7 @@ func TestEnqueue_CustomKindStoresDataAsTopLevelKeys(t *testing.T) {
 			if err := email.Validate(); err != nil {
 				t.Fatalf("Validate: %v", err)
 			}
-			raw, err := encodePayload(nil, newRowID(), email.Payload, DefaultMaxPayloadBytes)
+			raw, err := encodePayload(nil, nil, newRowID(), email.Payload, DefaultMaxPayloadBytes)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -97,6 +98,14 @@ type Config struct {
 	// under a key id it lacks fails its row permanently. Nil means no keys:
 	// sealed rows fail, plaintext rows stay plaintext until sent.
 	Keys *KeyRing
+
+	// SecretKeys are payload keys beside SecretPayloadKeys that hold
+	// secrets; a Renderer that is a SecretKeyer adds its own. The
+	// Dispatcher declares them in the database before its first claim
+	// (DeclareSecretKeys), so every mark scrubs them, and seals them with
+	// Keys in the mark of a row that is going to wait. Each must pass
+	// ValidateSecretKey.
+	SecretKeys []string
 }
 
 // Tally counts what a batch, a drain or a shift did. The webhook side
@@ -116,12 +125,16 @@ type Dispatcher struct {
 	logger    *slog.Logger
 	metrics   *Metrics
 	keys      *KeyRing
-	backoff   leases.Backoff
-	marks     *markGroups
-	tracer    trace.Tracer
-	slots     *engine.Slots
-	lane      *engine.Lane
-	window    claim.Window // where the lane's claims start (see Claim)
+	// secretKeys are Config.SecretKeys and the Renderer's, sorted;
+	// declared is set once they are in email_secret_keys.
+	secretKeys []string
+	declared   atomic.Bool
+	backoff    leases.Backoff
+	marks      *markGroups
+	tracer     trace.Tracer
+	slots      *engine.Slots
+	lane       *engine.Lane
+	window     claim.Window // where the lane's claims start (see Claim)
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -165,20 +178,29 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	var rendererKeys []string
+	if sk, ok := cfg.Renderer.(SecretKeyer); ok {
+		rendererKeys = sk.SecretPayloadKeys()
+	}
+	secretKeys, err := secretKeySet(cfg.SecretKeys, rendererKeys)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: NewDispatcher: %w", err)
+	}
 	d := &Dispatcher{
-		db:        db,
-		sender:    cfg.Sender,
-		renderer:  cfg.Renderer,
-		leases:    cfg.Leases,
-		afterSend: cfg.AfterSend,
-		logger:    cfg.Logger,
-		metrics:   cfg.Metrics,
-		keys:      cfg.Keys,
-		marks:     newMarkGroups(db, markWriters(cfg.Concurrency), cfg.Logger),
-		backoff:   cfg.Backoff,
-		tracer:    tracing.Tracer(cfg.TracerProvider),
-		slots:     engine.NewSlots(cfg.Concurrency),
-		stop:      make(chan struct{}),
+		db:         db,
+		sender:     cfg.Sender,
+		renderer:   cfg.Renderer,
+		leases:     cfg.Leases,
+		afterSend:  cfg.AfterSend,
+		logger:     cfg.Logger,
+		metrics:    cfg.Metrics,
+		keys:       cfg.Keys,
+		secretKeys: secretKeys,
+		marks:      newMarkGroups(db, markWriters(cfg.Concurrency), cfg.Logger),
+		backoff:    cfg.Backoff,
+		tracer:     tracing.Tracer(cfg.TracerProvider),
+		slots:      engine.NewSlots(cfg.Concurrency),
+		stop:       make(chan struct{}),
 
 		suppressionBudget: leases.SuppressionBudget,
 		brandingBudget:    leases.BrandingBudget,

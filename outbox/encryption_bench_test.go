@@ -137,7 +137,7 @@ func BenchmarkEncodePayload(b *testing.B) {
 		for _, k := range benchRings(b) {
 			b.Run(e.name+"/"+k.name, func(b *testing.B) {
 				for b.Loop() {
-					if _, err := encodePayload(k.keys, "0b5c2a9e-8d3f-4f7a-9c1e-2b6d8e4f1a3c", e.email.Payload, DefaultMaxPayloadBytes); err != nil {
+					if _, err := encodePayload(k.keys, nil, "0b5c2a9e-8d3f-4f7a-9c1e-2b6d8e4f1a3c", e.email.Payload, DefaultMaxPayloadBytes); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -153,7 +153,7 @@ func BenchmarkDecodePayload(b *testing.B) {
 	for _, e := range benchEmails() {
 		for _, k := range benchRings(b) {
 			b.Run(e.name+"/"+k.name, func(b *testing.B) {
-				stored, err := encodePayload(k.keys, id, e.email.Payload, DefaultMaxPayloadBytes)
+				stored, err := encodePayload(k.keys, nil, id, e.email.Payload, DefaultMaxPayloadBytes)
 				if err != nil {
 					b.Fatal(err)
 				}

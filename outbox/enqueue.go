@@ -48,6 +48,14 @@ type Enqueuer struct {
 	// plain-SQL INSERT does; the dispatcher then seals them if the row's
 	// first attempt does not send it.
 	Keys *KeyRing
+
+	// SecretKeys are payload keys of Email.Payload.Data that hold secrets
+	// (a template directory's kind declares them in kind.json: pass
+	// templatedir.Set's SecretPayloadKeys). With Keys they are sealed like
+	// the six; without, they are stored in plaintext, as plain SQL stores
+	// them. Either way the dispatcher scrubs them once the row is sent.
+	// Each must pass ValidateSecretKey.
+	SecretKeys []string
 }
 
 // enqueueSQL inserts the id too: sealed fields are bound to the row id, so
@@ -92,8 +100,12 @@ func (e *Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, email Email) (string,
 	if limit <= 0 {
 		limit = DefaultMaxPayloadBytes
 	}
+	extra, err := secretKeySet(e.SecretKeys)
+	if err != nil {
+		return "", fmt.Errorf("outbox: Enqueuer.SecretKeys: %w", err)
+	}
 	id := newRowID()
-	payload, err := encodePayload(e.Keys, id, email.Payload, limit)
+	payload, err := encodePayload(e.Keys, extra, id, email.Payload, limit)
 	if err != nil {
 		return "", err
 	}

@@ -123,19 +123,31 @@ func TestKeyRing_NeverPrintsKeys(t *testing.T) {
 }
 
 // The six secret keys Enqueue seals are exactly the six the scrub removes,
-// so the two lists cannot drift apart.
+// so the two lists cannot drift apart; declared keys follow, taken from a
+// copy of Data, never from the caller's map.
 func TestTakeSecrets_CoversExactlyTheScrubbedKeys(t *testing.T) {
 	t.Parallel()
-	p := Payload{SetupURL: "a", UpdateURL: "b", PasswordResetURL: "c", InviteURL: "d", PublicToken: "e", PDF: []byte("%PDF-")}
+	data := map[string]any{"magic_link": "https://x/m", "plan": "pro", "z_token": "t"}
+	p := Payload{SetupURL: "a", UpdateURL: "b", PasswordResetURL: "c", InviteURL: "d", PublicToken: "e", PDF: []byte("%PDF-"), Data: data}
+	secrets, err := p.takeSecrets([]string{"magic_link", "not_here", "z_token"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var got []string
-	for _, s := range p.takeSecrets() {
+	for _, s := range secrets {
 		got = append(got, s.key)
 	}
-	if !slices.Equal(got, scrubbedPayloadKeys) {
-		t.Fatalf("takeSecrets keys %v, want scrubbedPayloadKeys %v", got, scrubbedPayloadKeys)
+	if want := append(slices.Clone(scrubbedPayloadKeys), "magic_link", "z_token"); !slices.Equal(got, want) {
+		t.Fatalf("takeSecrets keys %v, want %v", got, want)
 	}
 	if p.SetupURL != "" || p.UpdateURL != "" || p.PasswordResetURL != "" || p.InviteURL != "" || p.PublicToken != "" || p.PDF != nil {
 		t.Errorf("takeSecrets left secrets in the payload: %+v", p)
+	}
+	if len(p.Data) != 1 || p.Data["plan"] != "pro" {
+		t.Errorf("takeSecrets left Data %v; want only plan", p.Data)
+	}
+	if len(data) != 3 {
+		t.Errorf("takeSecrets changed the caller's Data: %v", data)
 	}
 }
 
@@ -152,15 +164,15 @@ func TestEncodePayload_LimitIgnoresSealing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, keys := range []*KeyRing{nil, ring} {
-		if _, err := encodePayload(keys, "00000000-0000-4000-8000-000000000000", p, len(plain)); err != nil {
+		if _, err := encodePayload(keys, nil, "00000000-0000-4000-8000-000000000000", p, len(plain)); err != nil {
 			t.Errorf("keys %v: payload of exactly the limit refused: %v", keys, err)
 		}
-		if _, err := encodePayload(keys, "00000000-0000-4000-8000-000000000000", p, len(plain)-1); err == nil {
+		if _, err := encodePayload(keys, nil, "00000000-0000-4000-8000-000000000000", p, len(plain)-1); err == nil {
 			t.Errorf("keys %v: payload one byte over the limit accepted", keys)
 		}
 	}
 	// Without keys the stored document is the payload itself.
-	stored, err := encodePayload(nil, "id", p, len(plain))
+	stored, err := encodePayload(nil, nil, "id", p, len(plain))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ VALUES ('raw', 'cus_big', jsonb_build_object('to', 'ada@example.com', 'subject',
 	pdf := append([]byte("%PDF-1.7 "), []byte(strings.Repeat("p", DefaultMaxPayloadBytes*3/4-600))...)
 	e := Email{Kind: KindInvoice, CustomerID: "cus_big", Payload: Payload{To: "ada@example.com", Subject: "Invoice", InvoiceNumber: "INV-1",
 		PDF: pdf, SetupURL: "https://pay.example.com/s", UpdateURL: "https://pay.example.com/u", PublicToken: "pt"}}
-	if _, err := encodePayload(nil, newRowID(), e.Payload, DefaultMaxPayloadBytes); err != nil {
+	if _, err := encodePayload(nil, nil, newRowID(), e.Payload, DefaultMaxPayloadBytes); err != nil {
 		t.Fatalf("the test email must fit Enqueue's limit: %v", err)
 	}
 	ring := newTestKeys("k1").ring(t, "k1")

@@ -97,16 +97,28 @@ type SecretField struct {
 	State string `json:"state"`
 }
 
-// SecretFields says, for each secret key (scrubbedPayloadKeys) the row
-// holds or held, what became of it: sealed or present while it is pending
-// or failed; scrubbed once it is dispatched or skipped, for the keys the
-// mark removed. A row scrubbed before postbox recorded which keys it
-// removed (migration 00013) lists all six, since any of them may have
-// been there.
+// SecretFields says, for each secret key (scrubbedPayloadKeys, then the
+// declared ones, sorted) the row holds or held, what became of it: sealed
+// or present while it is pending or failed; scrubbed once it is
+// dispatched, skipped or cancelled, for the keys the mark removed. A row
+// scrubbed before postbox recorded which keys it removed (migration
+// 00013) lists all six, since any of them may have been there.
 func (r Record) SecretFields() []SecretField {
 	var out []SecretField
-	scrubbed := r.Status == StatusDispatched || r.Status == StatusSkipped
-	for _, k := range scrubbedPayloadKeys {
+	scrubbed := r.Status == StatusDispatched || r.Status == StatusSkipped || r.Status == StatusCancelled
+	var declared []string
+	for k := range r.secrets {
+		if !slices.Contains(scrubbedPayloadKeys, k) {
+			declared = append(declared, k)
+		}
+	}
+	for _, k := range r.scrubbedKeys {
+		if !slices.Contains(scrubbedPayloadKeys, k) && !slices.Contains(declared, k) {
+			declared = append(declared, k)
+		}
+	}
+	slices.Sort(declared)
+	for _, k := range slices.Concat(scrubbedPayloadKeys, declared) {
 		state, held := r.secrets[k]
 		switch {
 		case held:

@@ -36,7 +36,7 @@ var payloadFieldNames = func() []string {
 // it cannot scan is left for the decoder to refuse.
 func checkPayloadKeys(raw []byte) error {
 	var seen map[string]bool
-	return scanTopLevelKeys(raw, func(key string) error {
+	return scanTopLevelKeys(raw, func(key string, _ []byte) error {
 		for _, name := range payloadFieldNames {
 			switch {
 			case key == name:
@@ -83,11 +83,11 @@ func foldsToSecretKey(key string) string {
 	return ""
 }
 
-// scanTopLevelKeys calls fn with each key of the JSON object raw, in
-// document order, skipping values without decoding them. It returns fn's
-// first error, or nil when raw is not an object it can scan (the decoder
-// reports that).
-func scanTopLevelKeys(raw []byte, fn func(key string) error) error {
+// scanTopLevelKeys calls fn with each key of the JSON object raw and its
+// value's bytes, in document order, skipping values without decoding
+// them. It returns fn's first error, or nil when raw is not an object it
+// can scan (the decoder reports that).
+func scanTopLevelKeys(raw []byte, fn func(key string, value []byte) error) error {
 	i := skipSpace(raw, 0)
 	if i >= len(raw) || raw[i] != '{' {
 		return nil
@@ -108,14 +108,15 @@ func scanTopLevelKeys(raw []byte, fn func(key string) error) error {
 				return nil
 			}
 		}
-		if err := fn(key); err != nil {
-			return err
-		}
 		if i = skipSpace(raw, end); i >= len(raw) || raw[i] != ':' {
 			return nil
 		}
-		if i, ok = skipValue(raw, skipSpace(raw, i+1)); !ok {
+		start := skipSpace(raw, i+1)
+		if i, ok = skipValue(raw, start); !ok {
 			return nil
+		}
+		if err := fn(key, raw[start:i]); err != nil {
+			return err
 		}
 		switch i = skipSpace(raw, i); {
 		case i < len(raw) && raw[i] == ',':

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 )
 
 // DefaultRekeyBatch is Rekey's batch size when RekeyOptions.BatchSize is 0.
@@ -175,9 +177,11 @@ func (k *KeyRing) reseal(r *rekeyRow) {
 	}
 	active := k.ActiveKeyID()
 	patch := []byte{'{'}
-	for _, key := range scrubbedPayloadKeys {
-		v, ok := fields[key]
-		if !ok || isNull(v) {
+	// fields holds the secret keys only, the six and the declared ones
+	// (secretsSQL); sorted, so a batch writes the same bytes each time.
+	for _, key := range slices.Sorted(maps.Keys(fields)) {
+		v := fields[key]
+		if isNull(v) {
 			continue
 		}
 		env, sealed, err := parseEnvelope(v)

@@ -7,7 +7,8 @@ import (
 )
 
 // scrubbedPayloadKeys are removed from a row's payload by the mark that sets
-// it dispatched or skipped, in the same UPDATE (see
+// it dispatched, skipped or cancelled, with the keys a template
+// directory's kinds declare secret (DeclareSecretKeys), in the same UPDATE (see
 // docs/design/outbox-transport.md, Scrub of secret keys). They are the
 // single-use links, the public token and the PDF: what must not outlive the
 // send. Every other key stays, because the invoice timeline, the sent-emails
@@ -32,11 +33,15 @@ var scrubbedPayloadKeys = []string{
 // KeyRing seals while the row waits): what no log, page or error shows.
 func SecretPayloadKeys() []string { return slices.Clone(scrubbedPayloadKeys) }
 
-// scrubbedKeysSQL is scrubbedPayloadKeys as a SQL text[] literal. The keys
-// are constants of this package (checked to be plain identifiers), not
-// input, so building the literal once is as safe as a parameter and keeps
-// the mark statements' parameters about the row.
-var scrubbedKeysSQL = textArray(scrubbedPayloadKeys)
+// scrubbedKeysSQL is every secret payload key as a SQL text[]:
+// scrubbedPayloadKeys as a literal, then the keys declared in
+// email_secret_keys (DeclareSecretKeys). The six are constants of this
+// package (checked to be plain identifiers), not input, so building the
+// literal once is as safe as a parameter and keeps the statements'
+// parameters about the row. The declared keys are read by an uncorrelated
+// subquery, which Postgres evaluates once per statement (an InitPlan), not
+// once per row; the table holds a handful of rows.
+var scrubbedKeysSQL = "(" + textArray(scrubbedPayloadKeys) + " || ARRAY(SELECT key FROM email_secret_keys))"
 
 // scrubSet is the SET clause the dispatched and skipped marks share. It
 // also records which of the keys the payload held (scrubbed_keys; both

@@ -202,8 +202,9 @@ func (s secretValue) storedLen() int {
 }
 
 // takeSecrets returns the secret fields that are set, in
-// scrubbedPayloadKeys order, and clears them in p.
-func (p *Payload) takeSecrets() []secretValue {
+// scrubbedPayloadKeys order and then the Data keys among extra, sorted,
+// and clears them in p. Data is copied first: it is the caller's map.
+func (p *Payload) takeSecrets(extra []string) ([]secretValue, error) {
 	var out []secretValue
 	for _, f := range []struct {
 		key string
@@ -225,15 +226,38 @@ func (p *Payload) takeSecrets() []secretValue {
 		out = append(out, secretValue{key: "pdf", bin: p.PDF})
 		p.PDF = nil
 	}
-	return out
+	copied := false
+	for _, key := range extra { // sorted (secretKeySet)
+		v, ok := p.Data[key]
+		if !ok {
+			continue
+		}
+		if !copied {
+			p.Data, copied = maps.Clone(p.Data), true
+		}
+		delete(p.Data, key)
+		if v == nil {
+			continue // as a null is stored: nothing secret to seal
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("payload.data: %s: %w", key, err)
+		}
+		out = append(out, secretValue{key: key, json: b})
+	}
+	return out, nil
 }
 
 // encodePayload is the payload as Enqueue stores it for row id: its JSON
-// with, when keys is set, each secret field replaced by its envelope. The
-// limit applies to the payload encoded without sealing, so turning
-// encryption on does not change which emails fit.
-func encodePayload(keys *KeyRing, id string, p Payload, limit int) ([]byte, error) {
-	secrets := p.takeSecrets()
+// with, when keys is set, each secret field — the six, and the Data keys
+// among extra — replaced by its envelope. The limit applies to the
+// payload encoded without sealing, so turning encryption on does not
+// change which emails fit.
+func encodePayload(keys *KeyRing, extra []string, id string, p Payload, limit int) ([]byte, error) {
+	secrets, err := p.takeSecrets(extra)
+	if err != nil {
+		return nil, err
+	}
 	base, err := json.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: encode payload: %w", err)
@@ -360,25 +384,65 @@ func (k *KeyRing) decodeSealed(rowID string, kind Kind, raw []byte) (Payload, er
 			return p, fmt.Errorf("decode payload: payload.%s: %w", f.key, err)
 		}
 	}
+	if err := k.openData(rowID, raw, &p); err != nil {
+		return p, err
+	}
 	if err := p.validate(kind); err != nil {
 		return p, fmt.Errorf("decode payload: %w", err)
 	}
 	return p, nil
 }
 
+// openData opens the sealed values among raw's keys that are not
+// Payload's fields — the keys a kind declared secret, sealed by Enqueue, a
+// mark or Rekey — into p.Data, where a template reads them. It opens any
+// such key it finds sealed, declared on this worker or not: the envelope
+// is bound to the row and the key, so only what was sealed there opens.
+// A value that is not a well-formed envelope is the application's own
+// data and is left for the template as it is.
+func (k *KeyRing) openData(rowID string, raw []byte, p *Payload) error {
+	return scanTopLevelKeys(raw, func(key string, value []byte) error {
+		if !bytes.Contains(value, envelopeMarker) || slices.Contains(payloadFieldNames, key) {
+			return nil
+		}
+		env, sealed, err := parseEnvelope(value)
+		if err != nil || !sealed {
+			return nil
+		}
+		opened, err := k.open(rowID, key, env)
+		if err != nil {
+			return fmt.Errorf("row %s: %w", rowID, err)
+		}
+		if env.Form != formJSON {
+			return fmt.Errorf("decode payload: payload.%s: sealed in form %q", key, env.Form)
+		}
+		dec := json.NewDecoder(bytes.NewReader(opened))
+		dec.UseNumber() // as the template reads the row's plaintext keys
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return fmt.Errorf("decode payload: payload.%s: %w", key, err)
+		}
+		if p.Data == nil {
+			p.Data = map[string]any{}
+		}
+		p.Data[key] = v
+		return nil
+	})
+}
+
 // plaintextSecrets returns the secret fields that raw, a stored payload,
-// holds in plaintext (nulls aside), under the keys they are stored under:
-// a key that spells a secret one under case folding ("INVITE_URL") counts,
-// so the row that decode refused for it does not wait with it in
-// plaintext either.
-func plaintextSecrets(raw json.RawMessage) map[string]json.RawMessage {
+// holds in plaintext (nulls aside), under the keys they are stored under —
+// the six and extra: a key that spells a secret one under case folding
+// ("INVITE_URL") counts, so the row that decode refused for it does not
+// wait with it in plaintext either.
+func plaintextSecrets(raw json.RawMessage, extra []string) map[string]json.RawMessage {
 	var fields map[string]json.RawMessage
 	if json.Unmarshal(raw, &fields) != nil {
 		return nil
 	}
 	var plain map[string]json.RawMessage
 	for key, v := range fields {
-		if foldsToSecretKey(key) == "" || isNull(v) {
+		if (foldsToSecretKey(key) == "" && !isExtraSecret(key, extra)) || isNull(v) {
 			continue
 		}
 		if _, sealed, err := parseEnvelope(v); sealed || err != nil {
@@ -396,13 +460,13 @@ func plaintextSecrets(raw json.RawMessage) map[string]json.RawMessage {
 // payload (payload || it): the row's plaintext secret fields, sealed. A row
 // written by plain SQL is sent as it is; once its attempt has not sent it,
 // it is going to wait — for its backoff slot, or for an operator's requeue
-// — and must not wait in plaintext. Without keys, or with nothing in
-// plaintext, it is noSeal.
-func (k *KeyRing) sealWaiting(row *Row) json.RawMessage {
+// — and must not wait in plaintext. extra are the Dispatcher's declared
+// secret keys. Without keys, or with nothing in plaintext, it is noSeal.
+func (k *KeyRing) sealWaiting(row *Row, extra []string) json.RawMessage {
 	if !k.seals() {
 		return noSeal
 	}
-	plain := plaintextSecrets(row.RawPayload)
+	plain := plaintextSecrets(row.RawPayload, extra)
 	if len(plain) == 0 {
 		return noSeal
 	}

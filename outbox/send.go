@@ -232,7 +232,7 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 	}
 	seal := noSeal
 	if res.Outcome == OutcomeFailed || res.Outcome == OutcomeRetry {
-		seal = d.keys.sealWaiting(row)
+		seal = d.keys.sealWaiting(row, d.secretKeys)
 	}
 	m, metric := d.markFor(row, res, seal)
 	m.until = row.leaseEnd

@@ -98,7 +98,7 @@ func TestPayloadKeys_ExactAndUnknownKeysStillSend(t *testing.T) {
 func TestPayloadKeys_EnqueueWritesExactKeys(t *testing.T) {
 	t.Parallel()
 	for _, keys := range []*KeyRing{nil, newTestKeys("k1").ring(t, "k1")} {
-		raw, err := encodePayload(keys, newRowID(), sealedEmail().Payload, DefaultMaxPayloadBytes)
+		raw, err := encodePayload(keys, nil, newRowID(), sealedEmail().Payload, DefaultMaxPayloadBytes)
 		if err != nil {
 			t.Fatal(err)
 		}

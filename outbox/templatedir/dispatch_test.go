@@ -2,6 +2,7 @@ package templatedir_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -73,6 +74,137 @@ func TestDispatch_ReceiptFromPlainSQLArrivesAtMailpit(t *testing.T) {
 	if !strings.Contains(full.HTML, "<h1>Receipt for order ord_7</h1>") || !strings.Contains(full.HTML, "<li>Oolong</li>") ||
 		!strings.Contains(full.HTML, "Example Shop") {
 		t.Errorf("HTML part %q; want html.tmpl inside the shared layout with its footer", full.HTML)
+	}
+}
+
+// The target: a kind's declared secret key (receipt/kind.json:
+// download_url) is sealed while the row is pending — by Enqueue with keys,
+// and by the mark that keeps a plain-SQL row waiting — reaches the
+// recipient opened, and is scrubbed from both rows once they are sent,
+// the scrub naming it.
+func TestDispatch_DeclaredSecretKeySealedWhilePendingScrubbedOnceSent(t *testing.T) {
+	t.Parallel()
+	bin := mailpittest.Binary(t)
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	set, err := templatedir.Load("testdata/receipts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := set.SecretPayloadKeys(); len(got) != 1 || got[0] != "download_url" {
+		t.Fatalf("SecretPayloadKeys = %q; want the one receipt/kind.json declares", got)
+	}
+	ring, err := outbox.ParseKeyRing("k1:" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const sealedLink, plainLink = "https://shop.example.com/d/s3cr3t-go", "https://shop.example.com/d/s3cr3t-sql"
+
+	// From Go: sealed by Enqueue.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enq := outbox.Enqueuer{Keys: ring, SecretKeys: set.SecretPayloadKeys()}
+	goID, err := enq.Enqueue(ctx, tx, outbox.Email{Kind: "receipt", CustomerID: "cus_1", Payload: outbox.Payload{
+		To: "grace@example.com", Name: "Grace",
+		Data: map[string]any{"order_id": "ord_8", "total": "€3.00", "items": []string{"Oolong"}, "download_url": sealedLink},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// From plain SQL, in plaintext: sealed by its first attempt's mark,
+	// which a relay refusing with 451 makes a retry.
+	var sqlID string
+	if err := pool.QueryRow(ctx, `INSERT INTO email_outbox (kind, customer_id, payload, next_attempt_at) VALUES ('receipt', 'cus_2',
+		jsonb_build_object('to', 'lin@example.com', 'name', 'Lin', 'order_id', 'ord_9', 'total', '€4.00', 'items', '[]'::jsonb, 'download_url', $1::text),
+		now() + interval '1 hour') RETURNING id`, plainLink).Scan(&sqlID); err != nil {
+		t.Fatal(err)
+	}
+	refuse := outbox.SenderFunc(func(context.Context, smtp.Message) error {
+		return &smtp.ReplyError{Code: 451, Text: "try later"}
+	})
+	first, err := outbox.NewDispatcher(pool, outbox.Config{Sender: refuse, Renderer: set, Keys: ring})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE email_outbox SET next_attempt_at = now() WHERE id = $1`, sqlID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE email_outbox SET next_attempt_at = now() + interval '1 hour' WHERE id = $1`, goID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.RunBatch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var declared bool
+	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM email_secret_keys WHERE key = 'download_url')`).Scan(&declared); err != nil || !declared {
+		t.Fatalf("download_url in email_secret_keys: %v (%v); want the dispatcher to declare it before its first claim", declared, err)
+	}
+	for _, id := range []string{goID, sqlID} {
+		var row, kid string
+		var attempts int
+		if err := pool.QueryRow(ctx, `SELECT to_jsonb(e)::text, coalesce(payload->'download_url'->>'kid', ''), attempts
+			FROM email_outbox e WHERE id = $1`, id).Scan(&row, &kid, &attempts); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(row, "s3cr3t") || kid != "k1" {
+			t.Fatalf("pending row %s (%d attempts): download_url sealed under %q; want an envelope under k1 and no plaintext link:\n%s",
+				id, attempts, kid, row)
+		}
+		// Nor does any reader show it (worker show, the console).
+		rec, err := outbox.Get(ctx, pool, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := json.Marshal(rec.Payload); strings.Contains(string(b), "download_url") {
+			t.Errorf("Get(%s).Payload = %s; want download_url left out", id, b)
+		}
+	}
+
+	mp := mailpittest.Start(t, bin)
+	mailer, err := smtp.New(smtp.Config{Host: "127.0.0.1", Port: mp.SMTPPort, Mode: smtp.ModeNone, From: "Shop <shop@example.com>"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mailer.Close() })
+	d, err := outbox.NewDispatcher(pool, outbox.Config{Sender: mailer, Renderer: set, Keys: ring})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE email_outbox SET next_attempt_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Drain(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{goID, sqlID} {
+		var status, payload string
+		var scrubbed []string
+		if err := pool.QueryRow(ctx, `SELECT status, payload::text, scrubbed_keys FROM email_outbox WHERE id = $1`, id).
+			Scan(&status, &payload, &scrubbed); err != nil {
+			t.Fatal(err)
+		}
+		if status != "dispatched" || strings.Contains(payload, "download_url") || len(scrubbed) != 1 || scrubbed[0] != "download_url" {
+			t.Errorf("sent row %s: %s, payload %s, scrubbed_keys %q; want dispatched, download_url scrubbed and named", id, status, payload, scrubbed)
+		}
+	}
+	var list struct {
+		Messages []struct{ ID, Subject string }
+	}
+	mp.WaitForMessages(t, 2, &list)
+	var texts []string
+	for _, m := range list.Messages {
+		var full struct{ Text string }
+		mp.GetJSON(t, "/api/v1/message/"+m.ID, &full)
+		texts = append(texts, full.Text)
+	}
+	all := strings.Join(texts, "\n----\n")
+	if !strings.Contains(all, "Your download: "+sealedLink) || !strings.Contains(all, "Your download: "+plainLink) {
+		t.Errorf("received texts %q; want each with its opened download link", all)
 	}
 }
 

@@ -13,7 +13,7 @@ worker.
 	│   ├── text.tmpl              text/template   } at least one
 	│   ├── html.tmpl              html/template   }
 	│   ├── sample.json            a payload rendered at boot
-	│   └── kind.json              optional; reserved for secret_keys (not yet supported)
+	│   └── kind.json              optional: {"secret_keys": ["magic_link"]}
 	└── invoice/                   a folder named like a built-in kind replaces it
 
 [Load] parses every template and renders each kind against its

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 	texttemplate "text/template"
@@ -191,8 +190,6 @@ type kindJSON struct {
 	SecretKeys []string `json:"secret_keys"`
 }
 
-var keyPattern = regexp.MustCompile(outbox.KindPattern)
-
 func (k *kind) readKindFile(fsys fs.FS) error {
 	rel := path.Join(string(k.name), KindFile)
 	b, err := fs.ReadFile(fsys, rel)
@@ -205,27 +202,14 @@ func (k *kind) readKindFile(fsys fs.FS) error {
 	if err := dec.Decode(&kj); err != nil {
 		return jsonError(rel, b, err)
 	}
-	builtinSecret := outbox.SecretPayloadKeys()
 	for _, key := range kj.SecretKeys {
-		switch {
-		case !keyPattern.MatchString(key):
-			return fmt.Errorf("%s: secret key %q is not a plain identifier (%s)", rel, key, outbox.KindPattern)
-		case slices.Contains(builtinSecret, key):
-			return fmt.Errorf("%s: secret key %q is secret in every kind already: leave it out", rel, key)
-		case slices.Contains(payloadFieldNames, key):
-			return fmt.Errorf("%s: secret key %q is a field every kind keeps after sending (outbox.Payload); name the secret otherwise", rel, key)
-		case slices.Contains(k.secretKeys, key):
+		if err := outbox.ValidateSecretKey(key); err != nil {
+			return fmt.Errorf("%s: %w", rel, err)
+		}
+		if slices.Contains(k.secretKeys, key) {
 			return fmt.Errorf("%s: secret key %q is listed twice", rel, key)
 		}
 		k.secretKeys = append(k.secretKeys, key)
-	}
-	if len(k.secretKeys) > 0 {
-		// Until the dispatcher seals and scrubs declared keys, a
-		// declaration would promise what the worker does not do: the
-		// value would stay in the row in plaintext after the send.
-		return fmt.Errorf("%s: secret_keys %v are not supported yet: a declared key would be kept in plaintext after sending; "+
-			"carry a single-use link in one of the built-in secret keys (%s), which every kind seals and scrubs",
-			rel, k.secretKeys, strings.Join(builtinSecret, ", "))
 	}
 	return nil
 }

@@ -58,21 +58,16 @@ func (k *kind) render(row *outbox.Row) (smtp.Message, error) {
 
 // payloadFields are outbox.Payload's fields by JSON name, except pdf (the
 // attachment, not text to render) and Data.
-var payloadFields, payloadFieldNames = func() (map[string]int, []string) {
+var payloadFields = func() map[string]int {
 	fields := map[string]int{}
-	var names []string
 	t := reflect.TypeFor[outbox.Payload]()
 	for i := range t.NumField() {
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		if name == "" || name == "-" {
-			continue
-		}
-		names = append(names, name)
-		if name != "pdf" {
+		if name != "" && name != "-" && name != "pdf" {
 			fields[name] = i
 		}
 	}
-	return fields, names
+	return fields
 }()
 
 // templateData is what a directory kind's templates see: the payload as a
@@ -101,7 +96,7 @@ func templateData(row *outbox.Row) (map[string]any, error) {
 	}
 	for key, value := range data {
 		if m, ok := value.(map[string]any); ok && m["enc"] != nil && m["ct"] != nil {
-			return nil, fmt.Errorf("payload.%s is sealed and was not opened: declare it in %s/%s secret_keys on every worker", key, row.Kind, KindFile)
+			return nil, fmt.Errorf("payload.%s is sealed and was not opened: a malformed envelope, or a worker without keys", key)
 		}
 	}
 	return data, nil

@@ -90,18 +90,18 @@ func (s *Set) Has(k outbox.Kind) bool {
 	return ok
 }
 
-// SecretKeys are the extra secret payload keys each directory kind
-// declares (kind.json): the dispatcher and the Enqueuer seal and scrub
-// them as they do outbox.SecretPayloadKeys. Kinds that declare none are
-// absent.
-func (s *Set) SecretKeys() map[outbox.Kind][]string {
-	out := map[outbox.Kind][]string{}
+// SecretPayloadKeys are the extra secret payload keys the directory's
+// kinds declare (kind.json), sorted, each once: an outbox.SecretKeyer, so a
+// Dispatcher rendering with the set seals and scrubs them as it does
+// outbox.SecretPayloadKeys, in rows of every kind. Pass them to
+// outbox.Enqueuer.SecretKeys to seal them at enqueue as well.
+func (s *Set) SecretPayloadKeys() []string {
+	var out []string
 	for _, k := range s.kinds {
-		if len(k.secretKeys) > 0 {
-			out[k.name] = slices.Clone(k.secretKeys)
-		}
+		out = append(out, k.secretKeys...)
 	}
-	return out
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Render renders a claimed row: from the directory's templates for its

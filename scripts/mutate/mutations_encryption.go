@@ -18,7 +18,7 @@ func init() {
 		Mutation{
 			Name:    "encryption: drop the encrypt-on-failure step",
 			File:    "outbox/send.go",
-			Find:    "seal = d.keys.sealWaiting(row)",
+			Find:    "seal = d.keys.sealWaiting(row, d.secretKeys)",
 			Replace: "seal = noSeal",
 			Pkg:     "./outbox/",
 			Test:    "TestEncryption_PlainSQLRowSealedByTheMarkThatKeepsItWaiting",
@@ -26,8 +26,8 @@ func init() {
 		Mutation{
 			Name:    "encryption: Enqueue stores the secret fields in plaintext",
 			File:    "outbox/enqueue.go",
-			Find:    "payload, err := encodePayload(e.Keys, id, email.Payload, limit)",
-			Replace: "payload, err := encodePayload(nil, id, email.Payload, limit)",
+			Find:    "payload, err := encodePayload(e.Keys, extra, id, email.Payload, limit)",
+			Replace: "payload, err := encodePayload(nil, extra, id, email.Payload, limit)",
 			Pkg:     "./outbox/",
 			Test:    "TestEncryption_StoredRowHoldsNoPlaintextSecret",
 		},
