@@ -1,41 +1,26 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/postbox/postbox/internal/testsupport/logbuf"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/migrations"
 )
 
 // startWorker runs the worker binary with extra environment and returns the
 // command and its combined stderr.
-func startWorker(t *testing.T, env []string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+func startWorker(t *testing.T, env []string, args ...string) (*exec.Cmd, *logbuf.Buffer) {
 	t.Helper()
-	cmd := exec.Command(workerBinary(t), args...)
-	cmd.Env = append(os.Environ(), env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.Stdout = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			cmd.Wait()
-		}
-	})
-	return cmd, &stderr
+	return startBinary(t, workerBinary(t), env, args...)
 }
 
 func freeAddr(t *testing.T) string {
@@ -65,7 +50,7 @@ func get(t *testing.T, url string, auth ...string) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-func waitReady(t *testing.T, base string, stderr *bytes.Buffer) {
+func waitReady(t *testing.T, base string, stderr fmt.Stringer) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
