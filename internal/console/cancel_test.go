@@ -30,6 +30,10 @@ func TestCancelActions(t *testing.T) {
 		!strings.Contains(page, "/confirm/cancel-email?id="+emailID) {
 		t.Fatalf("scheduled email's page: %d\n%s", code, page)
 	}
+	if code, page := b.get("/console/webhook-outbox/" + hookID); code != 200 || !strings.Contains(page, "scheduled for ") ||
+		strings.Contains(page, "next attempt") {
+		t.Fatalf("scheduled webhook_outbox row's page: %d; want \"scheduled for\", not \"next attempt\"\n%s", code, page)
+	}
 	if code, page := b.get("/console/confirm/cancel-email?id=" + emailID); code != 200 || !strings.Contains(page, "never sent") {
 		t.Fatalf("confirmation page: %d\n%s", code, page)
 	}

@@ -199,6 +199,7 @@ func (c *Console) funcs() template.FuncMap {
 		// redact shows an endpoint URL without what may be a token.
 		"redact":       webhook.RedactURL,
 		"plural":       story.Plural,
+		"due":          story.Due,
 		"breakerCount": story.BreakerCount,
 		"ts": func(t any) string {
 			switch t := t.(type) {

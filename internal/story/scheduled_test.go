@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/postbox/postbox/webhook"
 )
 
 // A pending row never attempted and due later is "scheduled for" its due
@@ -29,6 +31,32 @@ func TestVerdict_ScheduledIsNotRetrying(t *testing.T) {
 			t.Parallel()
 			if got, _ := verdict(tc.e); !strings.HasPrefix(got, tc.want) {
 				t.Fatalf("verdict = %q, want it to start %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// The webhook_outbox row's story says the same of a row held by its
+// send-at.
+func TestText_ScheduledWebhookOutboxRow(t *testing.T) {
+	t.Parallel()
+	later := time.Now().Add(72 * time.Hour)
+	for _, tc := range []struct {
+		name string
+		o    webhook.OutboxRecord
+		want string
+	}{
+		{"scheduled", webhook.OutboxRecord{ID: "w1", EventType: "trial.ending", Status: "pending", NextAttemptAt: later}, "  scheduled for "},
+		{"retrying", webhook.OutboxRecord{ID: "w2", EventType: "trial.ending", Status: "pending", Attempts: 1, NextAttemptAt: later}, "  next attempt "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var b strings.Builder
+			if err := WriteText(&b, Story{WebhookOutbox: &tc.o}); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(b.String(), tc.want) {
+				t.Fatalf("story:\n%s\nwant a line starting %q", b.String(), tc.want)
 			}
 		})
 	}

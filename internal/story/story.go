@@ -372,9 +372,7 @@ func verdict(e Email) (outcome, fix string) {
 		return "cancelled" + by + " before it was sent: it will not be sent", "send a new email if it is wanted after all: a cancelled row's links and PDF are gone (scrubbed)"
 	case "pending":
 		next := e.NextAttemptAt.UTC().Format(time.RFC3339)
-		if e.Attempts == 0 && e.NextAttemptAt.After(time.Now()) {
-			// Never attempted and due later: held by its SendAt, not
-			// backing off (a retry has attempts; a requeue is due now).
+		if Due(e.Attempts, e.NextAttemptAt) == dueScheduled {
 			return "scheduled for " + next, "none needed: the workers send it then; worker cancel email " + e.ID + " withdraws it"
 		}
 		if e.Attempts == 0 {
@@ -387,6 +385,19 @@ func verdict(e Email) (outcome, fix string) {
 		return e.AttemptsSoFar() + " so far, next at " + next + "; last error: " + orNone(e.LastError), fix
 	}
 	return "status " + e.Status, "none known"
+}
+
+const dueScheduled = "scheduled for"
+
+// Due names a pending row's due time, for the story and the console: a row
+// never attempted and due later is "scheduled for" — held by its send-at,
+// not backing off (a retry has attempts; a requeue is due now) — and any
+// other is its "next attempt".
+func Due(attempts int, next time.Time) string {
+	if attempts == 0 && next.After(time.Now()) {
+		return dueScheduled
+	}
+	return "next attempt"
 }
 
 // Plural is "1 attempt", "2 attempts": the story's counts, and the

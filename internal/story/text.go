@@ -33,6 +33,9 @@ func WriteText(w io.Writer, s Story) error {
 	case s.WebhookOutbox != nil:
 		o := s.WebhookOutbox
 		p.f("webhook_outbox row %s (%s): %s, %s, created %s\n", o.ID, o.EventType, o.Status, Plural(o.Attempts, "attempt"), ts(o.CreatedAt))
+		if o.Status == "pending" {
+			p.f("  %s %s\n", Due(o.Attempts, o.NextAttemptAt), ts(o.NextAttemptAt))
+		}
 		if o.LastError != "" {
 			p.f("  last error: %s\n", o.LastError)
 		}

@@ -42,7 +42,7 @@ func init() {
 		Mutation{
 			Name:    "schedule: show says retrying (or waiting) for a scheduled row",
 			File:    "internal/story/story.go",
-			Find:    "if e.Attempts == 0 && e.NextAttemptAt.After(time.Now()) {",
+			Find:    "if attempts == 0 && next.After(time.Now()) {",
 			Replace: "if false {",
 			Pkg:     "./internal/story/",
 			Test:    "TestVerdict_ScheduledIsNotRetrying",
@@ -102,6 +102,14 @@ func init() {
 			Replace: "UPDATE email_outbox SET status = 'skipped', cancelled_at = NULL, cancelled_by = NULL,\n    last_error = NULL AND left(",
 			Pkg:     "./migrations/",
 			Test:    "TestScheduledCancelUpAndDownWithRows",
+		},
+		Mutation{
+			Name:    "schedule: the webhook_outbox page says next attempt of a scheduled row",
+			File:    "internal/console/templates/story.html",
+			Find:    `{{if eq .Status "pending"}}, {{due .Attempts .NextAttemptAt}} {{ts .NextAttemptAt}}{{end}}</p>`,
+			Replace: `{{if eq .Status "pending"}}, next attempt {{ts .NextAttemptAt}}{{end}}</p>`,
+			Pkg:     "./internal/console/",
+			Test:    "TestCancelActions",
 		},
 	)
 }
