@@ -69,8 +69,13 @@ func TestRun_PlainInsertWakesTheLane(t *testing.T) {
 	sender := newFakeSender(nil)
 	waker := engine.NewWaker(connectFunc(pool), discardLogger())
 	d := newDispatcher(t, pool, sender)
+	wake := waker.Subscribe(table.Name)
+	// Claims only, so the lane runs no sweep (a sweep that moves a row
+	// wakes the lane too), and counted, so the insert comes after the
+	// first claim has found nothing.
+	source := &countingSource{d: d}
 	d.lane = engine.NewLane(engine.LaneConfig{
-		Name: table.Name, Source: d, Slots: d.slots, Wake: waker.Subscribe(table.Name),
+		Name: table.Name, Source: source, Slots: d.slots, Wake: wake,
 		Poll: time.Hour, HotPoll: time.Hour,
 	})
 	runCtx, cancel := context.WithCancel(ctx)
@@ -81,14 +86,19 @@ func TestRun_PlainInsertWakesTheLane(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the waker never listened")
 	}
+	// The wake-up every (re)connect sends is in the channel by now:
+	// drained, it cannot stand in for the insert's.
+	select {
+	case <-wake:
+	default:
+	}
 	ran := make(chan Tally, 1)
 	go func() {
 		res, _ := d.Run(runCtx, time.Hour)
 		ran <- res
 	}()
 	// The Run's first claim finds nothing; only a wake-up makes a second.
-	waitFor(t, func() bool { return d.slots.InUse() == 0 })
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, func() bool { return source.claims.Load() >= 1 && d.slots.InUse() == 0 })
 	id := insertRow(t, pool, "raw", rawPayload("ada@example.com"))
 	waitFor(t, func() bool { return sender.callsFor(id) == 1 })
 	d.Stop()
@@ -129,6 +139,18 @@ func TestMark_RetriedAcrossAConnectionCut(t *testing.T) {
 			t.Errorf("row %s: %s, sent %d times; want dispatched, sent once", id, st.Status, sender.callsFor(id))
 		}
 	}
+}
+
+// countingSource is the Dispatcher as an engine.Source that only claims,
+// counting its claims.
+type countingSource struct {
+	d      *Dispatcher
+	claims atomic.Int32
+}
+
+func (s *countingSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
+	defer s.claims.Add(1)
+	return s.d.Claim(ctx, n)
 }
 
 func waitFor(t *testing.T, ok func() bool) {
