@@ -200,3 +200,17 @@ func earlier(a, b context.Context) bool {
 // batches in flight, where a second or third commit in flight stops marks
 // queueing behind a single fsync (docs/PERFORMANCE.md).
 func markWriters(concurrency int) int { return min(max(concurrency/50, 1), 4) }
+
+// PoolConnections is how many pool connections a Dispatcher of this
+// Concurrency keeps busy at once in steady work: its lane's claim and its
+// mark writers. Each batch's own reads (a suppression re-check, a release)
+// are single short statements that wait for a free connection rather than
+// hold one, so they are not counted; nothing in the Dispatcher holds one
+// connection while it waits for a second, so a pool of any size cannot
+// deadlock it.
+func PoolConnections(concurrency int) int {
+	if concurrency <= 0 {
+		concurrency = DefaultConcurrency
+	}
+	return 1 + markWriters(concurrency)
+}

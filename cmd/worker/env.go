@@ -210,6 +210,9 @@ type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	pool   *pgxpool.Pool
+	// poolSize is the pool's MaxConns: a replica's (replicaPoolSize), set
+	// by run before it connects; 0 is a command's (cliPoolSize).
+	poolSize int
 	// lookup is what the configuration was read through: `run` looks in it
 	// for variables postbox does not read (unknownVariables), once, at boot.
 	lookup func(string) (string, bool)
@@ -231,7 +234,9 @@ func LoadEnv(lookup func(string) (string, bool), stdout, stderr io.Writer, jsonL
 }
 
 // Pool connects to DATABASE_URL once, with an error naming the host when
-// the database does not answer.
+// the database does not answer. Its size is a command's, at most
+// cliConnections, unless run has set a replica's (docs/OPERATIONS.md,
+// "Connections").
 func (e *Env) Pool(ctx context.Context) (*pgxpool.Pool, error) {
 	if e.pool != nil {
 		return e.pool, nil
@@ -243,9 +248,14 @@ func (e *Env) Pool(ctx context.Context) (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	if cfg.MaxConns < 20 {
-		cfg.MaxConns = 20
+	size := e.poolSize
+	if size == 0 {
+		if size, err = cliPoolSize(e.Config); err != nil {
+			return nil, err
+		}
 	}
+	cfg.MaxConns = int32(size)
+	cfg.MinConns = min(cfg.MinConns, cfg.MaxConns)
 	e.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)

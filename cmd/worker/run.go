@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -35,6 +36,11 @@ func init() {
 }
 
 func runRun(ctx context.Context, env *Env, _ []string) error {
+	size, _, err := replicaPoolSize(env.Config)
+	if err != nil {
+		return err
+	}
+	env.poolSize = size
 	pool, err := env.MigratedPool(ctx)
 	if err != nil {
 		return err
@@ -66,6 +72,13 @@ func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaO
 		"email_claim_lease", cfg.Leases.ClaimLease(cfg.Leases.BatchSize).String(),
 		"poll_interval", cfg.PollInterval.String(), "shutdown_timeout", cfg.ShutdownTimeout.String(),
 		"retry_backoff_scale", cfg.RetryBackoffScale, "sealed_secrets", cfg.Keys != nil)
+	// What it may hold of the database's max_connections: the pool, and
+	// the two listeners beside it.
+	need := replicaNeed(cfg)
+	log.Info("database connections: a pool of "+strconv.Itoa(int(pool.Config().MaxConns))+
+		" plus "+strconv.Itoa(listenerConnections)+" listeners; the replica needs "+need.String(),
+		"pool_max_conns", pool.Config().MaxConns, "need", need.total, "listeners", listenerConnections,
+		"server_connections_max", int(pool.Config().MaxConns)+listenerConnections)
 
 	// Tracing before the replica, whose dispatchers take the provider;
 	// flushed after it has stopped (the deferred call runs after

@@ -40,7 +40,11 @@ func WithDatabase(raw, name string) (string, error) {
 }
 
 func adminExec(ctx context.Context, adminURL, sql string) error {
-	conn, err := pgx.Connect(ctx, adminURL)
+	cfg, err := connConfig(adminURL)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // DefaultURL is tried when no URL is configured.
@@ -61,7 +62,7 @@ func Find(ctx context.Context, logger *slog.Logger, envVars ...string) (*Server,
 // Ping connects once with a short deadline. The error names the host, so a
 // wrong DATABASE_URL diagnoses itself.
 func Ping(ctx context.Context, url string) error {
-	cfg, err := pgx.ParseConfig(url)
+	cfg, err := connConfig(url)
 	if err != nil {
 		return fmt.Errorf("parse database URL: %w", err)
 	}
@@ -84,4 +85,16 @@ func Ping(ctx context.Context, url string) error {
 			strings.Join(strings.Fields(err.Error()), " "))
 	}
 	return conn.Close(ctx)
+}
+
+// connConfig parses url as pgxpool does, so the pool's own parameters
+// (pool_max_conns, …) are taken out rather than sent to the server as
+// runtime parameters, which Postgres refuses at startup
+// ("unrecognized configuration parameter").
+func connConfig(url string) (*pgx.ConnConfig, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.ConnConfig, nil
 }

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
+)
+
+// The pool a replica runs with is its need unless DATABASE_URL's
+// pool_max_conns says otherwise; that is honoured, never raised, and a
+// value below the need is refused naming both. Commands other than run
+// use at most two connections.
+func TestConnectionBudget(t *testing.T) {
+	t.Parallel()
+	const base = "postgres://postgres@127.0.0.1:5432/postbox"
+	for _, tc := range []struct {
+		name      string
+		url       string
+		env       map[string]string
+		replica   int    // pool size; 0 when refused
+		refused   string // part of the refusal
+		cli       int
+		needTotal int
+	}{
+		{name: "defaults", url: base, replica: 10, cli: 2, needTotal: 10},
+		{name: "EMAIL_CONCURRENCY=100", url: base, env: map[string]string{"EMAIL_CONCURRENCY": "100"}, replica: 11, cli: 2, needTotal: 11},
+		{name: "pool_max_conns above the need", url: base + "?pool_max_conns=25", replica: 25, cli: 2, needTotal: 10},
+		{name: "pool_max_conns at the need", url: base + "?pool_max_conns=10", replica: 10, cli: 2, needTotal: 10},
+		{name: "pool_max_conns below the need", url: base + "?pool_max_conns=4", cli: 2, needTotal: 10,
+			refused: "pool_max_conns=4 is below the 10 (email lane 2, webhook lanes 3, River 3, gates 1, HTTP 1) connections"},
+		{name: "a command under pool_max_conns=1", url: base + "?pool_max_conns=1", cli: 1, needTotal: 10,
+			refused: "pool_max_conns=1 is below the 10"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			vars := map[string]string{"DATABASE_URL": tc.url}
+			for k, v := range tc.env {
+				vars[k] = v
+			}
+			cfg, err := LoadConfig(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+			if err != nil {
+				t.Fatal(err)
+			}
+			size, need, err := replicaPoolSize(cfg)
+			switch {
+			case tc.refused != "":
+				if err == nil || !strings.Contains(err.Error(), tc.refused) {
+					t.Errorf("replicaPoolSize = %d, %v; want refused with %q", size, err, tc.refused)
+				}
+			case err != nil || size != tc.replica:
+				t.Errorf("replicaPoolSize = %d, %v; want %d", size, err, tc.replica)
+			}
+			if need.total != tc.needTotal {
+				t.Errorf("need %s; want %d", need, tc.needTotal)
+			}
+			if cli, err := cliPoolSize(cfg); err != nil || cli != tc.cli {
+				t.Errorf("cliPoolSize = %d, %v; want %d", cli, err, tc.cli)
+			}
+		})
+	}
+}
+
+// A real replica, its pool_max_conns written in DATABASE_URL (which the
+// first connection once passed to Postgres as a runtime parameter,
+// failing the boot), drains emails and webhooks while pg_stat_activity
+// is sampled: it never holds more than its pool plus the two listeners.
+// The figures are logged; docs/OPERATIONS.md ("Connections") quotes them.
+// A pool_max_conns below the need stops the boot, naming both numbers.
+func TestRun_HoldsNoMoreConnectionsThanItsPool(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  []string
+		pool int
+	}{
+		{"defaults", nil, 10},
+		{"EMAIL_CONCURRENCY=100", []string{"EMAIL_CONCURRENCY=100"}, 11},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dbURL := pgtest.URL(t)
+			pool := pgtest.Connect(t, dbURL)
+			app := "postbox-conn-" + strings.NewReplacer("=", "-", "_", "-").Replace(strings.ToLower(tc.name))
+			workerURL := withParams(t, dbURL, url.Values{"application_name": {app}, "pool_max_conns": {fmt.Sprint(tc.pool)}})
+
+			sink, err := smtpsink.Start(smtpsink.Options{DiscardData: true, Fault: func(smtpsink.Envelope) error {
+				time.Sleep(20 * time.Millisecond) // a relay answering in tens of milliseconds
+				return nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sink.Close()
+			receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				time.Sleep(20 * time.Millisecond)
+				w.WriteHeader(http.StatusNoContent)
+			}))
+			defer receiver.Close()
+			ctx := context.Background()
+			if _, err := pool.Exec(ctx, `INSERT INTO webhook_endpoints (url, secret) SELECT $1::text || '/in/' || i, 'whsec_MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY='
+				FROM generate_series(1, 5) AS i`, receiver.URL); err != nil {
+				t.Fatal(err)
+			}
+
+			env := append(poolEnv(t, workerURL, sink), tc.env...)
+			cmd, out := startWorker(t, env, "run")
+			waitShifts(t, pool, 1, out.String)
+			if !strings.Contains(out.String(), fmt.Sprintf(`"pool_max_conns":%d`, tc.pool)) {
+				t.Fatalf("the boot log does not give the pool of %d:\n%s", tc.pool, out)
+			}
+
+			sample := sampler(t, pool, app)
+			idle := sample.peakFor(2 * time.Second)
+			insertEmails(t, pool, "conn", 2000)
+			if _, err := pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload)
+				SELECT 'invoice.paid', jsonb_build_object('n', i) FROM generate_series(1, 200) AS i`); err != nil {
+				t.Fatal(err)
+			}
+			busy := sample.peakUntil(func() bool { return drained(t, pool) }, 3*time.Minute)
+			if !drained(t, pool) {
+				var left string
+				_ = pool.QueryRow(ctx, `SELECT format('emails %s, webhook_outbox %s, deliveries %s',
+					(SELECT count(*) FROM email_outbox WHERE status = 'pending'), (SELECT count(*) FROM webhook_outbox WHERE status = 'pending'),
+					(SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'))`).Scan(&left)
+				t.Fatalf("not drained in 3 minutes (pending: %s); logs:\n%s", left, tail(out.String(), 40))
+			}
+			t.Logf("%s: pool_max_conns %d; backends held: idle %d, draining 2000 emails and 200 events × 5 endpoints %d",
+				tc.name, tc.pool, idle, busy)
+			if limit := tc.pool + listenerConnections; busy > limit || idle > limit {
+				t.Errorf("the replica held %d backends idle, %d draining; want at most its pool %d + %d listeners",
+					idle, busy, tc.pool, listenerConnections)
+			}
+			stopWorker(t, cmd, out)
+		})
+	}
+
+	t.Run("pool_max_conns below the need", func(t *testing.T) {
+		t.Parallel()
+		dbURL := withParams(t, pgtest.URL(t), url.Values{"pool_max_conns": {"3"}})
+		code, output := runBinary(t, workerBinary(t), []string{"DATABASE_URL=" + dbURL, "HTTP_ADDR=" + freeAddr(t)}, "run")
+		if code == 0 || !strings.Contains(output, "pool_max_conns=3 is below the 10") {
+			t.Fatalf("worker run with pool_max_conns=3: exit %d\n%s\nwant a refusal naming 3 and the need of 10", code, output)
+		}
+	})
+}
+
+func withParams(t *testing.T, raw string, params url.Values) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	for k, v := range params {
+		q[k] = v
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+func drained(t *testing.T, pool *pgxpool.Pool) bool {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM email_outbox WHERE status = 'pending')
+		+ (SELECT count(*) FROM webhook_outbox WHERE status = 'pending')
+		+ (SELECT count(*) FROM webhook_deliveries WHERE status = 'pending')`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n == 0
+}
+
+// backendSampler counts the backends of one application_name in
+// pg_stat_activity.
+type backendSampler struct {
+	t    *testing.T
+	pool *pgxpool.Pool
+	app  string
+}
+
+func sampler(t *testing.T, pool *pgxpool.Pool, app string) *backendSampler {
+	return &backendSampler{t: t, pool: pool, app: app}
+}
+
+func (s *backendSampler) count() int {
+	var n int
+	if err := s.pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()`, s.app).Scan(&n); err != nil {
+		s.t.Error(err)
+	}
+	return n
+}
+
+// peakFor samples every 10 ms for d and returns the most seen.
+func (s *backendSampler) peakFor(d time.Duration) int {
+	end := time.Now().Add(d)
+	return s.peakUntil(func() bool { return time.Now().After(end) }, d+time.Second)
+}
+
+// peakUntil samples every 10 ms until done, or limit, and returns the most
+// seen.
+func (s *backendSampler) peakUntil(done func() bool, limit time.Duration) int {
+	peak := 0
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		peak = max(peak, s.count())
+		if done() {
+			break
+		}
+	}
+	return peak
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

@@ -1,0 +1,33 @@
+package main
+
+// The connection budget: a replica's pool is pool_max_conns when
+// DATABASE_URL sets it, else its need; below the need the boot stops; the
+// first connection does not pass pool_max_conns to Postgres.
+func init() {
+	register(
+		Mutation{
+			Name:    "connections: a pool_max_conns below the need is run with",
+			File:    "cmd/worker/connections.go",
+			Find:    "case set < need.total:",
+			Replace: "case false:",
+			Pkg:     "./cmd/worker/",
+			Test:    "TestConnectionBudget",
+		},
+		Mutation{
+			Name:    "connections: the boot's ping passes pool_max_conns to Postgres",
+			File:    "internal/devserver/pgserver/find.go",
+			Find:    "cfg, err := connConfig(url)",
+			Replace: "cfg, err := pgx.ParseConfig(url)",
+			Pkg:     "./cmd/worker/",
+			Test:    "TestRun_HoldsNoMoreConnectionsThanItsPool",
+		},
+		Mutation{
+			Name:    "connections: a command's pool is not capped",
+			File:    "cmd/worker/connections.go",
+			Find:    "return min(set, cliConnections), nil",
+			Replace: "return set, nil",
+			Pkg:     "./cmd/worker/",
+			Test:    "TestConnectionBudget",
+		},
+	)
+}
