@@ -330,7 +330,8 @@ var checkCases = []checkCase{
 			`UPDATE email_outbox SET scrubbed_keys = ARRAY['pdf', ''] WHERE id = ` + fxEmail,
 			`UPDATE email_outbox SET scrubbed_keys = ARRAY['a,b'] WHERE id = ` + fxEmail,
 			`UPDATE email_outbox SET scrubbed_keys = ARRAY['pdf', NULL] WHERE id = ` + fxEmail,
-			`UPDATE email_outbox SET scrubbed_keys = ARRAY['k' || repeat('x', 64)] WHERE id = ` + fxEmail,
+			`UPDATE email_outbox SET scrubbed_keys = ARRAY['pdf,'] WHERE id = ` + fxEmail,
+			`UPDATE email_outbox SET scrubbed_keys = ARRAY[NULL]::text[] WHERE id = ` + fxEmail,
 		},
 		[]string{
 			`UPDATE email_outbox SET scrubbed_keys = ARRAY['setup_url', 'update_url', 'password_reset_url', 'invite_url', 'public_token', 'pdf', 'magic_link'] WHERE id = ` + fxEmail,

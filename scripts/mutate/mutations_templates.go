@@ -88,8 +88,8 @@ func init() {
 		},
 		Mutation{
 			Name:    "kinds: the format CHECK admits any kind",
-			File:    "migrations/sql/00015_custom_kinds.sql",
-			Find:    "CHECK (kind ~ '^[a-z][a-z0-9_]{0,63}$') NOT VALID;",
+			File:    "migrations/sql/00017_secret_keys.sql",
+			Find:    "CHECK (kind ~ '^[a-z][a-z0-9_]*$' AND octet_length(kind) <= 64) NOT VALID;",
 			Replace: "CHECK (kind <> '') NOT VALID;",
 			Pkg:     "./migrations/",
 			Test:    "TestCheckConstraints_RefuseAndAccept",
@@ -197,6 +197,22 @@ func init() {
 			Replace: "'amount_due', 'due_date', 'attempt_number', 'setup_url', 'update_url',",
 			Pkg:     "./outbox/",
 			Test:    "TestValidateSecretKey_SameRuleAsTheTable",
+		},
+		Mutation{
+			Name:    "secret keys: scrubbed_keys takes a name with a separator in it for two",
+			File:    "migrations/sql/00017_secret_keys.sql",
+			Find:    "                = cardinality(scrubbed_keys) - 1)) NOT VALID;",
+			Replace: "                >= 0)) NOT VALID;",
+			Pkg:     "./migrations/",
+			Test:    "TestCheckConstraints_RefuseAndAccept",
+		},
+		Mutation{
+			Name:    "kinds: the kind format has no length limit",
+			File:    "migrations/sql/00017_secret_keys.sql",
+			Find:    "CHECK (kind ~ '^[a-z][a-z0-9_]*$' AND octet_length(kind) <= 64) NOT VALID;",
+			Replace: "CHECK (kind ~ '^[a-z][a-z0-9_]*$') NOT VALID;",
+			Pkg:     "./migrations/",
+			Test:    "TestCheckConstraints_RefuseAndAccept",
 		},
 	)
 }
