@@ -14,10 +14,10 @@ func init() {
 			Test:    "TestConnectionBudget",
 		},
 		Mutation{
-			Name:    "connections: the boot's ping passes pool_max_conns to Postgres",
+			Name:    "connections: a single connection passes pool_max_conns to Postgres",
 			File:    "internal/devserver/pgserver/find.go",
-			Find:    "cfg, err := connConfig(url)",
-			Replace: "cfg, err := pgx.ParseConfig(url)",
+			Find:    "\tcfg, err := pgxpool.ParseConfig(url)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n\treturn cfg.ConnConfig, nil",
+			Replace: "\t_ = pgxpool.ParseConfig // the pool's parsing, unused\n\treturn pgx.ParseConfig(url)",
 			Pkg:     "./cmd/worker/",
 			Test:    "TestRun_HoldsNoMoreConnectionsThanItsPool",
 		},

@@ -40,11 +40,7 @@ func WithDatabase(raw, name string) (string, error) {
 }
 
 func adminExec(ctx context.Context, adminURL, sql string) error {
-	cfg, err := connConfig(adminURL)
-	if err != nil {
-		return err
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := Connect(ctx, adminURL)
 	if err != nil {
 		return err
 	}

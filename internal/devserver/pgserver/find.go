@@ -87,6 +87,17 @@ func Ping(ctx context.Context, url string) error {
 	return conn.Close(ctx)
 }
 
+// Connect opens one connection to url: what every single connection to a
+// DATABASE_URL (a ping, an admin statement, a bench's probe) is opened
+// with, so the URL a pool accepts is accepted here too.
+func Connect(ctx context.Context, url string) (*pgx.Conn, error) {
+	cfg, err := connConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.ConnectConfig(ctx, cfg)
+}
+
 // connConfig parses url as pgxpool does, so the pool's own parameters
 // (pool_max_conns, …) are taken out rather than sent to the server as
 // runtime parameters, which Postgres refuses at startup

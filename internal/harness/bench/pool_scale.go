@@ -239,7 +239,7 @@ func schemaHash() (string, error) {
 }
 
 func databaseSize(ctx context.Context, url string) (string, error) {
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := pgserver.Connect(ctx, url)
 	if err != nil {
 		return "", err
 	}
@@ -419,7 +419,7 @@ func (pr *poolRunner) scaleDrain(ctx context.Context, p path, seeded bool) (floa
 // it. While it is open VACUUM can remove nothing newer, and index scans
 // cannot mark entries dead.
 func holdSnapshot(ctx context.Context, url string) (release func(), err error) {
-	conn, err := pgx.Connect(ctx, url)
+	conn, err := pgserver.Connect(ctx, url)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/postbox/postbox/internal/devserver/pgserver"
 )
 
 // Report is one run: the machine, the rows of the table, and any EXPLAIN
@@ -93,7 +93,7 @@ func (r *runner) machine(ctx context.Context) (Machine, error) {
 		OS:        runtime.GOOS + "/" + runtime.GOARCH,
 		LoadAvg:   loadAvg(),
 	}
-	conn, err := pgx.Connect(ctx, r.url)
+	conn, err := pgserver.Connect(ctx, r.url)
 	if err != nil {
 		return m, fmt.Errorf("bench: connect: %w", err)
 	}

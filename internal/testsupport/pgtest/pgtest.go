@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -235,7 +234,7 @@ func schemaHash() string {
 }
 
 func adminExec(ctx context.Context, sql string) error {
-	conn, err := pgx.Connect(ctx, server.URL)
+	conn, err := pgserver.Connect(ctx, server.URL)
 	if err != nil {
 		return err
 	}
@@ -245,7 +244,7 @@ func adminExec(ctx context.Context, sql string) error {
 }
 
 func adminQueryRow(ctx context.Context, sql string, args []any, dest ...any) error {
-	conn, err := pgx.Connect(ctx, server.URL)
+	conn, err := pgserver.Connect(ctx, server.URL)
 	if err != nil {
 		return err
 	}
