@@ -37,6 +37,10 @@ func TestPasses_PruneDeletesOldOrphanEvents(t *testing.T) {
 VALUES ('raw', 'cus_1', '{"to":"ada@example.com","subject":"Hi","text":"Hi"}', 'dispatched', now()) RETURNING id::text`).Scan(&row); err != nil {
 				t.Fatal(err)
 			}
+			// The events are back-dated: their weeks must exist.
+			if _, err := pool.Exec(ctx, `SELECT postbox_history_partitions('email_events', now() - interval '31 days', now())`); err != nil {
+				t.Fatal(err)
+			}
 			ages := map[string]string{"orphan-1d": "1 day", "orphan-3d": "3 days", "orphan-31d": "31 days", "row-31d": "31 days"}
 			wantPruned := int64(0)
 			for id, age := range ages {

@@ -353,6 +353,16 @@ var checkCases = []checkCase{
 			`INSERT INTO email_secret_keys (key) VALUES ('magic_link')`,
 			`INSERT INTO email_secret_keys (key) VALUES ('k' || repeat('x', 63))`,
 		}},
+	// 00018: what retention dropped is recorded under a history's name.
+	{"postbox_history_dropped_history_check",
+		[]string{
+			`INSERT INTO postbox_history_dropped (history, dropped_before, retention) VALUES ('email_outbox', now(), '90 days')`,
+			`INSERT INTO postbox_history_dropped (history, dropped_before, retention) VALUES ('', now(), '90 days')`,
+		},
+		[]string{
+			`INSERT INTO postbox_history_dropped (history, dropped_before, retention) VALUES ('email_attempts', now(), '90 days')`,
+			`INSERT INTO postbox_history_dropped (history, dropped_before, retention) VALUES ('webhook_events', now(), '90 days')`,
+		}},
 
 	// 00014: a row's trace, the W3C traceparent of version 00 in lowercase
 	// hex, or NULL for none.

@@ -54,10 +54,12 @@ func (e *CancelRefusedError) Is(target error) bool { return target == ErrNotCanc
 // attempt (prior_attempts + attempts) is not logged yet is one whose
 // worker has not marked it — it may be sending it right now. A scheduled
 // row has never been claimed (attempts 0); a requeued one starts again
-// from 0 too.
+// from 0 too. The log is partitioned by week: only the weeks since the
+// row was made are looked at.
 const leasedSQL = `(email_outbox.attempts > 0 AND email_outbox.next_attempt_at > now() AND NOT EXISTS (
 	SELECT 1 FROM email_attempts a
-	WHERE a.row_id = email_outbox.id AND a.attempt = email_outbox.prior_attempts + email_outbox.attempts))`
+	WHERE a.row_id = email_outbox.id AND a.attempt = email_outbox.prior_attempts + email_outbox.attempts
+		AND a.at >= email_outbox.created_at))`
 
 // cancelSQL withdraws a pending row that no worker holds, with a
 // compare-and-set like every mark, and removes its secret keys as the

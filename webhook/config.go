@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/postbox/postbox/internal/history"
 )
 
 // Defaults for Settings. Each is what a newcomer gets with no environment.
@@ -170,7 +172,7 @@ func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 		c.AllowedCIDRs = cidrs
 	}
 	if s, ok := get(EnvOutboxRetention); ok {
-		d, err := parseRetention(s)
+		d, err := history.ParseRetention(s)
 		if err != nil {
 			return c, fmt.Errorf("%s=%q: %w", EnvOutboxRetention, s, err)
 		}
@@ -204,7 +206,7 @@ func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 	}{{EnvBreakerCooldown, &c.BreakerCooldown}, {EnvBreakerMaxCooldown, &c.BreakerMaxCooldown}, {EnvDisableAfter, &c.DisableAfter}}
 	for _, v := range durations {
 		if s, ok := get(v.name); ok {
-			d, err := parseRetention(s)
+			d, err := history.ParseRetention(s)
 			if err != nil {
 				return c, fmt.Errorf("%s=%q: %w", v.name, s, err)
 			}
@@ -250,23 +252,6 @@ func ParseCIDRs(s string) ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
-}
-
-// parseRetention accepts a Go duration (168h) or a whole number of days
-// (7d), which is how an operator thinks about retention.
-func parseRetention(s string) (time.Duration, error) {
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n < 1 {
-			return 0, fmt.Errorf("must be a positive duration such as 7d or 168h")
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("must be a positive duration such as 7d or 168h")
-	}
-	return d, nil
 }
 
 // PoolConnections is how many pool connections a Dispatcher keeps busy at

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox/postbox/internal/devserver/pgserver"
+	"github.com/postbox/postbox/internal/history"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/migrations"
 	"github.com/postbox/postbox/outbox"
@@ -59,6 +60,10 @@ type Config struct {
 	// (docs/TEMPLATES.md); empty: the built-in kinds only. LoadConfig checks
 	// it is a directory; `worker run` loads and proves it (templates.go).
 	TemplatesDir string
+
+	// History is how long the history tables keep their rows
+	// (EMAIL_HISTORY_RETENTION, WEBHOOK_HISTORY_RETENTION).
+	History history.Retention
 }
 
 // Production reports APP_ENV=production.
@@ -147,6 +152,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	if c.TemplatesDir, err = templatesDirFromEnv(get); err != nil {
+		return c, err
+	}
+	if c.History, err = history.RetentionFromEnv(lookup); err != nil {
 		return c, err
 	}
 	return c, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/postbox/postbox/internal/backlog"
+	"github.com/postbox/postbox/internal/history"
 	"github.com/postbox/postbox/internal/version"
 	"github.com/postbox/postbox/jobs"
 	"github.com/postbox/postbox/webhook"
@@ -79,6 +80,17 @@ func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaO
 		" plus "+strconv.Itoa(listenerConnections)+" listeners; the replica needs "+need.String(),
 		"pool_max_conns", pool.Config().MaxConns, "need", need.total, "listeners", listenerConnections,
 		"server_connections_max", int(pool.Config().MaxConns)+listenerConnections)
+	// The weeks ahead of the history tables, made again here rather than
+	// left to the leader's pass alone: a mark whose week does not exist
+	// fails, and a pool that went weeks without a pass (no replica ran)
+	// has its first marks right after boot. A failure is not fatal: the
+	// weeks made before still reach ahead (postbox_history_ahead_seconds).
+	if made, err := history.Ensure(ctx, pool); err != nil {
+		log.Error("history: could not make the weeks ahead; the history pass tries again hourly", "error", err)
+	} else if made > 0 {
+		log.Info("history weeks made", "weeks", made)
+	}
+	log.Info("history retention", "email", history.FormatRetention(cfg.History.Email), "webhook", history.FormatRetention(cfg.History.Webhook))
 
 	// Tracing before the replica, whose dispatchers take the provider;
 	// flushed after it has stopped (the deferred call runs after
@@ -94,7 +106,8 @@ func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaO
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		jobs.NewJobsCollector(pool, log, jobs.ShiftArgs{}.Kind(), jobs.RetryPassArgs{}.Kind(), jobs.PruneArgs{}.Kind()),
+		jobs.NewJobsCollector(pool, log, jobs.ShiftArgs{}.Kind(), jobs.RetryPassArgs{}.Kind(), jobs.PruneArgs{}.Kind(), jobs.HistoryArgs{}.Kind()),
+		jobs.NewHistoryCollector(pool, cfg.History, log),
 		backlog.NewCollector(pool, log), version.Collector())
 
 	rep, err := newReplica(env, pool, reg, opts)

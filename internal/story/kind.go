@@ -96,6 +96,9 @@ func checkForced(q string, k Kind) error {
 type NotFoundError struct {
 	Query    string
 	Searched []Kind
+	// Deleted, when retention has deleted rows of what was searched, says
+	// which: what was not found may have been among them.
+	Deleted string
 }
 
 func (e *NotFoundError) Error() string {
@@ -103,7 +106,11 @@ func (e *NotFoundError) Error() string {
 	for i, k := range e.Searched {
 		where[i] = searchedText[k]
 	}
-	return fmt.Sprintf("nothing matches %q: searched %s", e.Query, strings.Join(where, ", "))
+	msg := fmt.Sprintf("nothing matches %q: searched %s", e.Query, strings.Join(where, ", "))
+	if e.Deleted != "" {
+		msg += "; " + e.Deleted
+	}
+	return msg
 }
 
 // Is makes errors.Is(err, ErrNotFound) true.

@@ -41,6 +41,11 @@ type Story struct {
 	// Jobs are the River shift jobs still kept (24 h) whose output names
 	// a row of this story.
 	Jobs []JobRef `json:"jobs,omitempty"`
+
+	// HistoryDropped says, a sentence each, what retention has dropped of
+	// these rows' history (EMAIL_HISTORY_RETENTION,
+	// WEBHOOK_HISTORY_RETENTION): the logs shown start after it.
+	HistoryDropped []string `json:"history_dropped,omitempty"`
 }
 
 // Email is one email_outbox row as an operator reads it.
@@ -154,7 +159,11 @@ func Find(ctx context.Context, db DB, q string, kind Kind) (Story, error) {
 			return s, nil
 		}
 	}
-	return Story{}, &NotFoundError{Query: q, Searched: kinds}
+	note, err := deletedNote(ctx, db, kinds)
+	if err != nil {
+		return Story{}, err
+	}
+	return Story{}, &NotFoundError{Query: q, Searched: kinds, Deleted: note}
 }
 
 // load reads q as kind k; found is false when nothing matches.
@@ -215,6 +224,9 @@ func load(ctx context.Context, db DB, q string, k Kind) (s Story, found bool, er
 	}
 	ids, since := s.rowIDs()
 	if s.Jobs, err = jobsFor(ctx, db, ids, since); err != nil {
+		return s, false, err
+	}
+	if s.HistoryDropped, err = droppedNotes(ctx, db, s); err != nil {
 		return s, false, err
 	}
 	return s, true, nil

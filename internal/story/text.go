@@ -46,6 +46,9 @@ func WriteText(w io.Writer, s Story) error {
 			p.f("  fix: worker requeue webhook %s\n", o.ID)
 		}
 	}
+	for _, note := range s.HistoryDropped {
+		p.f("\nhistory: %s\n", note)
+	}
 	if len(s.Jobs) > 0 {
 		p.f("\nRiver shift jobs that attempted these rows (kept 24 h; River UI: /riverui/jobs/<id>):\n")
 		for _, j := range s.Jobs {

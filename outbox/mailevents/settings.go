@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/postbox/postbox/internal/history"
 	"github.com/postbox/postbox/outbox"
 )
 
@@ -100,7 +101,7 @@ func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 		s.Policy.SuppressOrphans = on
 	}
 	if v := get(EnvOrphanRetention); v != "" {
-		d, err := parseRetention(v)
+		d, err := history.ParseRetention(v)
 		if err != nil {
 			return s, fmt.Errorf("%s=%q: %w", EnvOrphanRetention, v, err)
 		}
@@ -111,20 +112,4 @@ func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 			EnvOrphanRetention, s.OrphanRetention, EnvSoftBounceWindow, s.Policy.SoftBounceWindow)
 	}
 	return s, nil
-}
-
-// parseRetention accepts a Go duration (720h) or a whole number of days
-// (30d), as WEBHOOK_OUTBOX_RETENTION does.
-func parseRetention(s string) (time.Duration, error) {
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.Atoi(days)
-		if err != nil || n < 1 || n > 100*365 {
-			return 0, fmt.Errorf("must be a positive duration such as 30d or 720h")
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		return d, nil
-	}
-	return 0, fmt.Errorf("must be a positive duration such as 30d or 720h")
 }

@@ -232,8 +232,8 @@ func init() {
 	}, Mutation{
 		Name:    "attempt log: marks append nothing",
 		File:    "outbox/mark.go",
-		Find:    "'%[3]s', %[4]s FROM marked",
-		Replace: "'%[3]s', %[4]s FROM marked WHERE false",
+		Find:    "\tWHERE $%[2]d::int <= attempts) m\n",
+		Replace: "\tWHERE $%[2]d::int <= attempts AND false) m\n",
 		Pkg:     "./outbox/",
 		Test:    "TestAttempts_EveryMarkLogsItsAttempt",
 	}, Mutation{
