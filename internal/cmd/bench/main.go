@@ -76,6 +76,7 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 	scaleDuration := fs.Duration("scale-duration", 0, "pool-scale: length of each steady-load run (default 120s; 20s with --quick)")
 	scaleBacklog := fs.Int("scale-backlog", 0, "pool-scale: rows of the backlog drains (default 20000; 5000 with --quick)")
 	tracing := fs.Bool("tracing", false, "pool-backlog: also run postbox with tracing on (every span sampled, OTLP/HTTP to a receiver in the bench process) beside it off")
+	retentionRows := fs.Int("retention-rows", 0, "pool-retention: rows seeded into each history log over 30 days (default 1000000; 100000 with --quick)")
 	keepSeed := fs.Bool("keep-seed", false, "pool-scale: keep the seeded database (postbox_scale_seed_*) for the next run, which reuses it while the migrations are unchanged")
 	return func(ctx context.Context, stdout, stderr io.Writer) error {
 		if *rate != "" {
@@ -146,7 +147,8 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 				v   int
 				dst *int
 			}{{*n, &popts.N}, {*concurrency, &popts.Concurrency}, {*trials, &popts.Trials},
-				{*scaleRows, &popts.ScaleRows}, {*scaleRate, &popts.ScaleRate}, {*scaleBacklog, &popts.ScaleBacklog}} {
+				{*scaleRows, &popts.ScaleRows}, {*scaleRate, &popts.ScaleRate}, {*scaleBacklog, &popts.ScaleBacklog},
+				{*retentionRows, &popts.RetentionRows}} {
 				if f.v < 0 {
 					return program.Usagef("a count flag is %d: want 0 (the default) or more", f.v)
 				}

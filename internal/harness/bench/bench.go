@@ -370,7 +370,7 @@ func (r *runner) truncate(ctx context.Context) error {
 		return err
 	}
 	defer pool.Close()
-	_, err = pool.Exec(ctx, `TRUNCATE email_outbox, email_attempts, email_requeues, email_suppressions,
+	_, err = pool.Exec(ctx, `TRUNCATE email_outbox, email_attempts, email_events, email_requeues, email_suppressions,
 webhook_delivery_attempts, webhook_deliveries, webhook_events, webhook_outbox, webhook_endpoint_secrets, webhook_endpoints,
 river_job, river_leader`)
 	if err != nil {

@@ -26,22 +26,25 @@ const (
 	SectionPoolEnqueue    = "pool-enqueue"
 	SectionPoolLeaderKill = "pool-leaderkill"
 	SectionPoolScale      = "pool-scale"
+	SectionPoolRetention  = "pool-retention"
 )
 
 // PoolSections lists the pool sections in run order.
-var PoolSections = []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLeaderKill, SectionPoolScale}
+var PoolSections = []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLeaderKill, SectionPoolScale, SectionPoolRetention}
 
 // DefaultPoolSections are what --pool runs without --only: all but the
-// scale section, which seeds millions of rows and runs for half an hour.
+// scale and retention sections, which seed millions of rows and run for
+// many minutes.
 var DefaultPoolSections = PoolSections[:4]
 
 // Report section titles of the pool sections.
 const (
-	titlePoolBacklog = "pool backlog"
-	titlePoolLatency = "pool latency commit→DATA"
-	titlePoolEnqueue = "pool enqueue"
-	titlePoolKill    = "pool leader kill"
-	titlePoolScale   = "pool scale: kept history, held snapshot"
+	titlePoolBacklog   = "pool backlog"
+	titlePoolLatency   = "pool latency commit→DATA"
+	titlePoolEnqueue   = "pool enqueue"
+	titlePoolKill      = "pool leader kill"
+	titlePoolScale     = "pool scale: kept history, held snapshot"
+	titlePoolRetention = "pool retention: weeks dropped under load"
 )
 
 // PoolOptions configure the pool sections. Zero fields take
@@ -90,6 +93,10 @@ type PoolOptions struct {
 	ScaleDuration time.Duration
 	ScaleBacklog  int
 	KeepSeed      bool
+	// RetentionRows is the rows seeded into each history log by the
+	// retention section, over RetentionDays; it reuses ScaleRate and
+	// ScaleDuration for its steady load.
+	RetentionRows int
 
 	BodyBytes int
 	// Tracing adds a path to the backlog section: postbox with tracing on
@@ -121,6 +128,7 @@ func DefaultPool() PoolOptions {
 		ScaleRate:         200,
 		ScaleDuration:     120 * time.Second,
 		ScaleBacklog:      20_000,
+		RetentionRows:     1_000_000,
 		BodyBytes:         2048,
 	}
 }
@@ -136,6 +144,7 @@ func QuickPool() PoolOptions {
 	o.ScaleRows = 200_000
 	o.ScaleDuration = 20 * time.Second
 	o.ScaleBacklog = 5000
+	o.RetentionRows = 100_000
 	return o
 }
 
@@ -182,6 +191,9 @@ func (o PoolOptions) withDefaults() PoolOptions {
 	}
 	if o.ScaleRows <= 0 {
 		o.ScaleRows = d.ScaleRows
+	}
+	if o.RetentionRows <= 0 {
+		o.RetentionRows = d.RetentionRows
 	}
 	if o.ScaleRate <= 0 {
 		o.ScaleRate = d.ScaleRate
@@ -351,6 +363,7 @@ func RunPoolURL(ctx context.Context, url string, opts PoolOptions) (rep *Report,
 		{opts.want(SectionPoolEnqueue), pr.enqueueSection},
 		{opts.want(SectionPoolLeaderKill), pr.leaderKillSection},
 		{opts.want(SectionPoolScale), pr.scaleSection},
+		{opts.want(SectionPoolRetention), pr.retentionSection},
 	}
 	for _, s := range steps {
 		if !s.on {

@@ -39,6 +39,11 @@ func seedHistory(ctx context.Context, url string, rows int, body string, logf fu
 	}
 	defer db.Close()
 
+	// The attempts are dated over seedSpan: their weeks must exist
+	// (email_attempts is partitioned by week, migration 00018).
+	if _, err := db.Exec(ctx, `SELECT postbox_history_partitions('email_attempts', now() - $1::interval, now())`, seedSpan); err != nil {
+		return 0, fmt.Errorf("make the seeded weeks of email_attempts: %w", err)
+	}
 	restore, err := dropIndexes(ctx, db, "email_attempts", "email_requeues", "email_outbox")
 	if err != nil {
 		return 0, err
