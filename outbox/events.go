@@ -148,7 +148,8 @@ var providerRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 // A duplicate provider event id inserts nothing: the table is partitioned
 // by week (migration 00018), and its unique index on the provider's event
 // id holds within a week, where ON CONFLICT drops a duplicate, racing or
-// not; NOT EXISTS drops one already recorded in an earlier week.
+// not; NOT EXISTS drops one recorded in the 30 days before (a provider
+// retries for hours, not weeks), looking only at those weeks.
 const recordEventSQL = `INSERT INTO email_events (row_id, ref, type, bounce_class, provider, provider_event_id,
 	provider_message_id, recipient, detail, raw_excerpt, occurred_at)
 SELECT coalesce(
@@ -156,7 +157,8 @@ SELECT coalesce(
 		(SELECT row_id FROM email_events WHERE provider = $5 AND provider_message_id = $7 AND $7 <> ''
 			AND row_id IS NOT NULL ORDER BY id LIMIT 1)),
 	$2, $3, $4, $5, $6, $7, $8, $9, $10, $11
-WHERE NOT EXISTS (SELECT 1 FROM email_events WHERE provider = $5 AND provider_event_id = $6)
+WHERE NOT EXISTS (SELECT 1 FROM email_events WHERE provider = $5 AND provider_event_id = $6
+	AND received_at >= now() - interval '30 days')
 ON CONFLICT DO NOTHING
 RETURNING ` + eventColumns + `, coalesce((SELECT payload->>'to' FROM email_outbox WHERE id = row_id), '')`
 

@@ -137,7 +137,7 @@ func init() {
 		Mutation{
 			Name:    "duplicates: a replayed provider event is not absorbed",
 			File:    "outbox/events.go",
-			Find:    "WHERE NOT EXISTS (SELECT 1 FROM email_events WHERE provider = $5 AND provider_event_id = $6)\nON CONFLICT DO NOTHING",
+			Find:    "WHERE NOT EXISTS (SELECT 1 FROM email_events WHERE provider = $5 AND provider_event_id = $6\n\tAND received_at >= now() - interval '30 days')\nON CONFLICT DO NOTHING",
 			Replace: "",
 			Pkg:     "./outbox/mailevents/",
 			Test:    "TestPostmark",

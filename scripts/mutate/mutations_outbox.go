@@ -232,8 +232,8 @@ func init() {
 	}, Mutation{
 		Name:    "attempt log: marks append nothing",
 		File:    "outbox/mark.go",
-		Find:    "\tWHERE $%[2]d::int <= attempts) m\n",
-		Replace: "\tWHERE $%[2]d::int <= attempts AND false) m\n",
+		Find:    "'%[3]s', %[4]s FROM marked",
+		Replace: "'%[3]s', %[4]s FROM marked WHERE false",
 		Pkg:     "./outbox/",
 		Test:    "TestAttempts_EveryMarkLogsItsAttempt",
 	}, Mutation{
