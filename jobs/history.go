@@ -8,19 +8,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/riverqueue/river"
 
 	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/internal/history"
 )
 
 const (
-	// DefaultHistoryInterval is how often the leader inserts the history
-	// pass. Weeks are made four ahead and dropped a week at a time, so an
-	// hour is far more often than either needs; it is what lets a pass
-	// that failed (a lock held by a long report) try again soon.
-	DefaultHistoryInterval = time.Hour
-
 	// historyTimeout bounds one pass: a minute for each detach at most,
 	// and a few statements besides.
 	historyTimeout = 10 * time.Minute
@@ -29,20 +22,15 @@ const (
 	GateHistory = "history"
 )
 
-// HistoryArgs is the periodic history pass: it makes the weeks ahead of
-// every history table, drops the weeks past their retention and deletes
-// the webhook events past theirs (see internal/history), behind the
-// history gate, so one runs pool-wide.
-type HistoryArgs struct{}
-
-// Kind is the River job kind.
-func (HistoryArgs) Kind() string { return "postbox_history" }
-
-// InsertOpts puts the pass on the maintenance queue, one waiting or
-// running per period.
-func (HistoryArgs) InsertOpts() river.InsertOpts { return passInsertOpts(DefaultHistoryInterval) }
-
-// History is the history pass over one database.
+// History is the history pass over one database: it makes the weeks
+// ahead of every history table, drops the weeks past their retention and
+// deletes the webhook events past theirs (see internal/history), behind
+// the history gate, so one runs pool-wide. It runs in the hourly prune
+// job (PassesConfig.History): an hour is far more often than weekly
+// partitions need, and lets a pass that failed (a lock held by a long
+// report) try again soon. It has no job kind of its own, so a replica of
+// the previous release, which works the same queue, meets no kind it does
+// not know during a rolling deploy.
 type History struct {
 	db        *pgxpool.Pool
 	owner     string
@@ -104,38 +92,6 @@ func (h *History) Run(ctx context.Context) (HistoryOutput, error) {
 
 // Timeout is the longest a pass may run, for RescueStuckJobsAfter.
 func (h *History) Timeout() time.Duration { return historyTimeout }
-
-// PeriodicJob is the pass for river.Config.PeriodicJobs; it runs on start,
-// so a new leader acts at once.
-func (h *History) PeriodicJob() *river.PeriodicJob {
-	return periodicJob(DefaultHistoryInterval, HistoryArgs{})
-}
-
-// AddWorker registers the pass's worker.
-func (h *History) AddWorker(workers *river.Workers) {
-	river.AddWorker(workers, &HistoryWorker{history: h})
-}
-
-// HistoryWorker works HistoryArgs.
-type HistoryWorker struct {
-	river.WorkerDefaults[HistoryArgs]
-	history *History
-}
-
-// Work runs a pass and records its output.
-func (w *HistoryWorker) Work(ctx context.Context, _ *river.Job[HistoryArgs]) error {
-	out, err := w.history.Run(ctx)
-	if oerr := river.RecordOutput(ctx, out); oerr != nil {
-		err = errors.Join(err, oerr)
-	}
-	if err != nil {
-		w.history.logger.ErrorContext(ctx, "history pass failed", "error", err)
-	}
-	return err
-}
-
-// Timeout bounds one pass.
-func (w *HistoryWorker) Timeout(*river.Job[HistoryArgs]) time.Duration { return w.history.Timeout() }
 
 // HistoryCollector reports, at scrape time, how far each history table's
 // weeks reach ahead (postbox_history_ahead_seconds: falling below three

@@ -58,9 +58,8 @@ func (RetryPassArgs) InsertOpts() river.InsertOpts { return passInsertOpts(Defau
 // PruneArgs is the periodic prune of dispatched webhook_outbox rows older
 // than webhook.Settings.OutboxRetention (see docs/design/outbox-transport.md,
 // Retention), and of orphan delivery events (email_events with no row) older
-// than PassesConfig.OrphanEventRetention, behind the webhook_prune gate.
-// Webhook events, deliveries and attempts, and correlated delivery events,
-// are never pruned.
+// than PassesConfig.OrphanEventRetention, behind the webhook_prune gate;
+// then the history pass (PassesConfig.History), behind its own gate.
 type PruneArgs struct{}
 
 // Kind is the River job kind.
@@ -102,6 +101,7 @@ type Passes struct {
 	owner           string
 	retryInterval   time.Duration
 	orphanRetention time.Duration
+	history         *History
 	logger          *slog.Logger
 }
 
@@ -113,7 +113,10 @@ type PassesConfig struct {
 	// delivery events (EVENTS_ORPHAN_RETENTION); zero means
 	// outbox.DefaultOrphanEventRetention.
 	OrphanEventRetention time.Duration
-	Logger               *slog.Logger
+	// History, when set, runs in every prune after the webhook prune
+	// (see History).
+	History *History
+	Logger  *slog.Logger
 }
 
 // NewPasses returns the passes over p, gated in db (a pool).
@@ -128,7 +131,7 @@ func NewPasses(p *webhook.Dispatcher, db engine.DB, cfg PassesConfig) *Passes {
 		cfg.Logger = slog.Default()
 	}
 	return &Passes{pipeline: p, db: db, owner: cfg.Owner, retryInterval: cfg.RetryInterval,
-		orphanRetention: cfg.OrphanEventRetention, logger: cfg.Logger}
+		orphanRetention: cfg.OrphanEventRetention, history: cfg.History, logger: cfg.Logger}
 }
 
 // PeriodicJobs are the retry pass and the prune, for river.Config.PeriodicJobs
@@ -157,7 +160,16 @@ func (p *Passes) AddWorkers(workers *river.Workers) {
 
 // Timeout is the longest a pass may run, for RescueStuckJobsAfter.
 func (p *Passes) Timeout() time.Duration {
-	return max(p.pipeline.RunTimeout(p.retryInterval), pruneTimeout)
+	return max(p.pipeline.RunTimeout(p.retryInterval), p.pruneTimeout())
+}
+
+// pruneTimeout bounds one prune: the webhook prune's, and the history
+// pass's when it runs in it.
+func (p *Passes) pruneTimeout() time.Duration {
+	if p.history == nil {
+		return pruneTimeout
+	}
+	return pruneTimeout + p.history.Timeout()
 }
 
 // PassOutput is a pass's recorded output: what it did, or who held the
@@ -168,6 +180,8 @@ type PassOutput struct {
 	// PrunedOrphanEvents is the orphan delivery events the prune deleted.
 	PrunedOrphanEvents *int64 `json:"pruned_orphan_events,omitempty"`
 	Held               string `json:"gate_held,omitempty"`
+	// History is what the history pass in the prune did.
+	History *HistoryOutput `json:"history,omitempty"`
 }
 
 // Retry runs one retry pass behind the gate: the retry lane for the retry
@@ -202,7 +216,18 @@ func (p *Passes) Prune(ctx context.Context) (PassOutput, error) {
 		}
 		return errors.Join(err, oerr)
 	})
-	return p.held(out, err)
+	out, err = p.held(out, err)
+	if p.history != nil {
+		// Behind a gate of its own: a prune held elsewhere does not keep
+		// the weeks ahead from being made here.
+		h, herr := p.history.Run(ctx)
+		out.History = &h
+		if herr != nil {
+			p.logger.ErrorContext(ctx, "history pass failed", "error", herr)
+		}
+		err = errors.Join(err, herr)
+	}
+	return out, err
 }
 
 func (p *Passes) gate(name string) engine.Gate {
@@ -247,7 +272,7 @@ func (w *PruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
 }
 
 // Timeout bounds one prune.
-func (w *PruneWorker) Timeout(*river.Job[PruneArgs]) time.Duration { return pruneTimeout }
+func (w *PruneWorker) Timeout(*river.Job[PruneArgs]) time.Duration { return w.passes.pruneTimeout() }
 
 func record(ctx context.Context, what string, pass func(context.Context) (PassOutput, error)) error {
 	out, err := pass(ctx)

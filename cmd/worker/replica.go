@@ -124,12 +124,10 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		Logger: log.With("component", "shift"),
 	})
 	passes := jobs.NewPasses(pipeline, pool, jobs.PassesConfig{Owner: id, OrphanEventRetention: cfg.Events.OrphanRetention,
-		Logger: log.With("component", "webhook")})
-	historyPass := jobs.NewHistory(pool, id, cfg.History, log.With("component", "history"))
+		History: jobs.NewHistory(pool, id, cfg.History, log.With("component", "history")), Logger: log.With("component", "webhook")})
 	workers := river.NewWorkers()
 	shifts.AddWorkers(workers)
 	passes.AddWorkers(workers)
-	historyPass.AddWorker(workers)
 	queue, queueConfig := shifts.Queue()
 
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
@@ -142,11 +140,11 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 			jobs.QueueMaintenance: {MaxWorkers: 2},
 		},
 		Workers:      workers,
-		PeriodicJobs: append(passes.PeriodicJobs(), historyPass.PeriodicJob()),
+		PeriodicJobs: passes.PeriodicJobs(),
 		Middleware:   riverTracing(opts.TracerProvider),
 		// Every job sets its own Timeout from the leases; River must not
 		// rescue a job as stuck before that timeout could have fired.
-		RescueStuckJobsAfter: max(shifts.Timeout(), passes.Timeout(), historyPass.Timeout()) + cfg.Leases.LeaseSlack,
+		RescueStuckJobsAfter: max(shifts.Timeout(), passes.Timeout()) + cfg.Leases.LeaseSlack,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)

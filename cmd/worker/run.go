@@ -106,7 +106,7 @@ func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaO
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		jobs.NewJobsCollector(pool, log, jobs.ShiftArgs{}.Kind(), jobs.RetryPassArgs{}.Kind(), jobs.PruneArgs{}.Kind(), jobs.HistoryArgs{}.Kind()),
+		jobs.NewJobsCollector(pool, log, jobs.ShiftArgs{}.Kind(), jobs.RetryPassArgs{}.Kind(), jobs.PruneArgs{}.Kind()),
 		jobs.NewHistoryCollector(pool, cfg.History, log),
 		backlog.NewCollector(pool, log), version.Collector())
 

@@ -138,8 +138,16 @@ func init() {
 		Mutation{
 			Name:    "history: the replica schedules no history pass",
 			File:    "cmd/worker/replica.go",
-			Find:    "PeriodicJobs: append(passes.PeriodicJobs(), historyPass.PeriodicJob()),",
-			Replace: "PeriodicJobs: passes.PeriodicJobs(),",
+			Find:    "History: jobs.NewHistory(pool, id, cfg.History, log.With(\"component\", \"history\")), ",
+			Replace: "",
+			Pkg:     "./cmd/worker/",
+			Test:    "TestRun_MakesWeeksAtBootAndDropsPastRetention",
+		},
+		Mutation{
+			Name:    "history: the hourly prune runs no history pass",
+			File:    "jobs/passes.go",
+			Find:    "\tif p.history != nil {\n\t\t// Behind a gate of its own",
+			Replace: "\tif false {\n\t\t// Behind a gate of its own",
 			Pkg:     "./cmd/worker/",
 			Test:    "TestRun_MakesWeeksAtBootAndDropsPastRetention",
 		},
