@@ -28,6 +28,14 @@ const (
 	// closes: the hand-over costs no gap.
 	shiftLead = time.Second
 
+	// PollOnlyFetch is River's FetchPollInterval for a client without a
+	// notifier (river.Config.PollOnly), which finds new jobs only by
+	// polling: a quarter of shiftLead, so a successor inserted shiftLead
+	// before its predecessor's window closes is fetched and claiming in
+	// time even if a poll or two comes late. Each poll is one fetch per
+	// queue the client works.
+	PollOnlyFetch = shiftLead / 4
+
 	// keeperInterval is how often a replica checks that each of its lanes
 	// has a shift waiting or running, and inserts one if not: after a
 	// shift that errored before inserting its successor, or at start.

@@ -64,6 +64,10 @@ type Config struct {
 	// History is how long the history tables keep their rows
 	// (EMAIL_HISTORY_RETENTION, WEBHOOK_HISTORY_RETENTION).
 	History history.Retention
+
+	// Pooling is what DATABASE_URL reaches, a session or a transaction
+	// pooler, and DATABASE_DIRECT_URL (pooling.go).
+	Pooling Pooling
 }
 
 // Production reports APP_ENV=production.
@@ -95,6 +99,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
 		return c, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if c.Pooling, err = poolingFromEnv(get, c.DatabaseURL); err != nil {
+		return c, err
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return c, fmt.Errorf("HTTP_ADDR=%q: %w", c.HTTPAddr, err)
@@ -163,7 +170,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 // fileVars are the secrets that can come from a file instead: NAME_FILE
 // names a file holding NAME's value (Docker and Kubernetes secrets), read
 // once at start with its trailing newline removed.
-var fileVars = []string{"DATABASE_URL", "SMTP_PASSWORD", "RIVERUI_PASSWORD",
+var fileVars = []string{"DATABASE_URL", envDirectURL, "SMTP_PASSWORD", "RIVERUI_PASSWORD",
 	mailevents.EnvPostmarkPassword, mailevents.EnvGenericSecret}
 
 // withFileVars reads the fileVars given as NAME_FILE and returns a lookup
@@ -264,6 +271,7 @@ func (e *Env) Pool(ctx context.Context) (*pgxpool.Pool, error) {
 	}
 	cfg.MaxConns = int32(size)
 	cfg.MinConns = min(cfg.MinConns, cfg.MaxConns)
+	cfg.ConnConfig.DefaultQueryExecMode = e.Config.Pooling.ExecMode
 	e.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)

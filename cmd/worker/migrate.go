@@ -14,7 +14,8 @@ func init() {
 		Summary: "postbox's tables (goose) and River's (rivermigrate)",
 		Help: "Applies, rolls back or reports the two schemas a worker needs: postbox's outbox tables " +
 			"(goose, version table postbox_schema_version) and River's (rivermigrate). 'worker run' and the " +
-			"other commands refuse to work while either is behind.",
+			"other commands refuse to work while either is behind. With DATABASE_DIRECT_URL set (behind a " +
+			"transaction pooler) they run on it rather than through the pooler.",
 	})
 	register(command{
 		Name:    "migrate up",
@@ -51,7 +52,7 @@ func init() {
 // migrations are behind it ends with exit code 1.
 func migrateRun(change func(context.Context, *migrations.Migrator) error) runFunc {
 	return func(ctx context.Context, env *Env, _ []string) error {
-		pool, err := env.Pool(ctx)
+		pool, err := env.migrationPool(ctx)
 		if err != nil {
 			return err
 		}

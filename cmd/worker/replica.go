@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postbox/postbox/jobs"
@@ -34,6 +33,7 @@ type replica struct {
 	metrics    *outbox.Metrics // the email series, shared with the delivery-event endpoints
 	waker      *jobs.Waker
 	shifts     *jobs.Shifts
+	listeners  *listeners
 }
 
 // replicaOptions are what differs between `worker run` and the demo.
@@ -61,7 +61,11 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 	if err != nil {
 		return nil, err
 	}
-	waker := jobs.NewWaker(pool, log.With("component", "wake"))
+	lis, err := newListeners(cfg.Pooling, pool, log)
+	if err != nil {
+		return nil, err
+	}
+	waker := lis.waker
 	switch {
 	case cfg.Keys != nil:
 		log.Info("email secret fields are sealed", "keys", cfg.Keys)
@@ -130,7 +134,7 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 	passes.AddWorkers(workers)
 	queue, queueConfig := shifts.Queue()
 
-	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
+	client, err := river.NewClient(lis.driver, &river.Config{
 		// A readable, unique ID shows which replica leads in river_leader
 		// and River UI.
 		ID:     id,
@@ -145,12 +149,16 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		// Every job sets its own Timeout from the leases; River must not
 		// rescue a job as stuck before that timeout could have fired.
 		RescueStuckJobsAfter: max(shifts.Timeout(), passes.Timeout()) + cfg.Leases.LeaseSlack,
+		// Behind a transaction pooler without DATABASE_DIRECT_URL River
+		// cannot LISTEN either (pooling.go).
+		PollOnly:          lis.pollOnly,
+		FetchPollInterval: lis.fetchPoll,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	return &replica{id: id, pool: pool, client: client, dispatcher: dispatcher, pipeline: pipeline, mailer: mailer,
-		metrics: emailMetrics, waker: waker, shifts: shifts}, nil
+		metrics: emailMetrics, waker: waker, shifts: shifts, listeners: lis}, nil
 }
 
 // start starts the River client; jobs get contexts derived from ctx.
@@ -190,6 +198,7 @@ func (r *replica) stopAndCancel(ctx context.Context) error {
 func (r *replica) close() {
 	r.pipeline.Close()
 	r.mailer.Close()
+	r.listeners.close()
 }
 
 // replicaID is host-pid: unique per process, and findable from ps.

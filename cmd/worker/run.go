@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -46,6 +45,9 @@ func runRun(ctx context.Context, env *Env, _ []string) error {
 	if err != nil {
 		return err
 	}
+	if err := checkDirectURL(ctx, env.Config.Pooling, pool); err != nil {
+		return err
+	}
 	return runReplica(ctx, env, pool, replicaOptions{}, nil)
 }
 
@@ -73,13 +75,10 @@ func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaO
 		"email_claim_lease", cfg.Leases.ClaimLease(cfg.Leases.BatchSize).String(),
 		"poll_interval", cfg.PollInterval.String(), "shutdown_timeout", cfg.ShutdownTimeout.String(),
 		"retry_backoff_scale", cfg.RetryBackoffScale, "sealed_secrets", cfg.Keys != nil)
-	// What it may hold of the database's max_connections: the pool, and
-	// the two listeners beside it.
-	need := replicaNeed(cfg)
-	log.Info("database connections: a pool of "+strconv.Itoa(int(pool.Config().MaxConns))+
-		" plus "+strconv.Itoa(listenerConnections)+" listeners; the replica needs "+need.String(),
-		"pool_max_conns", pool.Config().MaxConns, "need", need.total, "listeners", listenerConnections,
-		"server_connections_max", int(pool.Config().MaxConns)+listenerConnections)
+	// What DATABASE_URL is, where wake-ups come from, and what the
+	// replica may hold of the database's max_connections: the pool, and
+	// the listeners beside it.
+	logDatabase(log, cfg, pool.Config().MaxConns, replicaNeed(cfg))
 	// The weeks ahead of the history tables, made again here rather than
 	// left to the leader's pass alone: a mark whose week does not exist
 	// fails, and a pool that went weeks without a pass (no replica ran)
