@@ -30,7 +30,7 @@ type DB interface {
 var table = claim.Table{
 	Name:      "email_outbox",
 	DueColumn: "next_attempt_at",
-	Returning: "id::text, kind, customer_id, coalesce(invoice_id, ''), payload, attempts, created_at, coalesce(traceparent, '')",
+	Returning: "id::text, kind, customer_id, coalesce(invoice_id, ''), payload, attempts, created_at, coalesce(traceparent, ''), throttles",
 }
 
 // Claim takes up to n pending, due rows, oldest due first, in one short
@@ -54,10 +54,27 @@ func Claim(ctx context.Context, db DB, n int, lease time.Duration) ([]Row, error
 // claimFrom is Claim from window w's edge (w nil: from the start).
 func claimFrom(ctx context.Context, db DB, w *claim.Window, n int, lease time.Duration) ([]Row, error) {
 	rows, err := claim.Claim(ctx, db, table, w, n, lease, scanRow)
+	sortOldestFirst(rows)
+	return rows, err
+}
+
+// sortOldestFirst orders claimed rows by created_at, then id.
+func sortOldestFirst(rows []Row) {
 	slices.SortFunc(rows, func(a, b Row) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
 	})
-	return rows, err
+}
+
+// claimLimited is claimFrom through bucket b (EMAIL_RATE_LIMIT's; nil: no
+// limit), in the claim's own transaction: see claim.ClaimLimited.
+func claimLimited(ctx context.Context, db DB, w *claim.Window, b *claim.Bucket, n int, lease time.Duration) ([]Row, claim.Held, error) {
+	if b == nil {
+		rows, err := claimFrom(ctx, db, w, n, lease)
+		return rows, claim.Held{}, err
+	}
+	rows, held, err := claim.ClaimLimited(ctx, db, table, w, n, lease, *b, scanRow)
+	sortOldestFirst(rows)
+	return rows, held, err
 }
 
 // Claim claims up to n batches' rows in one statement (one short claim
@@ -83,13 +100,14 @@ func (d *Dispatcher) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	leaseEnd := start.Add(d.leases.ClaimLease(size) - time.Second)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	rows, err := claimFrom(ctx, d.db, &d.window, n*size, d.leases.ClaimLease(size))
+	rows, held, err := claimLimited(ctx, d.db, &d.window, d.bucket, n*size, d.leases.ClaimLease(size))
 	if err != nil {
 		return engine.Claim{}, fmt.Errorf("outbox: %w", err)
 	}
 	d.metrics.engine().Claimed(table.Name, len(rows))
+	wait := again(d.bucket, held)
 	if len(rows) == 0 {
-		return engine.Claim{}, nil
+		return engine.Claim{Again: wait}, nil
 	}
 	// Decoding (JSON, and opening sealed fields) is most of a claim's CPU;
 	// done per batch in parallel it does not hold back the first sends.
@@ -109,7 +127,7 @@ func (d *Dispatcher) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	for _, chunk := range chunks {
 		units = append(units, &batch{d: d, rows: chunk, deadline: deadline, supp: supp.view(chunk)})
 	}
-	return engine.Claim{Units: units, Rows: len(rows), Full: len(rows) == n*size}, nil
+	return engine.Claim{Units: units, Rows: len(rows), Full: len(rows) == n*size, Again: wait}, nil
 }
 
 // declareSecretKeys puts the Dispatcher's extra secret keys in

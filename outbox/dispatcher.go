@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -56,6 +57,12 @@ type Config struct {
 	// once; 0 means DefaultConcurrency. It is EMAIL_CONCURRENCY, the
 	// per-process cap.
 	Concurrency int
+
+	// RateLimit is the most messages a second the whole pool sends
+	// (EMAIL_RATE_LIMIT): a token bucket in the database that every
+	// replica's claims take from (see RateBurst); 0 means no limit. Every
+	// replica should be given the same.
+	RateLimit float64
 
 	// Wake receives a value when email_outbox rows were committed
 	// (jobs.Waker); nil means Run polls only.
@@ -134,7 +141,8 @@ type Dispatcher struct {
 	tracer     trace.Tracer
 	slots      *engine.Slots
 	lane       *engine.Lane
-	window     claim.Window // where the lane's claims start (see Claim)
+	window     claim.Window  // where the lane's claims start (see Claim)
+	bucket     *claim.Bucket // EMAIL_RATE_LIMIT's; nil: no limit
 
 	stopOnce sync.Once
 	stop     chan struct{}
@@ -148,6 +156,8 @@ type Dispatcher struct {
 	// may be at a send before it is read again (suppressionView);
 	// SuppressionMaxAge, a field so tests can set it to zero.
 	suppressionMaxAge time.Duration
+	// throttleRetry is ThrottleRetry, a field so tests can shrink it.
+	throttleRetry throttleWait
 
 	hooks dispatcherHooks
 }
@@ -175,6 +185,9 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
 	}
+	if math.IsNaN(cfg.RateLimit) || cfg.RateLimit < 0 || cfg.RateLimit > MaxRateLimit {
+		return nil, fmt.Errorf("outbox: NewDispatcher: RateLimit %g: must be from 0 (no limit) to %d", cfg.RateLimit, MaxRateLimit)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -200,11 +213,13 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 		backoff:    cfg.Backoff,
 		tracer:     tracing.Tracer(cfg.TracerProvider),
 		slots:      engine.NewSlots(cfg.Concurrency),
+		bucket:     emailBucket(cfg.RateLimit),
 		stop:       make(chan struct{}),
 
 		suppressionBudget: leases.SuppressionBudget,
 		brandingBudget:    leases.BrandingBudget,
 		suppressionMaxAge: SuppressionMaxAge,
+		throttleRetry:     throttleWait(ThrottleRetry),
 	}
 	d.lane = engine.NewLane(engine.LaneConfig{
 		Name:    table.Name,

@@ -208,7 +208,7 @@ func TestDispatch_TransientBackoffThenFailedWhenSlotsRunOut(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	id := insertRow(t, pool, "raw", rawPayload("ada@example.com"))
 	sender := newFakeSender(func(context.Context, smtp.Message) error {
-		return &smtp.ReplyError{Code: 421, Text: "service not available"}
+		return &smtp.ReplyError{Code: 451, EnhancedCode: "4.3.0", Text: "local error in processing"}
 	})
 	d := newDispatcher(t, pool, sender)
 
@@ -219,7 +219,7 @@ func TestDispatch_TransientBackoffThenFailedWhenSlotsRunOut(t *testing.T) {
 			t.Fatal(err)
 		}
 		st := getRow(t, pool, id)
-		if res.Retried != 1 || st.Status != "pending" || st.Attempts != attempt || !strings.Contains(lastErr(st), "421") {
+		if res.Retried != 1 || st.Status != "pending" || st.Attempts != attempt || !strings.Contains(lastErr(st), "451") {
 			t.Fatalf("attempt %d: result %+v, row %s with %d attempts and last_error %q; want pending, retried, attempts %d",
 				attempt, res, st.Status, st.Attempts, lastErr(st), attempt)
 		}
@@ -244,7 +244,7 @@ func TestDispatch_TransientBackoffThenFailedWhenSlotsRunOut(t *testing.T) {
 	st := getRow(t, pool, id)
 	wantAttempts := len(leases.EmailBackoff) + 1
 	if res.Failed != 1 || st.Status != "failed" || st.Attempts != wantAttempts ||
-		!strings.Contains(lastErr(st), fmt.Sprintf("gave up after %d attempts", wantAttempts)) || !strings.Contains(lastErr(st), "421") {
+		!strings.Contains(lastErr(st), fmt.Sprintf("gave up after %d attempts", wantAttempts)) || !strings.Contains(lastErr(st), "451") {
 		t.Fatalf("after the slots ran out: result %+v, row %s with %d attempts, last_error %q; want failed after %d",
 			res, st.Status, st.Attempts, lastErr(st), wantAttempts)
 	}

@@ -101,6 +101,18 @@ SET status = 'failed', last_error = $2, `+sealSet(3)+`
 	markRetrySQL = withAttemptLog(`UPDATE email_outbox
 SET next_attempt_at = now() + $2::interval, last_error = $3, `+sealSet(4)+`
 `+casGuard, OutcomeRetry, "$3::text", 5)
+
+	// markThrottledSQL is the retry mark of a relay's throttling reply: it
+	// also counts the attempt in throttles, which the retry budget leaves
+	// out (Dispatcher.markFor). Only the mark of the row's current claim
+	// ($5 = attempts) counts it, and only once — a mark retried after a
+	// lost answer finds its attempt logged — so throttles never passes the
+	// attempts it is taken from.
+	markThrottledSQL = withAttemptLog(`UPDATE email_outbox
+SET last_error = $3, next_attempt_at = now() + $2::interval, `+sealSet(4)+`,
+	throttles = throttles + (attempts = $5::int AND NOT EXISTS (SELECT 1 FROM email_attempts a
+		WHERE a.row_id = email_outbox.id AND a.attempt = email_outbox.prior_attempts + $5::int AND a.at >= email_outbox.created_at))::int
+`+casGuard, OutcomeRetry, "$3::text", 5)
 )
 
 // sealSet is the SET clause by which the retry and failed marks seal a
@@ -195,6 +207,10 @@ func failedMark(id string, attempt int, cause error, seal json.RawMessage) markS
 
 func retryMark(id string, attempt int, wait time.Duration, cause error, seal json.RawMessage) markStmt {
 	return markStmt{id: id, outcome: OutcomeRetry, sql: markRetrySQL, args: []any{id, wait, lastError(cause), seal, attempt}}
+}
+
+func throttledMark(id string, attempt int, wait time.Duration, cause error, seal json.RawMessage) markStmt {
+	return markStmt{id: id, outcome: OutcomeRetry, sql: markThrottledSQL, args: []any{id, wait, lastError(cause), seal, attempt}}
 }
 
 // singleMarks runs each mark as its own statement and commit (the

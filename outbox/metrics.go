@@ -11,7 +11,7 @@ import (
 // Metrics are the dispatcher's Prometheus series. A nil *Metrics records
 // nothing, so library users need not register any.
 //
-//	postbox_email_outcomes_total{outcome}       sent, skipped, failed_permanent, failed_exhausted, retried
+//	postbox_email_outcomes_total{outcome}       sent, skipped, failed_permanent, failed_exhausted, retried, throttled
 //	postbox_email_send_duration_seconds{result} Sender.Send time, result ok or error
 //	postbox_email_delivery_latency_seconds      enqueue (created_at) → dispatched mark
 //	postbox_email_events_total{provider,type,class} delivery events recorded (duplicates not counted); class hard, soft or ""
@@ -40,6 +40,7 @@ const (
 	metricFailedPermanent = "failed_permanent"
 	metricFailedExhausted = "failed_exhausted"
 	metricRetried         = "retried"
+	metricThrottled       = "throttled" // retried within seconds, not counted toward giving up
 )
 
 // NewMetrics creates the series and registers them with reg (if not nil).
@@ -81,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"source"}),
 	}
 	// Series that exist from the start read as 0 instead of "no data".
-	for _, o := range []string{metricSent, metricSkipped, metricFailedPermanent, metricFailedExhausted, metricRetried} {
+	for _, o := range []string{metricSent, metricSkipped, metricFailedPermanent, metricFailedExhausted, metricRetried, metricThrottled} {
 		m.outcomes.WithLabelValues(o)
 	}
 	m.sendDuration.WithLabelValues("ok")

@@ -23,7 +23,7 @@ func TestMetrics_CountOutcomes(t *testing.T) {
 		case perm:
 			return &smtp.ReplyError{Code: 550, Text: "no"}
 		case temp:
-			return &smtp.ReplyError{Code: 421, Text: "later"}
+			return &smtp.ReplyError{Code: 451, EnhancedCode: "4.3.0", Text: "later"}
 		}
 		return nil
 	})

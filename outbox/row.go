@@ -33,6 +33,11 @@ type Row struct {
 	// its attempt's span joins it (internal/tracing).
 	traceparent string
 
+	// throttles are the row's attempts since its last requeue that the
+	// relay refused for its rate (smtp.ErrThrottled): Attempts less these
+	// is what the retry budget counts.
+	throttles int
+
 	leaseEnd  time.Time // when the claim's lease runs out (by this clock); marks retry until then
 	recipient string    // bare lower-cased address, set by decode
 	decodeErr error     // why the payload cannot be sent, set by decode
@@ -66,7 +71,7 @@ func scanRow(row pgx.CollectableRow) (Row, error) {
 	var kind string
 	// Into *[]byte pgx copies the jsonb's text; into a json.RawMessage it
 	// would run json.Unmarshal over it, a full parse that decode repeats.
-	err := row.Scan(&r.ID, &kind, &r.CustomerID, &r.InvoiceID, (*[]byte)(&r.RawPayload), &r.Attempts, &r.CreatedAt, &r.traceparent)
+	err := row.Scan(&r.ID, &kind, &r.CustomerID, &r.InvoiceID, (*[]byte)(&r.RawPayload), &r.Attempts, &r.CreatedAt, &r.traceparent, &r.throttles)
 	r.Kind = Kind(kind)
 	return r, err
 }

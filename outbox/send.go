@@ -270,6 +270,11 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 		if errors.Is(res.Err, smtp.ErrSTARTTLSRefused) || errors.Is(res.Err, smtp.ErrPlaintextForbidden) {
 			level = slog.LevelError // a relay or configuration problem someone must fix
 		}
+		if errors.Is(res.Err, smtp.ErrThrottled) {
+			log(slog.LevelInfo, "the relay is throttling; retrying in seconds, not counted toward giving up",
+				"retry_in", res.RetryIn.Round(time.Millisecond).String(), "error", res.Err.Error())
+			return
+		}
 		log(level, "email send failed; will retry",
 			"retry_in", res.RetryIn.Round(time.Second).String(), "error", res.Err.Error())
 	}
@@ -296,13 +301,21 @@ func (d *Dispatcher) markFor(row *Row, res *Result, seal json.RawMessage) (markS
 	case OutcomeSkipped:
 		return skippedMark(row.ID, row.Attempts), metricSkipped
 	case OutcomeRetry:
-		wait, ok := d.backoff.Next(row.Attempts)
+		if errors.Is(res.Err, smtp.ErrThrottled) {
+			res.RetryIn = d.throttleRetry.jittered()
+			return throttledMark(row.ID, row.Attempts, res.RetryIn, res.Err, seal), metricThrottled
+		}
+		wait, ok := d.backoff.Next(max(row.Attempts-row.throttles, 1))
 		if ok {
 			res.RetryIn = wait
 			return retryMark(row.ID, row.Attempts, wait, res.Err, seal), metricRetried
 		}
 		res.Outcome = OutcomeFailed
-		res.Err = fmt.Errorf("gave up after %d attempts: %w", row.Attempts, res.Err)
+		why := fmt.Sprintf("gave up after %d attempts", row.Attempts-row.throttles)
+		if row.throttles > 0 {
+			why += fmt.Sprintf(" (and %d throttling replies, not counted)", row.throttles)
+		}
+		res.Err = fmt.Errorf("%s: %w", why, res.Err)
 		return failedMark(row.ID, row.Attempts, res.Err, seal), metricFailedExhausted
 	default:
 		return failedMark(row.ID, row.Attempts, res.Err, seal), metricFailedPermanent

@@ -45,8 +45,13 @@ func (s stage) transactional() bool { return s >= stageMail }
 // context is what ended the exchange.
 func (m *Mailer) fail(ctx context.Context, st stage, err error) error {
 	var te *textproto.Error
-	if st.transactional() && errors.As(err, &te) {
+	switch {
+	case st.transactional() && errors.As(err, &te):
 		err = toReplyError(te)
+	case errors.As(err, &te) && te.Code == 421:
+		// A 421 to the greeting or EHLO — too many connections — is the
+		// relay's throttling as much as one to MAIL FROM.
+		err = fmt.Errorf("%w: %w", ErrThrottled, err)
 	}
 	cause := context.Cause(ctx)
 	if d, ok := ctx.Deadline(); ok && cause == nil && !time.Now().Before(d) {

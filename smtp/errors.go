@@ -66,13 +66,43 @@ func (e *ReplyError) BadMailbox() bool {
 	return ok && class == "5" && e.Code >= 500 && e.Code <= 599 && badMailboxCodes[rest]
 }
 
-// Is makes errors.Is(err, ErrPermanent) true for 5xx replies only, and
-// errors.Is(err, ErrBadMailbox) for the permanent ones naming the mailbox.
+// Is makes errors.Is(err, ErrPermanent) true for 5xx replies only,
+// errors.Is(err, ErrBadMailbox) for the permanent ones naming the mailbox,
+// and errors.Is(err, ErrThrottled) for the transient ones that say the
+// relay is limiting this client's rate.
 func (e *ReplyError) Is(target error) bool {
-	if target == ErrBadMailbox {
+	switch target {
+	case ErrBadMailbox:
 		return e.BadMailbox()
+	case ErrThrottled:
+		return e.Throttled()
 	}
 	return target == ErrPermanent && e.Code >= 500 && e.Code <= 599
+}
+
+// ErrThrottled is matched by a transient reply that says the relay is
+// slowing this client down, not that anything is wrong with the message:
+// 421 (the relay closes the session: too many connections or messages),
+// 451 with an enhanced code of subject 7 (4.7.x: a policy, such as a rate
+// limit) and Amazon SES's "454 Throttling failure: Maximum sending rate
+// exceeded". Retrying it within seconds is what the relay asks for; a
+// caller that counts retries toward giving up should not count these. A
+// 451 of any other kind (4.3.0, a local error) is an ordinary transient
+// failure.
+var ErrThrottled = errors.New("relay throttling")
+
+// Throttled reports whether the reply is a relay's throttling
+// (ErrThrottled).
+func (e *ReplyError) Throttled() bool {
+	switch e.Code {
+	case 421:
+		return true
+	case 451:
+		return strings.HasPrefix(e.EnhancedCode, "4.7.")
+	case 454:
+		return strings.Contains(strings.ToLower(e.Text), "throttl")
+	}
+	return false
 }
 
 // ErrPossiblyDelivered is matched by a *PossiblyDeliveredError: the whole

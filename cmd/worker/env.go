@@ -38,6 +38,9 @@ type Config struct {
 	// EmailConcurrency is the email batches in flight per replica, and so
 	// its SMTP connections (EMAIL_CONCURRENCY).
 	EmailConcurrency int
+	// EmailRateLimit is the pool-wide email send rate, messages a second
+	// (EMAIL_RATE_LIMIT); 0: none.
+	EmailRateLimit float64
 	// RetryBackoffScale multiplies the email and webhook retry schedules
 	// (RETRY_BACKOFF_SCALE). Only for soak tests and staging: production
 	// refuses anything but 1.
@@ -121,6 +124,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	conc := get("EMAIL_CONCURRENCY", strconv.Itoa(outbox.DefaultConcurrency))
 	if c.EmailConcurrency, err = strconv.Atoi(conc); err != nil || c.EmailConcurrency < 1 || c.EmailConcurrency > maxEmailConcurrency {
 		return c, fmt.Errorf("EMAIL_CONCURRENCY=%q: must be a whole number from 1 to %d", conc, maxEmailConcurrency)
+	}
+	if c.EmailRateLimit, err = outbox.RateLimitFromEnv(lookup); err != nil {
+		return c, err
 	}
 	scale := get("RETRY_BACKOFF_SCALE", "1")
 	if c.RetryBackoffScale, err = strconv.ParseFloat(scale, 64); err != nil || c.RetryBackoffScale <= 0 || c.RetryBackoffScale > 1 {

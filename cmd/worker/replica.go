@@ -82,11 +82,13 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 	if templates != nil {
 		log.Info("email templates loaded", "dir", templates.Dir(), "kinds", countDirectory(templates))
 	}
+	log.Info("email send rate", "EMAIL_RATE_LIMIT", outbox.RateDescription(cfg.EmailRateLimit))
 	emailMetrics := outbox.NewMetrics(reg)
 	dispatcher, err := outbox.NewDispatcher(pool, outbox.Config{
 		Renderer:    renderer(templates),
 		Sender:      mailer,
 		Concurrency: cfg.EmailConcurrency,
+		RateLimit:   cfg.EmailRateLimit,
 		Wake:        waker.Email,
 		Poll:        cfg.PollInterval,
 		Backoff:     leases.EmailBackoff.Scaled(cfg.RetryBackoffScale),

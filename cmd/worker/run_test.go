@@ -73,7 +73,7 @@ func TestRunBootsServesAndStopsOnSIGTERM(t *testing.T) {
 		"DATABASE_URL=" + pgtest.URL(t), "HTTP_ADDR=" + addr, "SMTP_TLS=none", "SMTP_PORT=2525",
 		"RIVERUI_USERNAME=admin", "RIVERUI_PASSWORD=s3cret", "SHUTDOWN_TIMEOUT=10s",
 		"POSTMARK_WEBHOOK_USERNAME=postmark", "POSTMARK_WEBHOOK_PASSWORD=pm-s3cret",
-		"EMAIL_CONCURRENCY=7", "EMAIL_CONCURENCY=4", "SMPT_HOST=y",
+		"EMAIL_CONCURRENCY=7", "EMAIL_CONCURENCY=4", "SMPT_HOST=y", "EMAIL_RATE_LIMIT=50",
 	}, "run")
 	waitReady(t, base, stderr)
 
@@ -123,9 +123,10 @@ func TestRunBootsServesAndStopsOnSIGTERM(t *testing.T) {
 		t.Errorf("no clean-stop log line; output:\n%s", stderr)
 	}
 	// Typos are named at boot, with what they most likely meant, and the
-	// effective concurrency is logged.
+	// effective concurrency and send rate are logged.
 	for _, want := range []string{"ignoring EMAIL_CONCURENCY: postbox reads no such variable; did you mean EMAIL_CONCURRENCY?",
-		"ignoring SMPT_HOST: postbox reads no such variable; did you mean SMTP_HOST?", `"email_concurrency":7`} {
+		"ignoring SMPT_HOST: postbox reads no such variable; did you mean SMTP_HOST?", `"email_concurrency":7`,
+		`"EMAIL_RATE_LIMIT":"50 msg/s across the pool, bursts of at most 2.5"`} {
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("boot log lacks %q:\n%s", want, stderr)
 		}

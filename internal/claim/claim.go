@@ -147,6 +147,12 @@ const IndexOnlySQL = `SET LOCAL enable_seqscan = off`
 // found. All run in one implicit transaction (a batch), so NextSQL sees
 // the claim's own leases and shares its now().
 func Claim[T any](ctx context.Context, db Batcher, t Table, w *Window, n int, lease time.Duration, scan pgx.RowToFunc[T]) ([]T, error) {
+	rows, _, err := claimRows(ctx, db, t, w, n, lease, nil, scan)
+	return rows, err
+}
+
+// claimRows is Claim, and ClaimLimited when bucket is set.
+func claimRows[T any](ctx context.Context, db Batcher, t Table, w *Window, n int, lease time.Duration, bucket *Bucket, scan pgx.RowToFunc[T]) ([]T, Held, error) {
 	// A claim commits before its rows reach the caller. Cancelled in
 	// between — a shift's window closing, a stop — it would leave them
 	// under a lease no one works until the lease ran out (minutes). So,
@@ -156,40 +162,64 @@ func Claim[T any](ctx context.Context, db Batcher, t Table, w *Window, n int, le
 	ctx, cancel := MarkContext(ctx)
 	defer cancel()
 	edge, token := w.Start()
+	fail := func(err error) ([]T, Held, error) { return nil, Held{}, fmt.Errorf("claim %s: %w", t.Name, err) }
 	b := &pgx.Batch{}
 	b.Queue(IndexOnlySQL)
-	b.Queue(t.ClaimSQL(), n, lease, edge)
+	if bucket == nil {
+		b.Queue(t.ClaimSQL(), n, lease, edge)
+	} else {
+		b.Queue(bucketLockSQL, bucket.Name)
+		b.Queue(t.LimitedClaimSQL(), n, lease, edge, bucket.Rate, bucket.Burst, bucket.Name)
+	}
 	if w != nil {
 		b.Queue(t.NextSQL(), edge)
+	}
+	if bucket != nil {
+		b.Queue(bucketLeftSQL, bucket.Name, bucket.Rate, bucket.Burst)
 	}
 	br := db.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return nil, fmt.Errorf("claim %s: %w", t.Name, err)
+		return fail(err)
+	}
+	if bucket != nil {
+		if _, err := br.Exec(); err != nil {
+			return fail(err)
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("claim %s: %w", t.Name, err)
+		return fail(err)
 	}
 	claimed, err := pgx.CollectRows(rows, scan)
 	if err != nil {
-		return nil, fmt.Errorf("claim %s: %w", t.Name, err)
+		return fail(err)
+	}
+	var now, next time.Time
+	var due *time.Time
+	if w != nil {
+		if err := br.QueryRow().Scan(&now, &due); err != nil {
+			return fail(err)
+		}
+	}
+	var h Held
+	if bucket != nil {
+		var tokens float64
+		if err := br.QueryRow().Scan(&tokens); err != nil {
+			return fail(err)
+		}
+		h = held(tokens, n, len(claimed))
+	}
+	if err := br.Close(); err != nil {
+		return fail(err)
 	}
 	if w != nil {
-		var now, next time.Time
-		var due *time.Time
-		if err := br.QueryRow().Scan(&now, &due); err != nil {
-			return nil, fmt.Errorf("claim %s: %w", t.Name, err)
-		}
-		if err := br.Close(); err != nil {
-			return nil, fmt.Errorf("claim %s: %w", t.Name, err)
-		}
 		if due != nil {
 			next = *due
 		}
 		w.Advance(token, now, next)
 	}
-	return claimed, nil
+	return claimed, h, nil
 }
 
 // Release makes claimed-but-unstarted rows due again at once instead of

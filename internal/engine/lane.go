@@ -58,6 +58,13 @@ type Claim struct {
 	Units []Unit
 	Rows  int  // rows claimed (an email batch holds several)
 	Full  bool // the claim took all it asked for: more rows may be due
+
+	// Again, when above zero, says a limit of the Source's own — a
+	// pool-wide rate's token bucket — held due rows back, and when it
+	// will let more through. The Lane claims again then (at most its
+	// Poll later), not sooner: neither a wake-up nor its hot poll can
+	// get rows the bucket has no tokens for, and a drain goes on.
+	Again time.Duration
 }
 
 // Source is one outbox-shaped table as a Lane drains it.
@@ -205,10 +212,21 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		due      = true // claim at once: rows may be waiting since before this run
 		backlog  = false
 		hotUntil = time.Now().Add(l.cfg.HotFor)
+		again    time.Duration // the Source's limit holds rows back this long
 		timer    = time.NewTimer(0)
 	)
 	defer timer.Stop()
 	for claimCtx.Err() == nil {
+		if !due && again > 0 {
+			// Not on a wake-up: it stays in its channel for after the wait.
+			timer.Reset(min(again, l.cfg.Poll))
+			select {
+			case <-timer.C:
+			case <-claimCtx.Done():
+				continue
+			}
+			due = true
+		}
 		if !due {
 			wait := l.cfg.Poll
 			if time.Now().Before(hotUntil) {
@@ -224,6 +242,7 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 			}
 			due = true
 		}
+		again = 0
 		least := 1
 		if backlog && r.running() > 0 {
 			least = l.cfg.Refill
@@ -256,6 +275,11 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 			due, backlog = false, false
 		case c.Full:
 			due, backlog = true, true
+			hotUntil = time.Now().Add(l.cfg.HotFor)
+		case c.Again > 0:
+			// Rows are due but the Source's limit says not yet: wait for
+			// it, even in a drain, which ends only when nothing is due.
+			due, backlog, again = false, false, c.Again
 			hotUntil = time.Now().Add(l.cfg.HotFor)
 		default:
 			due, backlog = false, false

@@ -182,8 +182,8 @@ func init() {
 		Mutation{
 			Name:    "outbox dispatch: transient failures never run out of slots",
 			File:    "outbox/send.go",
-			Find:    "wait, ok := d.backoff.Next(row.Attempts)",
-			Replace: "wait, ok := d.backoff.Next(min(row.Attempts, len(d.backoff)))",
+			Find:    "wait, ok := d.backoff.Next(max(row.Attempts-row.throttles, 1))",
+			Replace: "wait, ok := d.backoff.Next(min(max(row.Attempts-row.throttles, 1), len(d.backoff)))",
 			Pkg:     "./outbox/",
 			Test:    "TestDispatch_TransientBackoffThenFailedWhenSlotsRunOut",
 		},

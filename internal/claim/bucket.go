@@ -1,0 +1,107 @@
+package claim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Bucket is a pool-wide rate limit on a table's claims: a token bucket in
+// postbox_rate_buckets (migration 00020), refilled at Rate tokens a second
+// up to Burst, from which every claim takes one token per row it claims,
+// in the claim's own transaction. Whatever the number of replicas and
+// lanes, the rows claimed over any T seconds are at most Rate×T + Burst.
+//
+// Each claim passes its own Rate and Burst; the row keeps only the tokens
+// and when they were counted. Replicas configured differently (a deploy
+// under way) each refill at their own rate: the pool runs at most at the
+// highest of them, and nothing breaks.
+type Bucket struct {
+	Name  string  // the row in postbox_rate_buckets, e.g. "email"
+	Rate  float64 // tokens a second, above 0
+	Burst float64 // the most tokens it holds, at least 1
+}
+
+// Held is what a limited claim learned about its bucket.
+type Held struct {
+	// Tokens are the tokens left after the claim.
+	Tokens float64
+	// Short reports that the bucket, not the claim's n, bounded the claim
+	// and that the claim took every row it allowed: due rows may be
+	// waiting for tokens.
+	Short bool
+}
+
+// Wait is how long until the bucket holds want tokens, at b's rate.
+func (b Bucket) Wait(h Held, want float64) time.Duration {
+	if h.Tokens >= want {
+		return 0
+	}
+	return time.Duration((want - h.Tokens) / b.Rate * float64(time.Second))
+}
+
+// bucketLockSQL locks bucket $1, making it first if it is missing (an
+// ON CONFLICT DO UPDATE locks the row even when its WHERE updates
+// nothing). Claims of one bucket take turns from here to their commit,
+// and each later one's claim statement, which begins after the lock is
+// granted, sees what the earlier one left (READ COMMITTED).
+const bucketLockSQL = `INSERT INTO postbox_rate_buckets (name) VALUES ($1)
+ON CONFLICT (name) DO UPDATE SET tokens = postbox_rate_buckets.tokens WHERE false`
+
+// bucketLeftSQL reads the tokens the claim left, in its transaction, at
+// rate $2 up to burst $3: refilled to now, since a claim that took nothing
+// left the row as it found it.
+const bucketLeftSQL = `SELECT least($3::float8, tokens + greatest(EXTRACT(EPOCH FROM clock_timestamp() - at), 0) * $2::float8)
+FROM postbox_rate_buckets WHERE name = $1`
+
+// LimitedClaimSQL is ClaimSQL through bucket $6 at rate $4 up to burst
+// $5: the bucket is refilled for the time since it was last taken from
+// (clock_timestamp(), not now(): the claim's transaction began before it
+// waited for the lock), the claim's LIMIT is the smaller of $1 and its
+// whole tokens, and the bucket keeps what the claimed rows did not take.
+// A claim that took nothing writes nothing: refilling later from the same
+// tokens and time comes to the same, and the idle polls and held claims
+// of every replica leave no dead versions of the row behind them (a held
+// snapshot would keep each one).
+// The bucket must be locked already (bucketLockSQL): a missing row would
+// leave the LIMIT at $1.
+func (t Table) LimitedClaimSQL() string {
+	due, order := t.Due("", "$3")
+	return fmt.Sprintf(`WITH bucket AS (
+	SELECT c.at, least($5::float8, b.tokens + greatest(EXTRACT(EPOCH FROM c.at - b.at), 0) * $4::float8) AS tokens
+	FROM postbox_rate_buckets b, (SELECT clock_timestamp() AS at) c
+	WHERE b.name = $6
+), claimed AS (
+	UPDATE %[1]s SET attempts = attempts + 1, %[2]s = now() + $2::interval
+	WHERE id = ANY (ARRAY(
+		SELECT id FROM %[1]s
+		WHERE status = 'pending' AND %[3]s%[6]s
+		ORDER BY %[5]s
+		LIMIT least($1::int, (SELECT floor(tokens)::int FROM bucket))
+		FOR UPDATE SKIP LOCKED))
+	RETURNING %[4]s
+), spent AS (
+	UPDATE postbox_rate_buckets b SET tokens = greatest(bucket.tokens - (SELECT count(*) FROM claimed), 0), at = bucket.at
+	FROM bucket WHERE b.name = $6 AND EXISTS (SELECT 1 FROM claimed)
+)
+SELECT * FROM claimed`, t.Name, t.DueColumn, due, t.Returning, order, t.claimable())
+}
+
+// ClaimLimited is Claim through bucket b: one transaction locks the
+// bucket, claims at most as many rows as it holds whole tokens, and takes
+// one per row, so concurrent claimers anywhere in the pool never claim
+// more than the bucket allows. It says what it left in the bucket.
+func ClaimLimited[T any](ctx context.Context, db Batcher, t Table, w *Window, n int, lease time.Duration, b Bucket, scan pgx.RowToFunc[T]) ([]T, Held, error) {
+	return claimRows(ctx, db, t, w, n, lease, &b, scan)
+}
+
+// held reads what a limited claim of n that took rows left: its limit was
+// n or the whole tokens it found, which are the tokens it left plus one
+// per row it took.
+func held(tokens float64, n, rows int) Held {
+	found := math.Floor(tokens + float64(rows) + 1e-9)
+	return Held{Tokens: tokens, Short: found < float64(n) && float64(rows) >= found}
+}
