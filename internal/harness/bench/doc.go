@@ -39,6 +39,12 @@
 //   - pool-leaderkill: a steady load, SIGKILL of the River leader, the
 //     longest gap between deliveries; every row must arrive once the
 //     survivors (and the dead replica's claim lease) allow.
+//   - pool-pgbouncer (only with --only): N emails and N/5 webhook events
+//     to 2 receivers drained by R processes directly and through a real
+//     PgBouncer in transaction mode (DATABASE_POOL_MODE=transaction), with
+//     wake-ups by LISTEN on DATABASE_DIRECT_URL and by polling, alternating
+//     per trial: msg/s, the ratio to direct, machine CPU per message, the
+//     pooler's busiest moment; a message lost or sent twice fails the run.
 //
 // Nothing here asserts a timing: the test runs a tiny preset and checks only
 // the correctness counts.

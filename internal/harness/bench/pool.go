@@ -27,14 +27,17 @@ const (
 	SectionPoolLeaderKill = "pool-leaderkill"
 	SectionPoolScale      = "pool-scale"
 	SectionPoolRetention  = "pool-retention"
+	SectionPoolPgBouncer  = "pool-pgbouncer"
+	SectionPoolRateLimit  = "pool-ratelimit"
 )
 
 // PoolSections lists the pool sections in run order.
-var PoolSections = []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLeaderKill, SectionPoolScale, SectionPoolRetention}
+var PoolSections = []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLeaderKill, SectionPoolScale, SectionPoolRetention,
+	SectionPoolPgBouncer, SectionPoolRateLimit}
 
 // DefaultPoolSections are what --pool runs without --only: all but the
 // scale and retention sections, which seed millions of rows and run for
-// many minutes.
+// many minutes, and the PgBouncer section, which needs pgbouncer.
 var DefaultPoolSections = PoolSections[:4]
 
 // Report section titles of the pool sections.
@@ -45,6 +48,8 @@ const (
 	titlePoolKill      = "pool leader kill"
 	titlePoolScale     = "pool scale: kept history, held snapshot"
 	titlePoolRetention = "pool retention: weeks dropped under load"
+	titlePoolPgBouncer = "pool through PgBouncer, transaction mode"
+	titlePoolRateLimit = "pool email rate limit (EMAIL_RATE_LIMIT)"
 )
 
 // PoolOptions configure the pool sections. Zero fields take
@@ -364,6 +369,8 @@ func RunPoolURL(ctx context.Context, url string, opts PoolOptions) (rep *Report,
 		{opts.want(SectionPoolLeaderKill), pr.leaderKillSection},
 		{opts.want(SectionPoolScale), pr.scaleSection},
 		{opts.want(SectionPoolRetention), pr.retentionSection},
+		{opts.want(SectionPoolPgBouncer), pr.pgbouncerSection},
+		{opts.want(SectionPoolRateLimit), pr.rateLimitSection},
 	}
 	for _, s := range steps {
 		if !s.on {
@@ -519,6 +526,8 @@ type path struct {
 	name   string
 	peer   *peerFetch
 	traced bool // a worker run exporting every span (PoolOptions.Tracing)
+	// env is added to a worker run's environment, and wins over it.
+	env []string
 }
 
 // peerFetch is a River peer configuration.
@@ -590,6 +599,7 @@ func (pr *poolRunner) start(ctx context.Context, p path, rs *relaySet, replicas 
 				}
 				env = append(env, pr.otlp.tracingEnv()...)
 			}
+			env = append(env, p.env...)
 			pc, err = startProc(fmt.Sprintf("worker %d", i), pr.bins.worker, logPath, env, "run")
 			if pc != nil {
 				pc.httpAddr = addr
