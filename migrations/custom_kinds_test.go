@@ -33,21 +33,7 @@ func TestCustomKindsUpAndDownWithRows(t *testing.T) {
 	must(`INSERT INTO email_outbox (kind, payload) SELECT 'receipt', '{"to":"ada@example.com"}' FROM generate_series(1, 3)`)
 
 	// Step down to just before 00015, through any migration after it.
-	downTo15 := func() error {
-		for {
-			s, err := m.State(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s.Postbox.Current < 15 {
-				return nil
-			}
-			if err := m.Down(ctx, false); err != nil {
-				return err
-			}
-		}
-	}
-	err := downTo15()
+	err := downBelow(ctx, m, 15)
 	if err == nil || !strings.Contains(err.Error(), "3 email_outbox rows have a custom kind") {
 		t.Fatalf("down past 00015 with 3 receipt rows = %v; want a refusal naming 3 rows", err)
 	}
@@ -59,7 +45,7 @@ func TestCustomKindsUpAndDownWithRows(t *testing.T) {
 	}
 
 	must(`DELETE FROM email_outbox WHERE kind = 'receipt'`)
-	if err := downTo15(); err != nil {
+	if err := downBelow(ctx, m, 15); err != nil {
 		t.Fatalf("down past 00015 with only built-in kinds: %v", err)
 	}
 	if err := exec(`INSERT INTO email_outbox (kind, payload) VALUES ('receipt', '{}')`); !isCheck(err, "email_outbox_kind_check") {

@@ -46,17 +46,8 @@ func TestEmailRateLimitUpAndDownWithRows(t *testing.T) {
 	}
 
 	// Step down to just before 00020, through any migration after it.
-	for {
-		s, err := m.State(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Postbox.Current < 20 {
-			break
-		}
-		if err := m.Down(ctx, false); err != nil {
-			t.Fatal(err)
-		}
+	if err := downBelow(ctx, m, 20); err != nil {
+		t.Fatal(err)
 	}
 	var rows, tables, columns int
 	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM email_outbox),

@@ -20,17 +20,8 @@ func TestHardening_ExistingViolatorsNeverBlockAClaim(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	m := newMigrator(t, pool)
-	for { // undo 00006 and every migration after it
-		s, err := m.State(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Postbox.Current < 6 {
-			break
-		}
-		if err := m.Down(ctx, false); err != nil {
-			t.Fatal(err)
-		}
+	if err := downBelow(ctx, m, 6); err != nil { // undo 00006 and every migration after it
+		t.Fatal(err)
 	}
 	exec := func(sql string, args ...any) {
 		t.Helper()

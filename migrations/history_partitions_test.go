@@ -27,17 +27,8 @@ func TestHistoryPartitionsUpAndDownWithRows(t *testing.T) {
 	}
 	downTo := func(version int64) {
 		t.Helper()
-		for {
-			s, err := m.State(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s.Postbox.Current <= version {
-				return
-			}
-			if err := m.Down(ctx, false); err != nil {
-				t.Fatalf("down from %d: %v", s.Postbox.Current, err)
-			}
+		if err := downBelow(ctx, m, version+1); err != nil {
+			t.Fatalf("down to %d: %v", version, err)
 		}
 	}
 	downTo(17)

@@ -23,6 +23,23 @@ func newMigrator(t *testing.T, pool *pgxpool.Pool) *migrations.Migrator {
 	return m
 }
 
+// downBelow steps m down one migration at a time until postbox's schema is
+// below version, and returns the first refusal.
+func downBelow(ctx context.Context, m *migrations.Migrator, version int64) error {
+	for {
+		s, err := m.State(ctx)
+		if err != nil {
+			return err
+		}
+		if s.Postbox.Current < version {
+			return nil
+		}
+		if err := m.Down(ctx, false); err != nil {
+			return err
+		}
+	}
+}
+
 func TestUpIsIdempotentAndDownRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

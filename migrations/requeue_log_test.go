@@ -38,17 +38,8 @@ func TestRequeueLogUpAndDownWithRows(t *testing.T) {
 	}
 
 	// Step down to just before 00012, through any migration after it.
-	for {
-		s, err := m.State(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Postbox.Current < 12 {
-			break
-		}
-		if err := m.Down(ctx, false); err != nil {
-			t.Fatal(err)
-		}
+	if err := downBelow(ctx, m, 12); err != nil {
+		t.Fatal(err)
 	}
 	var rows, tables, columns int
 	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM email_outbox),

@@ -46,21 +46,7 @@ func TestScheduledCancelUpAndDownWithRows(t *testing.T) {
 		}
 	}
 
-	downTo16 := func() error {
-		for {
-			s, err := m.State(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s.Postbox.Current < 16 {
-				return nil
-			}
-			if err := m.Down(ctx, false); err != nil {
-				return err
-			}
-		}
-	}
-	if err := downTo16(); err != nil {
+	if err := downBelow(ctx, m, 16); err != nil {
 		t.Fatalf("down past 00016 with cancelled rows: %v", err)
 	}
 	var emails, skipped, hooks, failed int

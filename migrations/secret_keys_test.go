@@ -29,17 +29,8 @@ func TestSecretKeysUpAndDownWithRows(t *testing.T) {
 		('receipt', 'dispatched', now(), '{"to":"ada@example.com"}', ARRAY['magic_link']),
 		('raw', 'dispatched', now(), '{"to":"ada@example.com","subject":"s"}', ARRAY['setup_url'])`)
 
-	for {
-		s, err := m.State(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Postbox.Current < 17 {
-			break
-		}
-		if err := m.Down(ctx, false); err != nil {
-			t.Fatalf("down past 00017 with rows that scrubbed a declared key: %v", err)
-		}
+	if err := downBelow(ctx, m, 17); err != nil {
+		t.Fatalf("down past 00017 with rows that scrubbed a declared key: %v", err)
 	}
 	rows, err := pool.Query(ctx, `SELECT array_to_string(scrubbed_keys, ',') FROM email_outbox ORDER BY kind, cardinality(scrubbed_keys)`)
 	if err != nil {

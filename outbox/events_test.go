@@ -28,7 +28,7 @@ func TestEvents_RelayRefusalSuppressesUntilLifted(t *testing.T) {
 	const gone = "gone@example.com"
 	var mu sync.Mutex
 	refusing, rcpts := true, 0
-	sink, err := smtpsink.Start(smtpsink.Options{RejectRcpt: func(to string) error {
+	sink, mailer := newSinkMailerWith(t, smtpsink.Options{RejectRcpt: func(to string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if strings.EqualFold(to, gone) {
@@ -39,15 +39,6 @@ func TestEvents_RelayRefusalSuppressesUntilLifted(t *testing.T) {
 		}
 		return nil
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sink.Close() })
-	mailer, err := smtp.New(smtp.Config{Host: sink.Host(), Port: sink.Port(), Mode: smtp.ModeNone, From: "billing@example.com"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mailer.Close() })
 	d := newDispatcher(t, pool, mailer, func(c *Config) { c.Metrics = NewMetrics(nil) })
 
 	first := insertRow(t, pool, "raw", rawPayload("Gone <GONE@example.com>"))

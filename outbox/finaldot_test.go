@@ -33,7 +33,7 @@ func TestDispatch_FinalDotUnansweredCostsOneCopy(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	var mu sync.Mutex
 	copies := map[string]int{} // row id → messages handed over (final dot written)
-	sink, err := smtpsink.Start(smtpsink.Options{Hang: func(e smtpsink.Envelope) bool {
+	_, mailer := newSinkMailerWith(t, smtpsink.Options{Hang: func(e smtpsink.Envelope) bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, line := range strings.Split(string(e.Data), "\r\n") {
@@ -44,15 +44,6 @@ func TestDispatch_FinalDotUnansweredCostsOneCopy(t *testing.T) {
 		}
 		return true
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sink.Close() })
-	mailer, err := smtp.New(smtp.Config{Host: sink.Host(), Port: sink.Port(), Mode: smtp.ModeNone, From: "billing@example.com"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mailer.Close() })
 	sender := senderFunc(func(ctx context.Context, msg smtp.Message) error {
 		ctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()

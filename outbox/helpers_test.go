@@ -86,7 +86,14 @@ func newDispatcher(t *testing.T, db DB, sender Sender, modify ...func(*Config)) 
 // it without TLS, both closed when the test ends.
 func newSinkMailer(t *testing.T) (*smtpsink.Sink, *smtp.Mailer) {
 	t.Helper()
-	sink, err := smtpsink.Start(smtpsink.Options{})
+	return newSinkMailerWith(t, smtpsink.Options{})
+}
+
+// newSinkMailerWith is newSinkMailer with the sink's faults, hangs and
+// refusals set by opts.
+func newSinkMailerWith(t *testing.T, opts smtpsink.Options) (*smtpsink.Sink, *smtp.Mailer) {
+	t.Helper()
+	sink, err := smtpsink.Start(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ var (
 func scriptedRelay(t *testing.T, replies []error) *smtp.Mailer {
 	t.Helper()
 	var mu sync.Mutex
-	sink, err := smtpsink.Start(smtpsink.Options{Fault: func(smtpsink.Envelope) error {
+	_, mailer := newSinkMailerWith(t, smtpsink.Options{Fault: func(smtpsink.Envelope) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(replies) == 0 {
@@ -39,15 +39,6 @@ func scriptedRelay(t *testing.T, replies []error) *smtp.Mailer {
 		replies = replies[1:]
 		return r
 	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sink.Close() })
-	mailer, err := smtp.New(smtp.Config{Host: sink.Host(), Port: sink.Port(), Mode: smtp.ModeNone, From: "billing@example.com"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = mailer.Close() })
 	return mailer
 }
 

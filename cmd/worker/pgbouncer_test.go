@@ -23,6 +23,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postbox/postbox/internal/devserver/pgbouncer"
 	"github.com/postbox/postbox/internal/devserver/smtpsink"
 	"github.com/postbox/postbox/internal/testsupport/logbuf"
 	"github.com/postbox/postbox/internal/testsupport/pgbouncertest"
@@ -279,27 +280,8 @@ func drainBehindPooler(t *testing.T, bouncerBin string, withDirect bool) {
 
 	// What the replicas asked of the pooler, for the log: its busiest
 	// moment in server connections, and in clients waiting for one.
-	var peakServers, peakWaiting atomic.Int64
-	sampling, stopSampling := context.WithCancel(ctx)
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for sampling.Err() == nil {
-			if pools, err := bouncer.Pools(sampling); err == nil {
-				for _, p := range pools {
-					if p.Database == pgtestDatabase(dbURL) {
-						peakServers.Store(max(peakServers.Load(), int64(p.ServersActive)))
-						peakWaiting.Store(max(peakWaiting.Load(), int64(p.ClientsWaiting)))
-					}
-				}
-			}
-			select {
-			case <-sampling.Done():
-			case <-time.After(50 * time.Millisecond):
-			}
-		}
-	}()
-	defer func() { stopSampling(); <-sampled }()
+	watch := bouncer.WatchPeaks(ctx, 50*time.Millisecond, func(p pgbouncer.Pool) bool { return p.Database == pgtestDatabase(dbURL) })
+	defer watch()
 
 	for i, agent := range []string{doomedAgent, "postbox-test-1", "postbox-test-2"} {
 		start(i, agent)
@@ -380,10 +362,9 @@ func drainBehindPooler(t *testing.T, bouncerBin string, withDirect bool) {
 	}
 	hooks.mu.Unlock()
 
-	stopSampling()
-	<-sampled
+	peaks := watch()
 	t.Logf("the pooler's busiest moment: %d server connections active (default_pool_size 8) for 3 replicas' pools of 10; at most %d clients waiting",
-		peakServers.Load(), peakWaiting.Load())
+		peaks.ServersActive, peaks.ClientsWaiting)
 
 	if withDirect {
 		// Only the two listeners of each live replica ride the direct

@@ -19,6 +19,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/postbox/postbox/internal/devserver/pgserver"
 )
 
 // ErrNotFound means no pgbouncer binary was found.
@@ -104,7 +106,7 @@ func Start(ctx context.Context, o Options) (*Bouncer, error) {
 	}
 	var lastErr error
 	for range startAttempts {
-		port, err := freePort()
+		port, err := pgserver.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -170,15 +172,6 @@ func unprivilegedUser() (string, error) {
 		}
 	}
 	return "", errors.New("pgbouncer: running as root needs a postgres or nobody OS user for PgBouncer to switch to")
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // waitListening waits until the port takes connections, or PgBouncer

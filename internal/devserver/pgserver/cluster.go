@@ -72,7 +72,7 @@ func StartCluster(ctx context.Context, logger *slog.Logger) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -131,7 +131,9 @@ func postgresUser(dir string) (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
-func freePort() (int, error) {
+// FreePort is a loopback TCP port free a moment ago, for a server this
+// package or its sibling devservers start.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/postbox/postbox/internal/devserver/pgbouncer"
@@ -156,27 +155,8 @@ SELECT 'invoice.paid', jsonb_build_object('invoice_id', 'in_' || i, 'amount_due'
 			env = append(env, "DATABASE_DIRECT_URL="+pr.url)
 		}
 	}
-	var peakServers, peakWaiting atomic.Int64
-	sampling, stopSampling := context.WithCancel(ctx)
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		for sampling.Err() == nil {
-			if pools, err := b.Pools(sampling); err == nil {
-				for _, pl := range pools {
-					if pl.Database != "pgbouncer" {
-						peakServers.Store(max(peakServers.Load(), int64(pl.ServersActive)))
-						peakWaiting.Store(max(peakWaiting.Load(), int64(pl.ClientsWaiting)))
-					}
-				}
-			}
-			select {
-			case <-sampling.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	defer func() { stopSampling(); <-sampled }()
+	watch := b.WatchPeaks(ctx, 100*time.Millisecond, func(pl pgbouncer.Pool) bool { return pl.Database != "pgbouncer" })
+	defer watch()
 
 	pr.logf("pool pgbouncer: %s: starting %d process(es)", label, rc)
 	busy := machineBusy()
@@ -215,8 +195,7 @@ SELECT 'invoice.paid', jsonb_build_object('invoice_id', 'in_' || i, 'amount_due'
 	}
 	msgs := n + deliveries
 	cpuMS := float64((machineBusy() - busy).Microseconds()) / 1000 / float64(msgs)
-	stopSampling()
-	<-sampled
+	peaks := watch()
 	time.Sleep(500 * time.Millisecond) // a duplicate sent just after the last first arrival still counts
 	t := rs.tally(ids)
 	total, distinct := hooks.counts()
@@ -228,7 +207,7 @@ SELECT 'invoice.paid', jsonb_build_object('invoice_id', 'in_' || i, 'amount_due'
 	notes := fmt.Sprintf("%d emails + %d deliveries (%d events × %d endpoints) in %.2f s from the first exec; 0 lost, 0 duplicates; machine CPU %.2f ms per message; EMAIL_CONCURRENCY=%d per process; %s",
 		n, deliveries, events, pgbEndpoints, elapsed.Seconds(), cpuMS, pr.po.Concurrency, pr.po.relayNote(rc, perSecond(n, elapsed), perSecond(n, elapsed)))
 	if p.bouncer {
-		notes += fmt.Sprintf("; PgBouncer's busiest moment: %d of %d server connections active, %d clients waiting", peakServers.Load(), pgbServerConns, peakWaiting.Load())
+		notes += fmt.Sprintf("; PgBouncer's busiest moment: %d of %d server connections active, %d clients waiting", peaks.ServersActive, pgbServerConns, peaks.ClientsWaiting)
 	}
 	pr.add(Row{Section: titlePoolPgBouncer, Path: label, Figure: fmtRate(rate), Unit: "msg/s from start", Value: rate, Notes: notes})
 	return rate, cpuMS, nil
