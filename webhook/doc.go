@@ -22,8 +22,9 @@ with plain SQL, and is woken the same way:
 
 # Fan-out
 
-[Dispatcher.ProcessBatch] claims due outbox rows with the claim-lease shared
-with the email outbox (one short statement: FOR UPDATE SKIP LOCKED, a lease
+The webhook_outbox lane ([Dispatcher.RunOutbox] in a shift, [Dispatcher.Drain]
+until idle) claims due outbox rows with the claim-lease shared with the
+email outbox (one short statement: FOR UPDATE SKIP LOCKED, a lease
 stamp, attempts+1). For each row, [Dispatcher.DispatchFromOutbox] runs ONE
 transaction that marks the row dispatched (a compare-and-set on status =
 'pending'), creates its event, and creates a delivery for every enabled
