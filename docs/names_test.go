@@ -192,21 +192,7 @@ func (d decls) resolve(name string) (ok, ours bool) {
 func moduleDecls(t *testing.T) decls {
 	t.Helper()
 	d := decls{pkgs: map[string]map[string]bool{}, types: map[string]map[string]bool{}}
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(repoRoot, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if e.IsDir() && (e.Name() == ".git" || e.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if e.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	parseModule(t, 0, func(_ string, _ *token.FileSet, f *ast.File) {
 		names := d.pkgs[f.Name.Name]
 		if names == nil {
 			names = map[string]bool{}
@@ -259,11 +245,7 @@ func moduleDecls(t *testing.T) decls {
 				}
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// main packages and the docs package name nothing a page may cite
 	// as a package.
 	delete(d.pkgs, "main")
@@ -278,22 +260,8 @@ func moduleDecls(t *testing.T) decls {
 func TestDocLinks_Resolve(t *testing.T) {
 	t.Parallel()
 	decls := moduleDecls(t)
-	fset := token.NewFileSet()
 	checked := 0
-	err := filepath.WalkDir(repoRoot, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if e.IsDir() && (e.Name() == ".git" || e.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if e.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil // a test's comments are not rendered
-		}
-		f, err := parser.ParseFile(fset, p, nil, parser.ParseComments|parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
+	parseModule(t, parser.ParseComments, func(p string, fset *token.FileSet, f *ast.File) {
 		own := decls.pkgs[f.Name.Name]
 		for _, doc := range docComments(f) {
 			for _, m := range docLink.FindAllStringSubmatchIndex(doc.Text(), -1) {
@@ -315,11 +283,7 @@ func TestDocLinks_Resolve(t *testing.T) {
 				}
 			}
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if checked < 30 {
 		t.Errorf("only %d doc links checked; the parsing is broken", checked)
 	}
@@ -352,4 +316,31 @@ func docComments(f *ast.File) []*ast.CommentGroup {
 		}
 	}
 	return slices.DeleteFunc(docs, func(c *ast.CommentGroup) bool { return c == nil })
+}
+
+// parseModule parses every non-test Go file of the module (a test's
+// comments are not rendered, and its names are no API) and hands each to fn.
+func parseModule(t *testing.T, mode parser.Mode, fn func(path string, fset *token.FileSet, f *ast.File)) {
+	t.Helper()
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(repoRoot, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() && (e.Name() == ".git" || e.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if e.IsDir() || !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, mode|parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		fn(p, fset, f)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
