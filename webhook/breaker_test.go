@@ -424,3 +424,21 @@ func TestBreaker_DisablesAfterWindowAndNotifies(t *testing.T) {
 		t.Fatalf("%d of 2 held deliveries sent after enabling", n)
 	}
 }
+
+// A delivery loaded while its endpoint was healthy does not know it is
+// failing; the process that counted the endpoint's failure still counts
+// the delivery's success, so a window that begins with attempts in flight
+// does not see only their failures.
+func TestBreaker_SuccessLoadedBeforeTheFirstFailureCounts(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	ep := createEndpoint(t, pool, "https://hooks.example.com/in")
+	p := newDispatcher(t, pool, nil)
+	loadedHealthy := delivery{id: "d1", endpointID: ep.ID} // failing: false
+	p.noteOutcome(ctx, loadedHealthy, DeliveryMark{Attempt: 1, Status: StatusPending, Error: "HTTP 500"}, p.logger)
+	p.noteOutcome(ctx, loadedHealthy, DeliveryMark{Attempt: 1, Status: StatusSucceeded}, p.logger)
+	if b := endpointBreaker(t, pool, ep.ID); b.Requests != 2 || b.WindowFailures != 1 || b.Failures != 0 {
+		t.Fatalf("breaker %+v, want the window's 1 failure and 1 success counted and the failure run reset", b)
+	}
+}

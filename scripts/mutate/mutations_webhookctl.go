@@ -201,7 +201,7 @@ func init() {
 			Find:    "\t\tif !d.failing && !p.failed.recent(d.endpointID, time.Now(), p.cfg.BreakerWindow) {",
 			Replace: "\t\tif !d.failing {",
 			Pkg:     "./webhook/",
-			Test:    "TestBreaker_FlakyEndpointIsNotPaused",
+			Test:    "TestBreaker_SuccessLoadedBeforeTheFirstFailureCounts",
 		},
 		Mutation{
 			Name:    "breaker: deliveries of an open endpoint born leased",
