@@ -117,8 +117,8 @@ func init() {
 		Mutation{
 			Name:    "admission: rows the in-flight cap holds are pushed as if the bucket held them",
 			File:    throttleGo,
-			Find:    "n, byRate = free, false",
-			Replace: "n = free",
+			Find:    "if free := max(*b.maxInFlight-b.inFlight, 0); free < n {\n\t\t\tn, byRate = free, false",
+			Replace: "if free := max(*b.maxInFlight-b.inFlight, 0); free < n {\n\t\t\tn = free",
 			Pkg:     pkg,
 			Test:    "TestAdmission_CapAndProbeOutrankTheBucket",
 		},
