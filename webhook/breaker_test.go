@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
@@ -57,22 +58,29 @@ func waitPast(t *testing.T, db DB, at time.Time) {
 	}
 }
 
-// untilDelivered runs the fan-out and the retry lane of ps until every
-// delivery succeeded, failing the test if that takes past a generous
-// deadline (the breaker's pauses are a second at most here).
-func untilDelivered(t *testing.T, db DB, want int, ps ...*Dispatcher) {
+// deliverAll enqueues events and runs the fan-out and the retry lane of
+// two dispatchers (edit applied, on shortSchedule) until every delivery
+// succeeded, failing the test if that takes past a generous deadline (the
+// breaker's pauses are a second at most here). It returns how many times
+// the breaker opened.
+func deliverAll(t *testing.T, db *pgxpool.Pool, events int, edit func(*Config)) (opens float64) {
 	t.Helper()
 	ctx := testCtx(t)
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg)
+	configure := func(o *Config) {
+		o.Schedule = shortSchedule
+		o.Metrics = metrics
+		edit(o)
+	}
+	ps := []*Dispatcher{newDispatcher(t, db, configure), newDispatcher(t, db, configure)}
+	for i := range events {
+		insertOutbox(t, db, "invoice.paid", map[string]any{"n": i})
+	}
 	deadline := time.Now().Add(60 * time.Second)
-	for count(t, db, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) < want {
+	for count(t, db, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) < events {
 		if time.Now().After(deadline) {
-			rows, _ := db.Query(ctx, `SELECT d.attempts, d.next_retry_at - now(), d.leased_until - now(), coalesce(d.last_error, ''), ep.paused_until - now(), ep.breaker_requests, ep.breaker_failures, ep.probing FROM webhook_deliveries d JOIN webhook_endpoints ep ON ep.id = d.endpoint_id WHERE d.status <> 'succeeded'`)
-			for rows.Next() {
-				v, _ := rows.Values()
-				t.Logf("stuck: %v", v)
-			}
-			rows.Close()
-			t.Fatalf("%d of %d delivered before the deadline", count(t, db, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`), want)
+			t.Fatalf("%d of %d delivered before the deadline", count(t, db, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`), events)
 		}
 		var wg sync.WaitGroup
 		for _, p := range ps {
@@ -87,6 +95,7 @@ func untilDelivered(t *testing.T, db DB, want int, ps ...*Dispatcher) {
 		}
 		wg.Wait()
 	}
+	return counterValue(t, reg, "postbox_webhook_breaker_open_total")
 }
 
 // An endpoint answering 500 to everything: its first failures are counted
@@ -223,7 +232,7 @@ func TestBreaker_MinimumRequestsBeforeTheRateCounts(t *testing.T) {
 // An endpoint that fails every other request is alive: the failed share
 // of its window stays near half, under the rate, so the breaker never
 // opens and every delivery goes out on the schedule alone. Two
-// dispatchers deliver at once.
+// dispatchers deliver at once (deliverAll).
 func TestBreaker_FlakyEndpointIsNotPaused(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
@@ -235,20 +244,7 @@ func TestBreaker_FlakyEndpointIsNotPaused(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	ep := createEndpoint(t, pool, rc.URL)
-	reg := prometheus.NewRegistry()
-	metrics := NewMetrics(reg)
-	edit := func(o *Config) {
-		o.Settings.BreakerMinRequests = 10
-		o.Schedule = shortSchedule
-		o.Metrics = metrics
-	}
-	p, sibling := newDispatcher(t, pool, edit), newDispatcher(t, pool, edit)
-	const events = 40
-	for i := range events {
-		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
-	}
-	untilDelivered(t, pool, events, p, sibling)
-	if v := counterValue(t, reg, "postbox_webhook_breaker_open_total"); v != 0 {
+	if v := deliverAll(t, pool, 40, func(o *Config) { o.Settings.BreakerMinRequests = 10 }); v != 0 {
 		t.Fatalf("breaker opened %v times on an endpoint failing every other request", v)
 	}
 	if b := endpointBreaker(t, pool, ep.ID); b.Opens != 0 || b.PausedUntil != nil {
@@ -277,22 +273,12 @@ func TestBreaker_FailFirstAttemptEndpointGetsEveryMessage(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	createEndpoint(t, pool, rc.URL)
-	reg := prometheus.NewRegistry()
-	metrics := NewMetrics(reg)
-	edit := func(o *Config) {
+	opens := deliverAll(t, pool, 30, func(o *Config) {
 		o.Settings.BreakerMinRequests = 3
 		o.Settings.BreakerCooldown = 200 * time.Millisecond
 		o.Settings.BreakerMaxCooldown = time.Second
-		o.Schedule = shortSchedule
-		o.Metrics = metrics
-	}
-	p, sibling := newDispatcher(t, pool, edit), newDispatcher(t, pool, edit)
-	const events = 30
-	for i := range events {
-		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
-	}
-	untilDelivered(t, pool, events, p, sibling)
-	if v := counterValue(t, reg, "postbox_webhook_breaker_open_total"); v < 1 {
+	})
+	if v := opens; v < 1 {
 		t.Fatalf("breaker opened %v times: the first failures should have opened it", v)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE attempts > 2`); n != 0 {
