@@ -292,6 +292,17 @@ var checkCases = []checkCase{
 	{"webhook_endpoints_breaker_opens_check",
 		[]string{setEndpoint(`breaker_opens = -1`)},
 		[]string{setEndpoint(`breaker_opens = 0`)}},
+	// 00021: the breaker's failure-rate window.
+	{"webhook_endpoints_breaker_counts_check",
+		[]string{
+			setEndpoint(`breaker_failures = -1`),
+			setEndpoint(`breaker_window_at = now(), breaker_requests = 2, breaker_failures = 3`),
+			setEndpoint(`breaker_window_at = NULL, breaker_requests = 1`),
+		},
+		[]string{
+			setEndpoint(`breaker_window_at = now(), breaker_requests = 3, breaker_failures = 3`),
+			setEndpoint(`breaker_window_at = NULL, breaker_requests = 0, breaker_failures = 0`),
+		}},
 	{"webhook_endpoint_secrets_secret_check",
 		[]string{`INSERT INTO webhook_endpoint_secrets (endpoint_id, secret, expires_at) VALUES (` + fxEndpoint + `, 'whsecXc2Vjb25k', now())`},
 		[]string{`INSERT INTO webhook_endpoint_secrets (endpoint_id, secret, expires_at) VALUES (` + fxEndpoint + `, 'whsec_c2Vjb25k', now())`}},

@@ -168,14 +168,14 @@ func TestBreaker_CooldownStopsAtItsCap(t *testing.T) {
 			rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusInternalServerError) })
 			ep := createEndpoint(t, pool, rc.URL)
 			p := newDispatcher(t, pool, tc.edit)
-			// Half-open: the threshold reached, the pause over, no probe
-			// out. failing_since is left for the failure to stamp: it is
+			// Half-open: the pause over, no probe out, a fresh trial.
+			// failing_since is left for the failure to stamp: it is
 			// the now() of the very statement that sets paused_until, so
 			// paused_until − failing_since is the pause that statement
 			// chose, however slow the machine.
-			if _, err := pool.Exec(ctx, `UPDATE webhook_endpoints SET consecutive_failures = $2, breaker_opens = $3,
-	paused_until = now() - interval '1 second', probing = false, failing_since = NULL WHERE id = $1`,
-				ep.ID, p.cfg.BreakerFailures, tc.opens); err != nil {
+			if _, err := pool.Exec(ctx, `UPDATE webhook_endpoints SET consecutive_failures = 20, breaker_opens = $2,
+	paused_until = now() - interval '1 second', probing = false, failing_since = NULL, breaker_window_at = now() WHERE id = $1`,
+				ep.ID, tc.opens); err != nil {
 				t.Fatal(err)
 			}
 			insertDueDeliveries(t, pool, ep.ID, 2, time.Minute)
@@ -205,7 +205,9 @@ func TestBreaker_CooldownStopsAtItsCap(t *testing.T) {
 
 // The shipped breaker figures, and the environment's bound on them: a cap
 // below the first cool-down is refused, naming both variables; a cap equal
-// to it is a breaker that never doubles, and allowed.
+// to it is a breaker that never doubles, and allowed. The rate, the
+// minimum, the window and the probes are refused out of their ranges,
+// naming the variable, and the old streak setting is refused, not ignored.
 func TestBreakerSettings_FromEnv(t *testing.T) {
 	t.Parallel()
 	env := envtest.Lookup
@@ -221,6 +223,14 @@ func TestBreakerSettings_FromEnv(t *testing.T) {
 		{"cap below the first", env(EnvBreakerCooldown, "1m", EnvBreakerMaxCooldown, "30s"), 0, 0,
 			EnvBreakerMaxCooldown + "=30s: must be at least " + EnvBreakerCooldown + "=1m0s"},
 		{"cap below the shipped first", env(EnvBreakerMaxCooldown, "10s"), 0, 0, EnvBreakerMaxCooldown},
+		{"rate at its edges", env(EnvBreakerFailureRate, "100", EnvBreakerMinRequests, "1000000", EnvBreakerWindow, "24h", EnvBreakerProbes, "1000"), 30 * time.Second, time.Hour, ""},
+		{"rate over 100", env(EnvBreakerFailureRate, "101"), 0, 0, EnvBreakerFailureRate + "=101: must be in 1..100"},
+		{"rate zero", env(EnvBreakerFailureRate, "0"), 0, 0, EnvBreakerFailureRate},
+		{"minimum past its bound", env(EnvBreakerMinRequests, "1000001"), 0, 0, EnvBreakerMinRequests},
+		{"probes past their bound", env(EnvBreakerProbes, "1001"), 0, 0, EnvBreakerProbes},
+		{"window under a second", env(EnvBreakerWindow, "500ms"), 0, 0, EnvBreakerWindow},
+		{"window past a day", env(EnvBreakerWindow, "25h"), 0, 0, EnvBreakerWindow},
+		{"the old streak setting", env("WEBHOOK_BREAKER_FAILURES", "5"), 0, 0, "WEBHOOK_BREAKER_FAILURES=\"5\": no longer read"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -232,6 +242,9 @@ func TestBreakerSettings_FromEnv(t *testing.T) {
 				}
 			case err != nil:
 				t.Fatalf("SettingsFromEnv: %v", err)
+			case tc.name == "defaults" && (c.BreakerFailureRate != 80 || c.BreakerMinRequests != 20 || c.BreakerWindow != time.Minute || c.BreakerProbes != 5):
+				t.Fatalf("shipped breaker %d%% of %d in %s, %d probes; want 80%% of 20 in 1m, 5 probes",
+					c.BreakerFailureRate, c.BreakerMinRequests, c.BreakerWindow, c.BreakerProbes)
 			case c.BreakerCooldown != tc.first || c.BreakerMaxCooldown != tc.ceiling:
 				t.Fatalf("breaker cool-down %s up to %s, want %s up to %s", c.BreakerCooldown, c.BreakerMaxCooldown, tc.first, tc.ceiling)
 			}
@@ -243,15 +256,15 @@ func TestBreakerSettings_FromEnv(t *testing.T) {
 // sending (production's https rule on an endpoint row written outside
 // it), or the endpoint disabled between the claim and the attempt — says
 // nothing about the receiver, so it must not count toward the breaker
-// (DeliveryMark.Attempt is zero for them). The threshold is one failure,
-// so a single one counted would open it; the last step shows a real
+// (DeliveryMark.Attempt is zero for them). The minimum is one request,
+// so a single failure counted would open it; the last step shows a real
 // failed request does.
 func TestBreaker_NoRequestMadeCountsNoFailure(t *testing.T) {
 	t.Parallel()
-	oneFailure := func(o *Config) { o.Settings.BreakerFailures = 1 }
+	oneFailure := func(o *Config) { o.Settings.BreakerMinRequests = 1 }
 	wantClosed := func(t *testing.T, db DB, id string) {
 		t.Helper()
-		if b := endpointBreaker(t, db, id); b.Failures != 0 || b.Opens != 0 || b.PausedUntil != nil {
+		if b := endpointBreaker(t, db, id); b.Failures != 0 || b.Opens != 0 || b.PausedUntil != nil || b.Requests != 0 {
 			t.Fatalf("breaker after outcomes with no request: %+v, want closed with no failure counted", b)
 		}
 	}
@@ -390,8 +403,8 @@ func TestAdmission_CapAndProbeOutrankTheBucket(t *testing.T) {
 		setup string // on the endpoint ($1), after its limits
 	}{
 		{"in-flight cap of one", `UPDATE webhook_endpoints SET max_in_flight = 1 WHERE id = $1`},
-		{"breaker half-open", `UPDATE webhook_endpoints SET consecutive_failures = 5, breaker_opens = 1,
-	failing_since = now(), paused_until = now() - interval '1 second' WHERE id = $1`},
+		{"breaker half-open", `UPDATE webhook_endpoints SET consecutive_failures = 20, breaker_opens = 1,
+	failing_since = now(), paused_until = now() - interval '1 second', breaker_window_at = now() WHERE id = $1`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -407,10 +420,7 @@ func TestAdmission_CapAndProbeOutrankTheBucket(t *testing.T) {
 				t.Fatal(err)
 			}
 			insertDueDeliveries(t, pool, ep.ID, 8, time.Minute)
-			p := newDispatcher(t, pool, nil) // the shipped threshold: 5 failures
-			if p.cfg.BreakerFailures != 5 {
-				t.Fatalf("breaker threshold %d, the setup assumes 5", p.cfg.BreakerFailures)
-			}
+			p := newDispatcher(t, pool, nil) // half-open with no success yet: one probe slot
 
 			if got := claimIDs(t, p, 10); len(got) != 1 {
 				t.Fatalf("claim took %d, want 1", len(got))

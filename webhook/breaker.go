@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,16 +16,38 @@ import (
 )
 
 // The circuit breaker lives on the endpoint row, so every replica sees one
-// state:
+// state. It judges an endpoint by the share of its HTTP attempts that fail
+// over a recent window, not by a streak: an endpoint that answers most
+// requests is alive, and pausing it only delays what its retries deliver.
 //
-//	closed     consecutive_failures < BreakerFailures: deliveries flow
-//	open       the threshold reached: paused_until holds every delivery
-//	           back (the claim skips them; they stay pending, attempts
-//	           untouched); each reopening doubles the pause, from
-//	           BreakerCooldown up to BreakerMaxCooldown
-//	half-open  the pause is over: the claim admits one probe and holds
-//	           the breaker for the probe's lease (probing); its success
-//	           closes the breaker, its failure reopens it
+//	closed     deliveries flow. The first failure after a quiet spell
+//	           starts a window (breaker_window_at) of BreakerWindow; its
+//	           attempts and failures are counted (breaker_requests,
+//	           breaker_failures). Once the window holds BreakerMinRequests
+//	           attempts, a failure that brings the failed share to
+//	           BreakerFailureRate percent opens the breaker. The minimum
+//	           stays under the per-process cap by default, so a dead
+//	           endpoint gets at most that many first attempts at once.
+//	open       paused_until holds every delivery back (the claim skips them;
+//	           they stay pending, attempts untouched; new ones are born
+//	           held, so no first attempt goes out); each reopening
+//	           doubles the pause, from BreakerCooldown up to
+//	           BreakerMaxCooldown. Outcomes of attempts that were in
+//	           flight when it opened count as nothing but the failure run
+//	           (failing_since, for DisableAfter).
+//	half-open  the pause is over: a trial with fresh counts. The claim
+//	           admits one probe at a time, and one more at once for each
+//	           probe that succeeded, up to BreakerProbes (throttle.go);
+//	           probes go first to deliveries already attempted, so an
+//	           endpoint that fails every first attempt still gets its
+//	           messages. BreakerProbes successes close the breaker; a
+//	           failure that brings the trial's failed share to
+//	           BreakerFailureRate reopens it — the first probe's failure
+//	           does, so an endpoint that is down gets one probe per pause.
+//
+// A success on an endpoint with no window, no failure run and a closed
+// breaker writes nothing: the common case costs no statement. A success
+// after the window ended clears the counts.
 //
 // An endpoint failing for DisableAfter with no success between is
 // disabled with a reason: an error log line, a metric, and — in the same
@@ -43,36 +67,110 @@ type EndpointDisabled struct {
 	DisabledAt          time.Time `json:"disabled_at"`
 }
 
-// breakerReopens is the SQL test, on the endpoint row before the failure
-// is counted, that this failure (re)opens the breaker: the threshold
-// ($2) is reached and the breaker is not already open — or it is the
-// probe that failed. In-flight attempts that fail after the breaker opened
-// do not lengthen its pause.
-const breakerReopens = `(consecutive_failures + 1 >= $2 AND (probing OR paused_until IS NULL OR paused_until <= clock_timestamp()))`
+// breakerWatching is the SQL test of an endpoint (alias ep) whose next
+// success must be counted: it has a failure run, a window or a tripped
+// breaker. The claim and the fan-out load it as delivery.failing.
+const breakerWatching = `(ep.consecutive_failures > 0 OR ep.breaker_window_at IS NOT NULL OR ep.paused_until IS NOT NULL)`
 
-// breakerFailureSQL counts one failed attempt: $1 endpoint, $2 threshold,
-// $3 first cool-down and $4 its cap (seconds), $5 the disable window.
-var breakerFailureSQL = `UPDATE webhook_endpoints SET
-	consecutive_failures = consecutive_failures + 1,
-	failing_since = coalesce(failing_since, now()),
-	paused_until = CASE WHEN ` + breakerReopens + `
-		THEN clock_timestamp() + make_interval(secs => least($3::float8 * power(2, breaker_opens), $4::float8))
-		ELSE paused_until END,
-	breaker_opens = CASE WHEN ` + breakerReopens + ` THEN least(breaker_opens + 1, 30) ELSE breaker_opens END,
-	probing = CASE WHEN ` + breakerReopens + ` THEN false ELSE probing END
-WHERE id = $1
-RETURNING consecutive_failures, coalesce(paused_until > clock_timestamp(), false), paused_until,
-	enabled AND failing_since <= now() - $5::interval`
+// breakerFailureSQL counts one failed attempt: $1 endpoint, $2 the
+// minimum requests, $3 the failure rate (percent), $4 the window, $5 the
+// first cool-down and $6 its cap (seconds), $7 the disable window. The
+// row is locked and read first, so the counts build on the latest ones.
+const breakerFailureSQL = `WITH old AS (
+	SELECT id, breaker_opens, breaker_requests, breaker_failures, breaker_window_at,
+		coalesce(paused_until > clock_timestamp(), false) AS open,
+		coalesce(paused_until <= clock_timestamp(), false) AS half_open,
+		paused_until IS NULL AND coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => $4::float8), false) AS live
+	FROM webhook_endpoints WHERE id = $1 FOR NO KEY UPDATE
+), counted AS (
+	SELECT id, breaker_opens, open, half_open,
+		CASE WHEN open THEN breaker_requests WHEN half_open OR live THEN breaker_requests + 1 ELSE 1 END AS requests,
+		CASE WHEN open THEN breaker_failures WHEN half_open OR live THEN breaker_failures + 1 ELSE 1 END AS failures,
+		CASE WHEN open OR half_open OR live THEN breaker_window_at ELSE clock_timestamp() END AS window_at
+	FROM old
+), t AS (
+	SELECT *, NOT open AND failures * 100 >= $3::int * requests AND (half_open OR requests >= $2::int) AS trips
+	FROM counted
+)
+UPDATE webhook_endpoints ep SET
+	consecutive_failures = ep.consecutive_failures + 1,
+	failing_since = coalesce(ep.failing_since, now()),
+	paused_until = CASE WHEN t.trips
+		THEN clock_timestamp() + make_interval(secs => least($5::float8 * power(2, t.breaker_opens), $6::float8))
+		ELSE ep.paused_until END,
+	breaker_opens = CASE WHEN t.trips THEN least(t.breaker_opens + 1, 30) ELSE ep.breaker_opens END,
+	breaker_requests = CASE WHEN t.trips THEN 0 ELSE t.requests END,
+	breaker_failures = CASE WHEN t.trips THEN 0 ELSE t.failures END,
+	breaker_window_at = CASE WHEN t.trips THEN clock_timestamp() ELSE t.window_at END,
+	probing = CASE WHEN t.trips THEN false ELSE ep.probing END
+FROM t WHERE ep.id = t.id
+RETURNING t.trips, t.requests, t.failures, ep.paused_until, ep.enabled AND ep.failing_since <= now() - $7::interval`
 
-// breakerSuccessSQL closes the breaker after a success. It writes only
-// when there is something to reset.
-const breakerSuccessSQL = `UPDATE webhook_endpoints SET
-	consecutive_failures = 0, failing_since = NULL, breaker_opens = 0, paused_until = NULL, probing = false
-WHERE id = $1 AND (consecutive_failures > 0 OR probing OR paused_until IS NOT NULL)`
+// breakerSuccessSQL counts one success: $1 endpoint, $2 the probes'
+// successes that close a tripped breaker, $3 the window (seconds). A
+// success in a window not yet over is counted; one after it clears the
+// counts; a tripped breaker's success counts toward closing it, even one
+// that arrives while it is open (the endpoint answers).
+var breakerSuccessSQL = `WITH old AS (
+	SELECT id, paused_until IS NOT NULL AS tripped,
+		coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => $3::float8), false) AS live,
+		breaker_requests + 1 AS requests, breaker_failures AS failures
+	FROM webhook_endpoints
+	WHERE id = $1 AND ` + breakerWatchingRow + `
+	FOR NO KEY UPDATE
+), t AS (
+	SELECT *, tripped AND requests - failures >= $2::int AS closes, NOT tripped AND NOT live AS ended FROM old
+)
+UPDATE webhook_endpoints ep SET
+	consecutive_failures = 0, failing_since = NULL,
+	paused_until = CASE WHEN t.closes THEN NULL ELSE ep.paused_until END,
+	breaker_opens = CASE WHEN t.closes THEN 0 ELSE ep.breaker_opens END,
+	probing = CASE WHEN t.closes THEN false ELSE ep.probing END,
+	breaker_requests = CASE WHEN t.closes OR t.ended THEN 0 ELSE t.requests END,
+	breaker_failures = CASE WHEN t.closes OR t.ended THEN 0 ELSE t.failures END,
+	breaker_window_at = CASE WHEN t.closes OR t.ended THEN NULL ELSE ep.breaker_window_at END
+FROM t WHERE ep.id = t.id
+RETURNING t.closes`
+
+// breakerWatchingRow is breakerWatching on the bare row.
+var breakerWatchingRow = strings.ReplaceAll(breakerWatching, "ep.", "")
+
+// failureMemo remembers when this process last counted a failure of each
+// endpoint. A delivery loaded before its endpoint's first failure does not
+// know the endpoint is failing (delivery.failing); without the memo its
+// success would go uncounted, and a window that begins while many attempts
+// are in flight would see their failures and not their successes. It
+// holds only endpoints that failed, each until its window ends.
+type failureMemo struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func (f *failureMemo) note(endpointID string, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.at == nil {
+		f.at = map[string]time.Time{}
+	}
+	f.at[endpointID] = now
+}
+
+// recent reports whether endpointID failed here within window, and
+// forgets it once it has not.
+func (f *failureMemo) recent(endpointID string, now time.Time, window time.Duration) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	at, ok := f.at[endpointID]
+	if ok && now.Sub(at) > window {
+		delete(f.at, endpointID)
+		return false
+	}
+	return ok
+}
 
 // noteOutcome feeds one HTTP attempt's outcome to d's endpoint breaker. A
-// success on an endpoint that was not failing when d was loaded writes
-// nothing: the common case costs no statement.
+// success on an endpoint that was not failing when d was loaded, nor since
+// in this process, writes nothing: the common case costs no statement.
 func (p *Dispatcher) noteOutcome(ctx context.Context, d delivery, m DeliveryMark, log *slog.Logger) {
 	if m.Attempt == 0 {
 		return // no request was made
@@ -80,33 +178,37 @@ func (p *Dispatcher) noteOutcome(ctx context.Context, d delivery, m DeliveryMark
 	ctx, cancel := claim.MarkContext(ctx)
 	defer cancel()
 	if m.Status == StatusSucceeded {
-		if !d.failing {
+		if !d.failing && !p.failed.recent(d.endpointID, time.Now(), p.cfg.BreakerWindow) {
 			return
 		}
-		tag, err := p.pool.Exec(ctx, breakerSuccessSQL, d.endpointID)
+		var closed bool
+		err := p.pool.QueryRow(ctx, breakerSuccessSQL, d.endpointID, p.cfg.BreakerProbes, p.cfg.BreakerWindow.Seconds()).Scan(&closed)
 		switch {
+		case errors.Is(err, pgx.ErrNoRows): // a sibling's success reset it first
 		case err != nil:
-			log.Error("reset endpoint circuit breaker", "error", err.Error())
-		case tag.RowsAffected() > 0:
+			log.Error("count endpoint success for its circuit breaker", "error", err.Error())
+		case closed:
 			log.Info("endpoint recovered: circuit breaker closed")
 		}
 		return
 	}
+	p.failed.note(d.endpointID, time.Now())
 	var (
-		failures     int
-		open, expire bool
-		pausedUntil  *time.Time
+		opened             bool
+		requests, failures int
+		pausedUntil        *time.Time
+		expire             bool
 	)
-	err := p.pool.QueryRow(ctx, breakerFailureSQL, d.endpointID, p.cfg.BreakerFailures,
-		p.cfg.BreakerCooldown.Seconds(), p.cfg.BreakerMaxCooldown.Seconds(), p.cfg.DisableAfter).
-		Scan(&failures, &open, &pausedUntil, &expire)
+	err := p.pool.QueryRow(ctx, breakerFailureSQL, d.endpointID, p.cfg.BreakerMinRequests, p.cfg.BreakerFailureRate,
+		p.cfg.BreakerWindow.Seconds(), p.cfg.BreakerCooldown.Seconds(), p.cfg.BreakerMaxCooldown.Seconds(), p.cfg.DisableAfter).
+		Scan(&opened, &requests, &failures, &pausedUntil, &expire)
 	if err != nil {
 		log.Error("count endpoint failure for its circuit breaker", "error", err.Error())
 		return
 	}
-	if open && failures >= p.cfg.BreakerFailures {
+	if opened {
 		p.metrics.breakerOpened()
-		log.Warn("endpoint circuit breaker open: its deliveries wait", "consecutive_failures", failures,
+		log.Warn("endpoint circuit breaker open: its deliveries wait", "failed", failures, "of_requests", requests,
 			"paused_until", pausedUntil.UTC().Format(time.RFC3339Nano))
 	}
 	if expire {

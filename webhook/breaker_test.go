@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
@@ -27,19 +28,23 @@ var shortSchedule = func() []time.Duration {
 }()
 
 type breakerState struct {
-	Failures    int
-	Opens       int
-	PausedUntil *time.Time
-	Probing     bool
-	Enabled     bool
-	Reason      string
+	Failures       int // consecutive_failures: the run since the last success
+	Opens          int
+	PausedUntil    *time.Time
+	Probing        bool
+	Enabled        bool
+	Reason         string
+	Requests       int // the window's (or the half-open trial's) counts
+	WindowFailures int
 }
 
 func endpointBreaker(t *testing.T, db DB, id string) breakerState {
 	t.Helper()
 	var b breakerState
-	if err := db.QueryRow(context.Background(), `SELECT consecutive_failures, breaker_opens, paused_until, probing, enabled, coalesce(disabled_reason, '')
-FROM webhook_endpoints WHERE id = $1`, id).Scan(&b.Failures, &b.Opens, &b.PausedUntil, &b.Probing, &b.Enabled, &b.Reason); err != nil {
+	if err := db.QueryRow(context.Background(), `SELECT consecutive_failures, breaker_opens, paused_until, probing, enabled, coalesce(disabled_reason, ''),
+	breaker_requests, breaker_failures
+FROM webhook_endpoints WHERE id = $1`, id).Scan(&b.Failures, &b.Opens, &b.PausedUntil, &b.Probing, &b.Enabled, &b.Reason,
+		&b.Requests, &b.WindowFailures); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -53,16 +58,61 @@ func waitPast(t *testing.T, db DB, at time.Time) {
 	}
 }
 
-// A receiver failing 5 times opens the breaker: the endpoint's deliveries
-// (new ones too) wait, attempts untouched. After the cool-down one probe
-// goes out — a failed probe reopens the breaker for twice as long — and a
-// successful probe closes it: the held deliveries follow.
-func TestBreaker_OpensAfterFailuresAndOneProbeCloses(t *testing.T) {
+// deliverAll enqueues events and runs the fan-out and the retry lane of
+// two dispatchers (edit applied, on shortSchedule) until every delivery
+// succeeded, failing the test if that takes past a generous deadline (the
+// breaker's pauses are a second at most here). It returns how many times
+// the breaker opened.
+func deliverAll(t *testing.T, db *pgxpool.Pool, events int, edit func(*Config)) (opens float64) {
+	t.Helper()
+	ctx := testCtx(t)
+	reg := prometheus.NewRegistry()
+	metrics := NewMetrics(reg)
+	configure := func(o *Config) {
+		o.Schedule = shortSchedule
+		o.Metrics = metrics
+		edit(o)
+	}
+	ps := []*Dispatcher{newDispatcher(t, db, configure), newDispatcher(t, db, configure)}
+	for i := range events {
+		insertOutbox(t, db, "invoice.paid", map[string]any{"n": i})
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for count(t, db, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) < events {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d delivered before the deadline", count(t, db, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`), events)
+		}
+		var wg sync.WaitGroup
+		for _, p := range ps {
+			wg.Go(func() {
+				if _, err := p.Drain(ctx); err != nil {
+					t.Error(err)
+				}
+				if _, err := p.RunRetries(ctx, 200*time.Millisecond); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	return counterValue(t, reg, "postbox_webhook_breaker_open_total")
+}
+
+// An endpoint answering 500 to everything: its first failures are counted
+// in a window, and once the window holds the minimum of requests, all
+// failed, the breaker opens. Open, new events are born held and nothing
+// goes out — no first attempt either. Half-open, exactly one probe goes
+// out; its failure reopens the breaker for twice as long. Once the
+// receiver recovers, the probes succeed, one more going out at once per
+// success, and BreakerProbes successes close the breaker: the held
+// deliveries follow.
+func TestBreaker_OpensOnFailureRateAndProbesClose(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	edit := func(o *Config) {
-		o.Settings.BreakerFailures = 5
+		o.Settings.BreakerMinRequests = 5
+		o.Settings.BreakerProbes = 2
 		o.Settings.BreakerCooldown = time.Second
 		o.Schedule = shortSchedule
 	}
@@ -87,8 +137,8 @@ func TestBreaker_OpensAfterFailuresAndOneProbeCloses(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := endpointBreaker(t, pool, ep.ID)
-	if b.Failures != 5 || b.Opens != 1 || b.PausedUntil == nil {
-		t.Fatalf("after 5 failures: %+v, want open (5 failures, 1 opening, paused)", b)
+	if len(rc.requests()) != 5 || b.Failures != 5 || b.Opens != 1 || b.PausedUntil == nil || b.Requests != 0 {
+		t.Fatalf("after %d failed requests: %+v, want open (5 failures, 1 opening, paused, a fresh trial)", len(rc.requests()), b)
 	}
 	// Open: a new event is born held, and nothing goes out.
 	for i := range 3 {
@@ -96,6 +146,9 @@ func TestBreaker_OpensAfterFailuresAndOneProbeCloses(t *testing.T) {
 	}
 	if _, err := p.Drain(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE attempts = 0 AND leased_until IS NULL`); n != 3 {
+		t.Fatalf("%d of the 3 deliveries born while open are held", n)
 	}
 	if _, err := p.RunRetries(ctx, 300*time.Millisecond); err != nil {
 		t.Fatal(err)
@@ -121,8 +174,8 @@ func TestBreaker_OpensAfterFailuresAndOneProbeCloses(t *testing.T) {
 		t.Fatalf("attempts %d, want %d: only the probe spends one", got, attemptsOpen+1)
 	}
 
-	// The receiver recovers; the next probe succeeds and the rest follow,
-	// on either dispatcher, only after the probe's answer.
+	// The receiver recovers; the probes succeed and the rest follow, on
+	// either dispatcher, only after the first probe's answer.
 	healthy.Store(true)
 	waitPast(t, pool, *b.PausedUntil)
 	var wg sync.WaitGroup
@@ -136,11 +189,135 @@ func TestBreaker_OpensAfterFailuresAndOneProbeCloses(t *testing.T) {
 	probe := time.Unix(0, probeAt.Load())
 	for _, r := range rc.requests()[6:] {
 		if d := r.At.Sub(probe); d > 0 && d < 300*time.Millisecond {
-			t.Fatalf("a request %s after the probe, before its answer: want one probe only", d)
+			t.Fatalf("a request %s after the first probe, before its answer: want one probe out at first", d)
 		}
 	}
-	if b := endpointBreaker(t, pool, ep.ID); b.Failures != 0 || b.Opens != 0 || b.PausedUntil != nil || b.Probing {
-		t.Fatalf("after a successful probe: %+v, want closed", b)
+	if b := endpointBreaker(t, pool, ep.ID); b.Failures != 0 || b.Opens != 0 || b.PausedUntil != nil || b.Probing || b.Requests != 0 {
+		t.Fatalf("after the probes succeeded: %+v, want closed with no window", b)
+	}
+}
+
+// Fewer failed requests than the window's minimum never open the breaker,
+// all failed as they are, and the request that reaches the minimum opens
+// it.
+func TestBreaker_MinimumRequestsBeforeTheRateCounts(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusInternalServerError) })
+	ep := createEndpoint(t, pool, rc.URL)
+	p := newDispatcher(t, pool, func(o *Config) {
+		o.Settings.BreakerMinRequests = 5
+		o.Schedule = []time.Duration{time.Hour} // no retry comes due: the fan-out's attempts are the requests
+	})
+	for i := range 4 {
+		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
+	}
+	if _, err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := endpointBreaker(t, pool, ep.ID)
+	if len(rc.requests()) != 4 || b.PausedUntil != nil || b.Requests != 4 || b.WindowFailures != 4 {
+		t.Fatalf("after %d failed requests, under the minimum of 5: %+v, want closed with 4 of 4 counted", len(rc.requests()), b)
+	}
+	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 4})
+	if _, err := p.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if b := endpointBreaker(t, pool, ep.ID); len(rc.requests()) != 5 || b.PausedUntil == nil || b.Opens != 1 {
+		t.Fatalf("after %d failed requests: %+v, want open", len(rc.requests()), b)
+	}
+}
+
+// An endpoint that fails every other request is alive: the failed share
+// of its window stays near half, under the rate, so the breaker never
+// opens and every delivery goes out on the schedule alone. Two
+// dispatchers deliver at once (deliverAll).
+func TestBreaker_FlakyEndpointIsNotPaused(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n%2 == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	ep := createEndpoint(t, pool, rc.URL)
+	if v := deliverAll(t, pool, 40, func(o *Config) { o.Settings.BreakerMinRequests = 10 }); v != 0 {
+		t.Fatalf("breaker opened %v times on an endpoint failing every other request", v)
+	}
+	if b := endpointBreaker(t, pool, ep.ID); b.Opens != 0 || b.PausedUntil != nil {
+		t.Fatalf("breaker %+v, want never opened", b)
+	}
+}
+
+// An endpoint that fails the first attempt of every message and accepts
+// the retry: its first failures open the breaker, and the probes — taken
+// from the deliveries already attempted — succeed, so it closes, and every
+// message is delivered.
+func TestBreaker_FailFirstAttemptEndpointGetsEveryMessage(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		mu.Lock()
+		first := !seen[r.Header.Get(HeaderID)]
+		seen[r.Header.Get(HeaderID)] = true
+		mu.Unlock()
+		if first {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	createEndpoint(t, pool, rc.URL)
+	opens := deliverAll(t, pool, 30, func(o *Config) {
+		o.Settings.BreakerMinRequests = 3
+		o.Settings.BreakerCooldown = 200 * time.Millisecond
+		o.Settings.BreakerMaxCooldown = time.Second
+	})
+	if v := opens; v < 1 {
+		t.Fatalf("breaker opened %v times: the first failures should have opened it", v)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE attempts > 2`); n != 0 {
+		t.Fatalf("%d deliveries needed more than two attempts: a probe was a first attempt", n)
+	}
+}
+
+// A half-open breaker's probe is a delivery already attempted, even when
+// never-attempted deliveries of the endpoint are due before it in the
+// claim's order; its one probe slot admits one.
+func TestBreaker_ProbesPreferAttemptedDeliveries(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	rc := newReceiver(t, nil)
+	ep := createEndpoint(t, pool, rc.URL)
+	p := newDispatcher(t, pool, nil)
+	if _, err := pool.Exec(ctx, `UPDATE webhook_endpoints SET consecutive_failures = 20, failing_since = now(), breaker_opens = 1,
+	paused_until = now() - interval '1 second', breaker_window_at = now() WHERE id = $1`, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	insertDueDeliveries(t, pool, ep.ID, 5, time.Minute) // held, never attempted, due first
+	attempted := insertDueDeliveries(t, pool, ep.ID, 1, time.Second)[0]
+	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET attempts = 1, last_error = 'HTTP 500' WHERE id = $1`, attempted); err != nil {
+		t.Fatal(err)
+	}
+	var eventID string
+	if err := pool.QueryRow(ctx, `SELECT event_id FROM webhook_deliveries WHERE id = $1`, attempted).Scan(&eventID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Retry(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := rc.requests()
+	if len(got) != 1 {
+		t.Fatalf("half-open with no success yet sent %d probes, want 1", len(got))
+	}
+	if id := got[0].Header.Get(HeaderID); id != eventID {
+		t.Fatalf("the probe was event %s, want the attempted delivery's %s", id, eventID)
 	}
 }
 
@@ -167,7 +344,7 @@ func TestBreaker_DisablesAfterWindowAndNotifies(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var notified []EndpointDisabled
 	p := newDispatcher(t, pool, func(o *Config) {
-		o.Settings.BreakerFailures = 2
+		o.Settings.BreakerMinRequests = 2
 		o.Settings.BreakerCooldown = 100 * time.Millisecond
 		o.Settings.BreakerMaxCooldown = 200 * time.Millisecond
 		o.Settings.DisableAfter = 1500 * time.Millisecond
@@ -231,5 +408,23 @@ func TestBreaker_DisablesAfterWindowAndNotifies(t *testing.T) {
 	}
 	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'succeeded'`, failing.ID); n != 2 {
 		t.Fatalf("%d of 2 held deliveries sent after enabling", n)
+	}
+}
+
+// A delivery loaded while its endpoint was healthy does not know it is
+// failing; the process that counted the endpoint's failure still counts
+// the delivery's success, so a window that begins with attempts in flight
+// does not see only their failures.
+func TestBreaker_SuccessLoadedBeforeTheFirstFailureCounts(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	ep := createEndpoint(t, pool, "https://hooks.example.com/in")
+	p := newDispatcher(t, pool, nil)
+	loadedHealthy := delivery{id: "d1", endpointID: ep.ID} // failing: false
+	p.noteOutcome(ctx, loadedHealthy, DeliveryMark{Attempt: 1, Status: StatusPending, Error: "HTTP 500"}, p.logger)
+	p.noteOutcome(ctx, loadedHealthy, DeliveryMark{Attempt: 1, Status: StatusSucceeded}, p.logger)
+	if b := endpointBreaker(t, pool, ep.ID); b.Requests != 2 || b.WindowFailures != 1 || b.Failures != 0 {
+		t.Fatalf("breaker %+v, want the window's 1 failure and 1 success counted and the failure run reset", b)
 	}
 }

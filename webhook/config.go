@@ -33,15 +33,36 @@ const (
 	// DefaultUserAgent is sent with every delivery.
 	DefaultUserAgent = "postbox-webhook/1"
 
-	// Circuit breaker defaults: after DefaultBreakerFailures consecutive
-	// failed attempts an endpoint's deliveries pause for
-	// DefaultBreakerCooldown, doubling with every failed probe up to
-	// DefaultBreakerMaxCooldown; an endpoint failing for
+	// Circuit breaker defaults: an endpoint opens once at least
+	// DefaultBreakerFailureRate percent of at least
+	// DefaultBreakerMinRequests attempts in a DefaultBreakerWindow failed;
+	// its deliveries pause for DefaultBreakerCooldown, doubling with every
+	// reopening up to DefaultBreakerMaxCooldown; half-open, it closes after
+	// DefaultBreakerProbes successful probes. An endpoint failing for
 	// DefaultDisableAfter without a success is disabled (Svix's figure).
-	DefaultBreakerFailures    = 5
+	//
+	// The rate is high on purpose: an endpoint that answers one request in
+	// two is alive, and its retries deliver; pausing it would only delay
+	// them. The minimum stays under DefaultConcurrency, so a dead endpoint
+	// gets no more than one process's worth of attempts before it opens.
+	DefaultBreakerFailureRate = 80
+	DefaultBreakerMinRequests = 20
+	DefaultBreakerWindow      = time.Minute
+	DefaultBreakerProbes      = 5
 	DefaultBreakerCooldown    = 30 * time.Second
 	DefaultBreakerMaxCooldown = time.Hour
 	DefaultDisableAfter       = 5 * 24 * time.Hour
+)
+
+// Bounds of the breaker's settings from the environment: a rate is a
+// percent; a minimum or a probe count past these, or a window past a day,
+// is a typo rather than a policy. A minimum of 1000000 is how to switch
+// the breaker off.
+const (
+	maxBreakerFailureRate = 100
+	maxBreakerMinRequests = 1000000
+	maxBreakerProbes      = 1000
+	maxBreakerWindow      = 24 * time.Hour
 )
 
 // Environment variables read by SettingsFromEnv.
@@ -53,11 +74,19 @@ const (
 	EnvUserAgent       = "WEBHOOK_USER_AGENT"
 	EnvAppEnv          = "APP_ENV" // production requires https endpoints
 
-	EnvBreakerFailures    = "WEBHOOK_BREAKER_FAILURES"     // consecutive failures that open the breaker
+	EnvBreakerFailureRate = "WEBHOOK_BREAKER_FAILURE_RATE" // percent of a window's attempts failed that opens the breaker, 1-100
+	EnvBreakerMinRequests = "WEBHOOK_BREAKER_MIN_REQUESTS" // attempts a window needs before its rate counts
+	EnvBreakerWindow      = "WEBHOOK_BREAKER_WINDOW"       // e.g. 1m
+	EnvBreakerProbes      = "WEBHOOK_BREAKER_PROBES"       // successful probes that close it
 	EnvBreakerCooldown    = "WEBHOOK_BREAKER_COOLDOWN"     // first cool-down, e.g. 30s
 	EnvBreakerMaxCooldown = "WEBHOOK_BREAKER_MAX_COOLDOWN" // cool-down cap, e.g. 1h
 	EnvDisableAfter       = "WEBHOOK_DISABLE_AFTER"        // e.g. 5d or 120h
 	EnvOpsEndpointID      = "OPS_WEBHOOK_ENDPOINT_ID"      // endpoint told of auto-disables
+
+	// envBreakerFailures was the streak that opened the breaker; it is
+	// refused, not ignored, so a deployment that sets it learns of the
+	// change at boot.
+	envBreakerFailures = "WEBHOOK_BREAKER_FAILURES"
 )
 
 // Settings is the webhook side's runtime configuration. Lease figures live in
@@ -87,12 +116,27 @@ type Settings struct {
 	// UserAgent is sent with every delivery. Empty means DefaultUserAgent.
 	UserAgent string
 
-	// BreakerFailures is how many consecutive failed attempts open an
-	// endpoint's circuit breaker. Zero means DefaultBreakerFailures.
-	BreakerFailures int
+	// BreakerFailureRate is the percent (1-100) of an endpoint's attempts
+	// in BreakerWindow that, once failed, open its circuit breaker (or,
+	// half-open, reopen it). Zero means DefaultBreakerFailureRate.
+	BreakerFailureRate int
+
+	// BreakerMinRequests is how many attempts a window needs before its
+	// failure rate opens the breaker: fewer never do. Zero means
+	// DefaultBreakerMinRequests.
+	BreakerMinRequests int
+
+	// BreakerWindow is how long the window that the rate is counted over
+	// runs from its first failure. Zero means DefaultBreakerWindow.
+	BreakerWindow time.Duration
+
+	// BreakerProbes is how many successful probes close a half-open
+	// breaker; it admits one probe, and one more at once per success.
+	// Zero means DefaultBreakerProbes.
+	BreakerProbes int
 
 	// BreakerCooldown is the first pause of an open breaker, doubled after
-	// each failed probe up to BreakerMaxCooldown. Zero means the defaults.
+	// each reopening up to BreakerMaxCooldown. Zero means the defaults.
 	BreakerCooldown, BreakerMaxCooldown time.Duration
 
 	// DisableAfter is how long an endpoint may fail without one success
@@ -115,7 +159,10 @@ func DefaultSettings() Settings {
 		Concurrency:     DefaultConcurrency,
 		UserAgent:       DefaultUserAgent,
 
-		BreakerFailures:    DefaultBreakerFailures,
+		BreakerFailureRate: DefaultBreakerFailureRate,
+		BreakerMinRequests: DefaultBreakerMinRequests,
+		BreakerWindow:      DefaultBreakerWindow,
+		BreakerProbes:      DefaultBreakerProbes,
 		BreakerCooldown:    DefaultBreakerCooldown,
 		BreakerMaxCooldown: DefaultBreakerMaxCooldown,
 		DisableAfter:       DefaultDisableAfter,
@@ -138,8 +185,17 @@ func (c Settings) withDefaults() Settings {
 	if c.UserAgent == "" {
 		c.UserAgent = d.UserAgent
 	}
-	if c.BreakerFailures == 0 {
-		c.BreakerFailures = d.BreakerFailures
+	if c.BreakerFailureRate == 0 {
+		c.BreakerFailureRate = d.BreakerFailureRate
+	}
+	if c.BreakerMinRequests == 0 {
+		c.BreakerMinRequests = d.BreakerMinRequests
+	}
+	if c.BreakerWindow == 0 {
+		c.BreakerWindow = d.BreakerWindow
+	}
+	if c.BreakerProbes == 0 {
+		c.BreakerProbes = d.BreakerProbes
 	}
 	if c.BreakerCooldown == 0 {
 		c.BreakerCooldown = d.BreakerCooldown
@@ -178,15 +234,28 @@ func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 		}
 		c.OutboxRetention = d
 	}
+	if s, ok := get(envBreakerFailures); ok {
+		return c, fmt.Errorf("%s=%q: no longer read: the breaker opens on a failure rate (%s, %s, %s)",
+			envBreakerFailures, s, EnvBreakerFailureRate, EnvBreakerMinRequests, EnvBreakerWindow)
+	}
 	ints := []struct {
 		name string
 		dst  *int
-	}{{EnvMaxPayloadBytes, &c.MaxPayloadBytes}, {EnvConcurrency, &c.Concurrency}, {EnvBreakerFailures, &c.BreakerFailures}}
+		max  int // 0: no bound but the type's
+	}{
+		{EnvMaxPayloadBytes, &c.MaxPayloadBytes, 0}, {EnvConcurrency, &c.Concurrency, 0},
+		{EnvBreakerFailureRate, &c.BreakerFailureRate, maxBreakerFailureRate},
+		{EnvBreakerMinRequests, &c.BreakerMinRequests, maxBreakerMinRequests},
+		{EnvBreakerProbes, &c.BreakerProbes, maxBreakerProbes},
+	}
 	for _, v := range ints {
 		if s, ok := get(v.name); ok {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < 1 {
 				return c, fmt.Errorf("%s=%q: must be a positive integer", v.name, s)
+			}
+			if v.max > 0 && n > v.max {
+				return c, fmt.Errorf("%s=%d: must be in 1..%d", v.name, n, v.max)
 			}
 			*v.dst = n
 		}
@@ -203,7 +272,7 @@ func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 	durations := []struct {
 		name string
 		dst  *time.Duration
-	}{{EnvBreakerCooldown, &c.BreakerCooldown}, {EnvBreakerMaxCooldown, &c.BreakerMaxCooldown}, {EnvDisableAfter, &c.DisableAfter}}
+	}{{EnvBreakerWindow, &c.BreakerWindow}, {EnvBreakerCooldown, &c.BreakerCooldown}, {EnvBreakerMaxCooldown, &c.BreakerMaxCooldown}, {EnvDisableAfter, &c.DisableAfter}}
 	for _, v := range durations {
 		if s, ok := get(v.name); ok {
 			d, err := history.ParseRetention(s)
@@ -212,6 +281,9 @@ func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 			}
 			*v.dst = d
 		}
+	}
+	if c.BreakerWindow < time.Second || c.BreakerWindow > maxBreakerWindow {
+		return c, fmt.Errorf("%s=%s: must be in 1s..%s", EnvBreakerWindow, c.BreakerWindow, maxBreakerWindow)
 	}
 	if c.BreakerMaxCooldown < c.BreakerCooldown {
 		return c, fmt.Errorf("%s=%s: must be at least %s=%s", EnvBreakerMaxCooldown, c.BreakerMaxCooldown, EnvBreakerCooldown, c.BreakerCooldown)

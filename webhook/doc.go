@@ -104,10 +104,11 @@ breaker tripped, are born held instead of leased, so their first attempt
 takes the same admission. A throttled delivery waits without spending an
 attempt, and the claim skips it rather than waiting on it.
 
-The circuit breaker (breaker.go) pauses an endpoint's deliveries after
-Settings.BreakerFailures consecutive failures, for a cool-down that doubles
-with each failed probe; one probe delivery tests the endpoint, and its
-success closes the breaker. An endpoint failing for Settings.DisableAfter is
+The circuit breaker (breaker.go) pauses an endpoint's deliveries once
+Settings.BreakerFailureRate percent of at least Settings.BreakerMinRequests
+attempts in a Settings.BreakerWindow failed, for a cool-down that doubles
+with each reopening; half-open, probes — deliveries attempted before go
+first — test the endpoint, and Settings.BreakerProbes successes close it. An endpoint failing for Settings.DisableAfter is
 disabled with a reason, and the postbox.endpoint.disabled notice to
 Settings.OpsEndpointID (and Config.OnDisable) commits with the disable. A
 disabled endpoint's deliveries are held, not failed: EnableEndpoint resumes

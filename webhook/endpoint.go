@@ -50,7 +50,7 @@ type Endpoint struct {
 // Breaker is an endpoint's circuit breaker as ListEndpoints reads it.
 type Breaker struct {
 	// State is "closed", "open" (deliveries held until PausedUntil),
-	// "probing" (one delivery out to test the endpoint) or "half-open"
+	// "probing" (half-open, its probes have gone out) or "half-open"
 	// (the next claim sends a probe).
 	State               string     `json:"state"`
 	ConsecutiveFailures int        `json:"consecutive_failures"`
@@ -99,8 +99,8 @@ VALUES ($1, $2, $3, $4) RETURNING id, created_at, updated_at`, p.URL, secret, ty
 // scanEndpoint reads them.
 const endpointColumns = `id, url, event_types, enabled, coalesce(disabled_reason, ''), created_at, updated_at,
 	rate_limit, max_in_flight, consecutive_failures, failing_since, paused_until,
-	CASE WHEN probing AND paused_until > now() THEN 'probing'
-		WHEN paused_until > now() THEN 'open'
+	CASE WHEN paused_until > now() THEN 'open'
+		WHEN probing AND paused_until IS NOT NULL THEN 'probing'
 		WHEN paused_until IS NOT NULL THEN 'half-open'
 		ELSE 'closed' END, send_traceparent`
 

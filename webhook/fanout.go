@@ -17,15 +17,16 @@ import (
 // the lease expires and the retry worker delivers.
 //
 // Deliveries to an endpoint whose attempts are admitted one by one — it has
-// a rate limit or an in-flight cap, or its breaker tripped or is pausing it
-// (throttle.go) — are born held instead: attempts = 0, due now, unleased.
-// Their first attempt is the retry lane's, through the pool-wide
-// admission; a first attempt in process would bypass it.
+// a rate limit or an in-flight cap, or its breaker tripped (throttle.go) —
+// are born held instead: attempts = 0, due now, unleased. Their first
+// attempt is the retry lane's, through the pool-wide admission; a first
+// attempt in process would bypass it: once a breaker opens, no first
+// attempt goes out to its endpoint from the fan-out.
 //
 // One statement serves the fan-out, ReplayEvent and ReplayFailedSince:
 // $1 the events; $2 NULL for every enabled endpoint subscribed to each
 // event's type, or one endpoint id (a replay to that endpoint, or an event
-// addressed to it); $3 the birth lease; $4 the breaker threshold. ON
+// addressed to it); $3 the birth lease. ON
 // CONFLICT makes a re-run of an interrupted replay create only what is
 // missing. It returns what the first attempt needs, with the lease left as
 // Postgres measures it, so no clock skew between this host and the
@@ -38,12 +39,12 @@ var bornDeliveriesSQL = `WITH born AS (
 	JOIN webhook_endpoints ep ON ep.enabled AND CASE
 		WHEN $2::uuid IS NULL THEN cardinality(ep.event_types) = 0 OR ev.event_type = ANY (ep.event_types)
 		ELSE ep.id = $2::uuid END
-	CROSS JOIN LATERAL (SELECT ` + fmt.Sprintf(needsAdmission, "$4") + ` OR coalesce(ep.paused_until > now(), false) AS held) h
+	CROSS JOIN LATERAL (SELECT ` + needsAdmission + ` AS held) h
 	WHERE ev.id = ANY ($1::uuid[])
 	ON CONFLICT (event_id, endpoint_id) DO NOTHING
 	RETURNING id, event_id, endpoint_id, attempts, next_retry_at
 )
-SELECT born.id, born.event_id, born.endpoint_id, ep.url, ep.secret, ` + olderSecretsSQL + `, ep.consecutive_failures > 0,
+SELECT born.id, born.event_id, born.endpoint_id, ep.url, ep.secret, ` + olderSecretsSQL + `, ` + breakerWatching + `,
 	ep.send_traceparent, born.attempts, EXTRACT(EPOCH FROM born.next_retry_at - clock_timestamp())::float8
 FROM born JOIN webhook_endpoints ep ON ep.id = born.endpoint_id
 ORDER BY born.event_id, ep.created_at`
@@ -61,7 +62,7 @@ func (p *Dispatcher) bornDeliveries(ctx context.Context, db DB, events map[strin
 		endpoint = &endpointID
 	}
 	sent := time.Now()
-	rows, err := db.Query(ctx, bornDeliveriesSQL, ids, endpoint, p.lc.BirthLeaseWindow, p.cfg.BreakerFailures)
+	rows, err := db.Query(ctx, bornDeliveriesSQL, ids, endpoint, p.lc.BirthLeaseWindow)
 	if err != nil {
 		return nil, fmt.Errorf("create deliveries: %w", err)
 	}

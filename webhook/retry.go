@@ -170,7 +170,7 @@ func (p *Dispatcher) claimRetries(ctx context.Context, n int) (ds []delivery, th
 
 func (p *Dispatcher) loadDeliveries(ctx context.Context, ids []string) ([]delivery, error) {
 	rows, err := p.pool.Query(ctx, `SELECT d.id, d.event_id, d.endpoint_id, ep.url, ep.secret, `+olderSecretsSQL+`, ep.enabled,
-	ep.consecutive_failures > 0, ep.send_traceparent, e.event_type, e.payload, e.created_at, coalesce(e.traceparent, '')
+	`+breakerWatching+`, ep.send_traceparent, e.event_type, e.payload, e.created_at, coalesce(e.traceparent, '')
 FROM webhook_deliveries d
 JOIN webhook_events e ON e.id = d.event_id
 JOIN webhook_endpoints ep ON ep.id = d.endpoint_id

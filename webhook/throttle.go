@@ -13,7 +13,7 @@ import (
 )
 
 // Pool-wide admission: the per-endpoint rate limit and in-flight cap, and
-// the circuit breaker's one probe, are decided in the database by the
+// the circuit breaker's probes, are decided in the database by the
 // retry claim, so a limit of 10/s is 10/s across every replica.
 //
 // A claim runs in one short transaction:
@@ -31,15 +31,18 @@ import (
 //     committed — their leased deliveries are counted. The bucket refills
 //     at rate_limit per second up to burstSeconds' worth (at least one
 //     token) and each admitted delivery takes one; max_in_flight caps the
-//     leased deliveries; a tripped breaker admits one probe.
+//     leased deliveries; a half-open breaker caps them at its probe slots
+//     (one, and one more per successful probe: breaker.go), and fills them
+//     first with deliveries attempted before, wherever they are in the
+//     claim's order (probesSQL).
 //  3. admitted rows are claimed (attempts + 1, lease stamped on
 //     next_retry_at and leased_until); the rest are throttled, attempts
 //     untouched, so a throttled delivery waits without burning an attempt:
 //     those the bucket held back — with every other due row of the
 //     endpoint — are pushed to about when it will hold a token for them
 //     (so they leave the head of the claim's index); those
-//     the in-flight cap or the probe held back stay due, and step 1 skips
-//     them until a slot frees.
+//     the in-flight cap or the probe slots held back stay due, and step 1
+//     skips them until a slot frees.
 //
 // A replica that dies holding leases frees its in-flight count when they
 // expire (leased_until is in the past): at most one claim lease
@@ -58,10 +61,19 @@ const (
 
 // needsAdmission is the SQL test of an endpoint (alias ep) that the claim
 // must admit deliveries to one by one: it has a limit or its breaker
-// tripped ($threshold is the breaker's failure count).
-const needsAdmission = `(ep.rate_limit IS NOT NULL OR ep.max_in_flight IS NOT NULL OR ep.consecutive_failures >= %s)`
+// tripped (open or half-open).
+const needsAdmission = `(ep.rate_limit IS NOT NULL OR ep.max_in_flight IS NOT NULL OR ep.paused_until IS NOT NULL)`
 
-// claimCandidatesSQL is step 1: $1 rows at most, $2 the breaker threshold,
+// inFlightOf is the SQL count of endpoint ep's leased deliveries.
+const inFlightOf = `(SELECT count(*) FROM webhook_deliveries f
+		WHERE f.endpoint_id = ep.id AND f.status = 'pending' AND f.leased_until > now())`
+
+// probeSlots is the SQL count of the probes a half-open breaker lets out
+// at once: one, and one more for each probe of this trial that succeeded,
+// up to $2 (Settings.BreakerProbes) in both statements that use it.
+const probeSlots = `least(1 + breaker_requests - breaker_failures, $2::int)`
+
+// claimCandidatesSQL is step 1: $1 rows at most, $2 the breaker's probes,
 // $3 the claim window's edge (claim.Window).
 var claimCandidatesSQL = func() string {
 	due, order := deliveriesTable.Due("d", "$3")
@@ -70,13 +82,12 @@ FROM webhook_deliveries d
 JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
 WHERE d.status = 'pending' AND %s
 	AND ep.enabled
-	AND (ep.paused_until IS NULL OR ep.paused_until <= now())
+	AND (ep.paused_until IS NULL OR (ep.paused_until <= now() AND %s > %s))
 	AND (ep.rate_limit IS NULL OR ep.rl_tokens + greatest(EXTRACT(EPOCH FROM now() - ep.rl_at), 0) * ep.rate_limit >= 1)
-	AND (ep.max_in_flight IS NULL OR ep.max_in_flight > (SELECT count(*) FROM webhook_deliveries f
-		WHERE f.endpoint_id = ep.id AND f.status = 'pending' AND f.leased_until > now()))
+	AND (ep.max_in_flight IS NULL OR ep.max_in_flight > %s)
 ORDER BY %s
 LIMIT $1
-FOR UPDATE OF d SKIP LOCKED`, fmt.Sprintf(needsAdmission, "$2"), due, order)
+FOR UPDATE OF d SKIP LOCKED`, needsAdmission, due, probeSlots, inFlightOf, inFlightOf, order)
 }()
 
 // Step 2's statements. The lock returns the latest committed bucket (a
@@ -85,23 +96,38 @@ FOR UPDATE OF d SKIP LOCKED`, fmt.Sprintf(needsAdmission, "$2"), due, order)
 const (
 	admitLockSQL = `SELECT id, rate_limit, max_in_flight, rl_tokens,
 	greatest(EXTRACT(EPOCH FROM clock_timestamp() - rl_at), 0)::float8,
-	consecutive_failures >= $2,
-	coalesce(paused_until > clock_timestamp(), false)
+	paused_until IS NOT NULL,
+	coalesce(paused_until > clock_timestamp(), false),
+	` + probeSlots + `
 FROM webhook_endpoints WHERE id = ANY ($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`
 
 	inFlightSQL = `SELECT endpoint_id, count(*) FROM webhook_deliveries
 WHERE endpoint_id = ANY ($1::uuid[]) AND status = 'pending' AND leased_until > clock_timestamp()
 GROUP BY endpoint_id`
 
-	// A probe holds the breaker for the probe's lease ($2): a probe
-	// whose replica died is retried once it passes.
+	// probing marks a half-open breaker whose probes have gone out. A
+	// probe holds its slot for its lease: one whose replica died frees
+	// the slot when the lease expires.
 	admitUpdateSQL = `UPDATE webhook_endpoints ep SET
 	rl_tokens = CASE WHEN ep.rate_limit IS NULL THEN ep.rl_tokens ELSE u.tokens END,
 	rl_at = clock_timestamp(),
-	probing = ep.probing OR u.probe,
-	paused_until = CASE WHEN u.probe THEN clock_timestamp() + $2::interval ELSE ep.paused_until END
-FROM unnest($1::uuid[], $3::float8[], $4::bool[]) AS u(id, tokens, probe)
+	probing = ep.probing OR u.probe
+FROM unnest($1::uuid[], $2::float8[], $3::bool[]) AS u(id, tokens, probe)
 WHERE ep.id = u.id`
+
+	// probesSQL picks up to $2 of endpoint $1's due deliveries that were
+	// attempted and failed, oldest due first: a half-open breaker's
+	// probes. An endpoint that fails every first attempt answers these,
+	// and a probe that is a first attempt would reopen its breaker each
+	// time. SKIP LOCKED leaves rows another claim holds (waiting on them
+	// while holding the endpoint's lock could deadlock); this claim's own
+	// candidates are not skipped. The predicate is the probe index's
+	// (migration 00021).
+	probesSQL = `SELECT id FROM webhook_deliveries
+WHERE endpoint_id = $1 AND status = 'pending' AND last_error IS NOT NULL AND attempts > 0 AND next_retry_at <= now()
+ORDER BY next_retry_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED`
 )
 
 // Step 3's statements.
@@ -146,17 +172,18 @@ type bucket struct {
 	maxInFlight *int
 	tokens      float64
 	elapsed     float64 // seconds since the bucket was last taken from
-	tripped     bool    // consecutive failures reached the threshold
-	paused      bool    // a probe (or a fresh open) holds the breaker
+	tripped     bool    // the breaker is open or half-open
+	paused      bool    // open: its pause is not over
+	probeSlots  int     // half-open: the probes it lets out at once
 	inFlight    int
 }
 
 // admit decides how many of want deliveries bucket b lets through now,
-// and what it leaves: the tokens left, whether the one admitted is the
-// breaker's probe, and whether the bucket's tokens were what held the
+// and what it leaves: the tokens left, whether those admitted are the
+// breaker's probes, and whether the bucket's tokens were what held the
 // rest back (they are then pushed to when tokens will be there; rows held
 // by the in-flight cap or the breaker stay due, and the candidates'
-// filter skips them while the cap or the pause lasts).
+// filter skips them while the cap, the probe slots or the pause last).
 func (b bucket) admit(want int) (n int, tokens float64, probe, byRate bool) {
 	if b.paused {
 		return 0, b.tokens, false, false
@@ -174,8 +201,11 @@ func (b bucket) admit(want int) (n int, tokens float64, probe, byRate bool) {
 			n, byRate = free, false
 		}
 	}
-	if b.tripped && n > 0 {
-		n, probe, byRate = 1, true, false
+	if b.tripped {
+		if free := max(b.probeSlots-b.inFlight, 0); free < n {
+			n, byRate = free, false
+		}
+		probe = n > 0
 	}
 	if b.rate != nil {
 		tokens -= float64(n)
@@ -201,7 +231,7 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 	edge, token := p.retryWindow.Start()
 	b := &pgx.Batch{}
 	b.Queue(claim.IndexOnlySQL) // for the whole claim: see there
-	b.Queue(claimCandidatesSQL, n, p.cfg.BreakerFailures, edge)
+	b.Queue(claimCandidatesSQL, n, p.cfg.BreakerProbes, edge)
 	br := tx.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		br.Close()
@@ -260,7 +290,7 @@ func (p *Dispatcher) admit(ctx context.Context, tx pgx.Tx, cands []candidate, le
 	}
 	var pushes []push
 	if len(want) > 0 {
-		buckets, err := lockBuckets(ctx, tx, want, p.cfg.BreakerFailures)
+		buckets, err := lockBuckets(ctx, tx, want, p.cfg.BreakerProbes)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -270,6 +300,11 @@ func (p *Dispatcher) admit(ctx context.Context, tx pgx.Tx, cands []candidate, le
 		for _, b := range buckets {
 			ds := want[b.id]
 			k, left, probe, byRate := b.admit(len(ds))
+			if probe {
+				if ds, err = probesFirst(ctx, tx, b.id, ds, k); err != nil {
+					return nil, 0, err
+				}
+			}
 			admitted = append(admitted, ds[:k]...)
 			if byRate {
 				pushes = append(pushes, push{b.id, *b.rate, ds[:k]})
@@ -279,11 +314,11 @@ func (p *Dispatcher) admit(ctx context.Context, tx pgx.Tx, cands []candidate, le
 			}
 			ids, tokens, probes = append(ids, b.id), append(tokens, left), append(probes, probe)
 		}
-		if _, err := tx.Exec(ctx, admitUpdateSQL, ids, lease, tokens, probes); err != nil {
+		if _, err := tx.Exec(ctx, admitUpdateSQL, ids, tokens, probes); err != nil {
 			return nil, 0, wrapClaim(err)
 		}
 	}
-	throttled = len(cands) - len(admitted)
+	throttled = max(len(cands)-len(admitted), 0)
 	for _, pu := range pushes {
 		if _, err := tx.Exec(ctx, throttleSQL, pu.endpointID, pu.rate, maxThrottlePush.Seconds(), pu.admitted, maxThrottleRows); err != nil {
 			return nil, 0, wrapClaim(err)
@@ -321,21 +356,38 @@ func (p *Dispatcher) nextInRetryWindow(ctx context.Context, tx pgx.Tx, edge time
 	return func() { p.retryWindow.Advance(token, now, next) }, nil
 }
 
+// probesFirst returns the candidates ds of a half-open endpoint with up
+// to k deliveries attempted before put first, in the claim's transaction
+// (locked by probesSQL); the first k of the result are its probes. The
+// candidates left behind stay due.
+func probesFirst(ctx context.Context, tx pgx.Tx, endpointID string, ds []string, k int) ([]string, error) {
+	rows, err := tx.Query(ctx, probesSQL, endpointID, k)
+	if err != nil {
+		return nil, wrapClaim(err)
+	}
+	first, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, wrapClaim(err)
+	}
+	rest := slices.DeleteFunc(slices.Clone(ds), func(id string) bool { return slices.Contains(first, id) })
+	return append(first, rest...), nil
+}
+
 // lockBuckets locks the endpoints of want and reads their buckets and
 // in-flight counts, in id order.
-func lockBuckets(ctx context.Context, tx pgx.Tx, want map[string][]string, threshold int) ([]bucket, error) {
+func lockBuckets(ctx context.Context, tx pgx.Tx, want map[string][]string, probes int) ([]bucket, error) {
 	ids := make([]string, 0, len(want))
 	for id := range want {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	rows, err := tx.Query(ctx, admitLockSQL, ids, threshold)
+	rows, err := tx.Query(ctx, admitLockSQL, ids, probes)
 	if err != nil {
 		return nil, wrapClaim(err)
 	}
 	buckets, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (bucket, error) {
 		var b bucket
-		err := row.Scan(&b.id, &b.rate, &b.maxInFlight, &b.tokens, &b.elapsed, &b.tripped, &b.paused)
+		err := row.Scan(&b.id, &b.rate, &b.maxInFlight, &b.tokens, &b.elapsed, &b.tripped, &b.paused, &b.probeSlots)
 		return b, err
 	})
 	if err != nil {

@@ -130,7 +130,7 @@ func TestMaxInFlight_HoldsAcrossDispatchers(t *testing.T) {
 	for i := range ps {
 		ps[i] = newDispatcher(t, pool, func(o *Config) {
 			o.Schedule = shortSchedule
-			o.Settings.BreakerFailures = 1000 // the failures are the point, not the breaker
+			o.Settings.BreakerMinRequests = 1000000 // the failures are the point, not the breaker
 		})
 	}
 	const events = 40

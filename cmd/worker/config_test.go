@@ -35,6 +35,8 @@ func TestLoadConfigNamesBadVariable(t *testing.T) {
 		{"bad OPS_EMAIL", map[string]string{"OPS_EMAIL": "ops at example.com"}, "OPS_EMAIL"},
 		{"bad OPS_WEBHOOK_ENDPOINT_ID", map[string]string{"OPS_WEBHOOK_ENDPOINT_ID": "ep_1"}, "OPS_WEBHOOK_ENDPOINT_ID"},
 		{"breaker cap under the cool-down", map[string]string{"WEBHOOK_BREAKER_COOLDOWN": "2h"}, "WEBHOOK_BREAKER_MAX_COOLDOWN"},
+		{"breaker rate over 100", map[string]string{"WEBHOOK_BREAKER_FAILURE_RATE": "150"}, "WEBHOOK_BREAKER_FAILURE_RATE"},
+		{"the breaker's old streak", map[string]string{"WEBHOOK_BREAKER_FAILURES": "5"}, "WEBHOOK_BREAKER_FAILURES"},
 		{"plaintext SMTP in production", map[string]string{"SMTP_TLS": "none", "APP_ENV": "production"}, "SMTP_TLS=none"},
 		{"plaintext SMTP outside production", map[string]string{"SMTP_TLS": "none", "APP_ENV": "development"}, ""},
 		{"compressed backoff in production", map[string]string{"RETRY_BACKOFF_SCALE": "0.5", "APP_ENV": "production"}, "RETRY_BACKOFF_SCALE"},

@@ -36,11 +36,11 @@ func init() {
 
 		// The breaker's cap and the bound on the openings it doubles by.
 		Mutation{
-			// $4 stays referenced so the statement still plans.
+			// $6 stays referenced so the statement still plans.
 			Name:    "admission: breaker cool-down doubles past its cap",
 			File:    breakerGo,
-			Find:    "least($3::float8 * power(2, breaker_opens), $4::float8)",
-			Replace: "$3::float8 * power(2, breaker_opens) + 0 * $4::float8",
+			Find:    "least($5::float8 * power(2, t.breaker_opens), $6::float8)",
+			Replace: "$5::float8 * power(2, t.breaker_opens) + 0 * $6::float8",
 			Pkg:     pkg,
 			Test:    "TestBreaker_CooldownStopsAtItsCap",
 		},
@@ -55,8 +55,8 @@ func init() {
 		Mutation{
 			Name:    "admission: breaker openings counted without their bound of 30",
 			File:    breakerGo,
-			Find:    "least(breaker_opens + 1, 30)",
-			Replace: "breaker_opens + 1",
+			Find:    "least(t.breaker_opens + 1, 30)",
+			Replace: "t.breaker_opens + 1",
 			Pkg:     pkg,
 			Test:    "TestBreaker_CooldownStopsAtItsCap",
 		},
@@ -117,16 +117,16 @@ func init() {
 		Mutation{
 			Name:    "admission: rows the in-flight cap holds are pushed as if the bucket held them",
 			File:    throttleGo,
-			Find:    "n, byRate = free, false",
-			Replace: "n = free",
+			Find:    "if free := max(*b.maxInFlight-b.inFlight, 0); free < n {\n\t\t\tn, byRate = free, false",
+			Replace: "if free := max(*b.maxInFlight-b.inFlight, 0); free < n {\n\t\t\tn = free",
 			Pkg:     pkg,
 			Test:    "TestAdmission_CapAndProbeOutrankTheBucket",
 		},
 		Mutation{
-			Name:    "admission: rows behind the breaker's probe are pushed as if the bucket held them",
+			Name:    "admission: rows behind the breaker's probe slots are pushed as if the bucket held them",
 			File:    throttleGo,
-			Find:    "n, probe, byRate = 1, true, false",
-			Replace: "n, probe = 1, true",
+			Find:    "\t\tif free := max(b.probeSlots-b.inFlight, 0); free < n {\n\t\t\tn, byRate = free, false",
+			Replace: "\t\tif free := max(b.probeSlots-b.inFlight, 0); free < n {\n\t\t\tn = free",
 			Pkg:     pkg,
 			Test:    "TestAdmission_CapAndProbeOutrankTheBucket",
 		},
