@@ -74,9 +74,10 @@ WHERE d.status = 'pending' AND %s
 	AND (ep.rate_limit IS NULL OR ep.rl_tokens + greatest(EXTRACT(EPOCH FROM now() - ep.rl_at), 0) * ep.rate_limit >= 1)
 	AND (ep.max_in_flight IS NULL OR ep.max_in_flight > (SELECT count(*) FROM webhook_deliveries f
 		WHERE f.endpoint_id = ep.id AND f.status = 'pending' AND f.leased_until > now()))
+	AND NOT %s
 ORDER BY %s
 LIMIT $1
-FOR UPDATE OF d SKIP LOCKED`, fmt.Sprintf(needsAdmission, "$2"), due, order)
+FOR UPDATE OF d SKIP LOCKED`, fmt.Sprintf(needsAdmission, "$2"), due, deliveryWaitsSQL("d"), order)
 }()
 
 // Step 2's statements. The lock returns the latest committed bucket (a
