@@ -212,7 +212,10 @@ func TestOrdering_FanOutHoldsTheLaterEventsOfAKey(t *testing.T) {
 	p := newDispatcher(t, pool, nil)
 	release := make(chan struct{})
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
-		<-release
+		select { // held until the births are checked
+		case <-release:
+		case <-r.Context().Done():
+		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	createEndpoint(t, pool, rc.URL)
@@ -221,7 +224,9 @@ func TestOrdering_FanOutHoldsTheLaterEventsOfAKey(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { _, err := p.Drain(ctx); done <- err }()
-	waitFor(t, "the first attempts", func() bool { return len(rc.requests()) == 2 })
+	waitFor(t, "the fan-outs", func() bool {
+		return count(t, pool, `SELECT count(*) FROM webhook_deliveries`) == len(ids)+1
+	})
 	for _, id := range ids[1:] {
 		d := oneDelivery(t, pool, `event_id = $1`, id)
 		if d.Attempts != 0 || d.Status != "pending" {
