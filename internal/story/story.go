@@ -502,9 +502,9 @@ func OrderingLine(d webhook.DeliveryRecord) string {
 	case d.Status == webhook.StatusFailed && d.OrderSkipped:
 		line += ": skipped by an operator; the key went on without it"
 	case d.Behind > 0 && d.Status == webhook.StatusFailed:
-		line += fmt.Sprintf(": %s of the key wait behind it, unless the endpoint's order_on_failure is proceed", Plural(d.Behind, "delivery"))
+		line += fmt.Sprintf(": holds its key, %s waiting behind it (unless the endpoint's order_on_failure is proceed)", Plural(d.Behind, "delivery"))
 	case d.Behind > 0:
-		line += fmt.Sprintf(": first of its key; %s wait behind it", Plural(d.Behind, "delivery"))
+		line += fmt.Sprintf(": first of its key, %s waiting behind it", Plural(d.Behind, "delivery"))
 	}
 	return line
 }
