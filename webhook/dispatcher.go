@@ -156,6 +156,9 @@ func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
 	if err := lc.Validate(); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
+	if err := lc.ValidateAttempts(); err != nil {
+		return nil, fmt.Errorf("webhook: %w", err)
+	}
 	schedule := leases.Backoff(opts.Schedule)
 	if schedule == nil {
 		schedule = DefaultSchedule
