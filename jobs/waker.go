@@ -10,16 +10,21 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/webhook"
 )
 
 // Waker is one process's LISTEN connection for the outbox tables'
-// wake-ups (migration 00005): pass Email to outbox.Config.Wake and Webhook
-// to webhook.Config.Wake, then run Listen for the process's life.
+// wake-ups (migration 00005): pass Email to outbox.Config.Wake, Webhook
+// to webhook.Config.Wake and Deliveries to webhook.Config.RetryWake, then
+// run Listen for the process's life.
 type Waker struct {
 	w       *engine.Waker
 	logger  *slog.Logger
 	Email   <-chan struct{}
 	Webhook <-chan struct{}
+	// Deliveries is woken when an ordered delivery hands its key on to
+	// the next (migration 00023): the retry lane claims that one now.
+	Deliveries <-chan struct{}
 }
 
 // NewWaker returns a Waker whose connection is configured like pool's but
@@ -37,7 +42,8 @@ func NewWakerOn(cfg *pgx.ConnConfig, logger *slog.Logger) *Waker {
 	w := engine.NewWaker(func(ctx context.Context) (*pgx.Conn, error) {
 		return pgx.ConnectConfig(ctx, cfg.Copy())
 	}, logger)
-	return &Waker{w: w, logger: logger, Email: w.Subscribe(LaneEmail), Webhook: w.Subscribe(LaneWebhook)}
+	return &Waker{w: w, logger: logger, Email: w.Subscribe(LaneEmail), Webhook: w.Subscribe(LaneWebhook),
+		Deliveries: w.Subscribe(webhook.DeliveriesTable)}
 }
 
 // NoWaker returns a Waker that never wakes a lane, for a process with no

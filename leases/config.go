@@ -142,6 +142,8 @@ func (e *ChainError) Error() string {
 //	PerRowBudget < BatchTimeout
 //	DeliveryBudget < BirthLeaseWindow
 //	RetryClaimBatch×DeliveryBudget < RetryClaimLease(RetryClaimBatch)
+//
+// The webhook transport checks ValidateAttempts besides.
 func (c Config) Validate() error {
 	switch {
 	case c.BatchSize < 1:
@@ -187,6 +189,28 @@ func (c Config) Validate() error {
 	if lease := c.RetryClaimLease(c.RetryClaimBatch); worst >= lease {
 		return &ChainError{"RetryClaimBatch×DeliveryBudget < RetryClaimLease(RetryClaimBatch)",
 			fmt.Sprintf("%s ≥ %s", worst, lease)}
+	}
+	return nil
+}
+
+// ValidateAttempts checks, after Validate, what a webhook attempt needs:
+// it starts only while a whole DeliveryBudget and its mark still fit in
+// its lease, so a birth lease, or a retry lease of one delivery
+// (DeliveryBudget + LeaseSlack), that cannot hold both would have every
+// delivery claimed and released unstarted, claim after claim.
+//
+//	DeliveryBudget + MarkTimeout < BirthLeaseWindow
+//	MarkTimeout < LeaseSlack
+//
+// The email transport does not need it: its PerRowBudget counts the mark.
+func (c Config) ValidateAttempts() error {
+	if need := c.DeliveryBudget + MarkTimeout; need >= c.BirthLeaseWindow {
+		return &ChainError{"DeliveryBudget + MarkTimeout < BirthLeaseWindow",
+			fmt.Sprintf("%s + %s ≥ %s (%s)", c.DeliveryBudget, MarkTimeout, c.BirthLeaseWindow, EnvBirthLeaseWindow)}
+	}
+	if c.LeaseSlack <= MarkTimeout {
+		return &ChainError{"MarkTimeout < LeaseSlack",
+			fmt.Sprintf("%s ≥ %s (%s)", MarkTimeout, c.LeaseSlack, EnvLeaseSlack)}
 	}
 	return nil
 }

@@ -106,3 +106,34 @@ func TestLoad(t *testing.T) {
 		})
 	}
 }
+
+// ValidateAttempts refuses webhook leases an attempt and its mark cannot
+// both fit in, naming the link and the variable to change.
+func TestValidateAttemptsNamesBrokenLink(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Config)
+		link   string
+	}{
+		{"the defaults", func(*Config) {}, ""},
+		{"birth lease without room for the mark", func(c *Config) { c.BirthLeaseWindow = c.DeliveryBudget + MarkTimeout }, "DeliveryBudget + MarkTimeout < BirthLeaseWindow"},
+		{"birth lease with room for the mark", func(c *Config) { c.BirthLeaseWindow = c.DeliveryBudget + MarkTimeout + time.Second }, ""},
+		{"slack without room for a retry's mark", func(c *Config) { c.LeaseSlack = MarkTimeout }, "MarkTimeout < LeaseSlack"},
+		{"slack with room for a retry's mark", func(c *Config) { c.LeaseSlack = MarkTimeout + time.Second }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := Default()
+			tc.mutate(&c)
+			err := c.ValidateAttempts()
+			var chainErr *ChainError
+			switch {
+			case tc.link == "" && err != nil:
+				t.Fatalf("ValidateAttempts() = %v, want nil", err)
+			case tc.link != "" && (!errors.As(err, &chainErr) || chainErr.Link != tc.link):
+				t.Fatalf("ValidateAttempts() = %v, want broken link %q", err, tc.link)
+			}
+		})
+	}
+}

@@ -384,6 +384,34 @@ var checkCases = []checkCase{
 			`INSERT INTO postbox_history_dropped (history, dropped_before, retention) VALUES ('webhook_events', now(), '90 days')`,
 		}},
 
+	// 00023: an ordering key is 1..255 bytes, or NULL for none; a
+	// delivery has a place exactly when it has a key, and only a keyed
+	// one can be skipped; the failure policy is one of two.
+	{"webhook_outbox_ordering_key_format",
+		[]string{
+			`UPDATE webhook_outbox SET ordering_key = '' WHERE id = ` + fxOutbox,
+			`UPDATE webhook_outbox SET ordering_key = repeat('k', 256) WHERE id = ` + fxOutbox,
+		},
+		[]string{
+			`UPDATE webhook_outbox SET ordering_key = repeat('k', 255) WHERE id = ` + fxOutbox,
+			`UPDATE webhook_outbox SET ordering_key = 'k' WHERE id = ` + fxOutbox,
+			`UPDATE webhook_outbox SET ordering_key = NULL WHERE id = ` + fxOutbox,
+		}},
+	{"webhook_deliveries_ordering_check",
+		[]string{
+			`UPDATE webhook_deliveries SET ordering_key = 'k', ordering_seq = NULL WHERE id = ` + fxDelivery,
+			`UPDATE webhook_deliveries SET ordering_key = NULL, ordering_seq = 7 WHERE id = ` + fxDelivery,
+			`UPDATE webhook_deliveries SET ordering_key = NULL, ordering_seq = NULL, order_skipped_at = now() WHERE id = ` + fxDelivery,
+		},
+		[]string{
+			`UPDATE webhook_deliveries SET ordering_key = 'k', ordering_seq = 7 WHERE id = ` + fxDelivery,
+			`UPDATE webhook_deliveries SET ordering_key = 'k', ordering_seq = 7, order_skipped_at = now() WHERE id = ` + fxDelivery,
+			`UPDATE webhook_deliveries SET ordering_key = NULL, ordering_seq = NULL, order_skipped_at = NULL WHERE id = ` + fxDelivery,
+		}},
+	{"webhook_endpoints_order_on_failure_check",
+		[]string{setEndpoint(`order_on_failure = 'skip'`), setEndpoint(`order_on_failure = ''`)},
+		[]string{setEndpoint(`order_on_failure = 'block'`), setEndpoint(`order_on_failure = 'proceed'`)}},
+
 	// 00014: a row's trace, the W3C traceparent of version 00 in lowercase
 	// hex, or NULL for none.
 	traceparentCase("email_outbox_traceparent_format", `UPDATE email_outbox SET traceparent = %s WHERE id = `+fxEmail),

@@ -20,12 +20,7 @@ func TestEmailRateLimitUpAndDownWithRows(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	m := newMigrator(t, pool)
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	exec := mustExec(t, pool)
 	var buckets int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM postbox_rate_buckets WHERE name = 'email' AND tokens = 0`).Scan(&buckets); err != nil || buckets != 1 {
 		t.Fatalf("%d email buckets (%v), want the one the migration made", buckets, err)

@@ -23,12 +23,7 @@ func TestHardening_ExistingViolatorsNeverBlockAClaim(t *testing.T) {
 	if err := downBelow(ctx, m, 6); err != nil { // undo 00006 and every migration after it
 		t.Fatal(err)
 	}
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	exec := mustExec(t, pool)
 	exec(`INSERT INTO webhook_endpoints (url, secret) VALUES ('https://u:p@bad.example.com/in', 'whsec_dGVzdA=='), ('https://ok.example.com/in', 'whsec_dGVzdA==')`)
 	exec(`INSERT INTO webhook_outbox (event_type, payload) VALUES (E'invoice\tpaid', '{}'), ('ok.event', '{}')`)
 	exec(`INSERT INTO webhook_outbox (event_type, payload) VALUES ('big.event', jsonb_build_object('b', repeat('x', 300000)))`)

@@ -16,12 +16,7 @@ func TestRequeueLogUpAndDownWithRows(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	m := newMigrator(t, pool)
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := pool.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	exec := mustExec(t, pool)
 	exec(`INSERT INTO email_outbox (customer_id, payload, status, attempts)
 		SELECT 'cus_' || i, '{"to":"ada@example.com","subject":"s","text":"t"}', 'failed', 4 FROM generate_series(1, 50) i`)
 	exec(`UPDATE email_outbox SET status = 'pending', attempts = 0 WHERE customer_id = 'cus_1'`)

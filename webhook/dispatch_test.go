@@ -223,9 +223,11 @@ func TestProcessBatch_DefersAttemptsThatWouldOutliveTheBirthLease(t *testing.T) 
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	lc := leases.Default()
-	lc.BirthLeaseWindow = lc.DeliveryBudget + leases.MarkTimeout // no room left once born
-	p := newDispatcher(t, pool, func(o *Config) { o.Leases = lc })
+	p := newDispatcher(t, pool, nil)
+	// No room left once born: a lease NewDispatcher refuses
+	// (ValidateAttempts), as a delivery born while every slot is held
+	// until too late would find it.
+	p.lc.BirthLeaseWindow = p.lc.DeliveryBudget + leases.MarkTimeout
 	rc := newReceiver(t, nil)
 	createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,6 +62,12 @@ type Config struct {
 	// (jobs.Waker); nil means the outbox lane polls only.
 	Wake <-chan struct{}
 
+	// RetryWake receives a value when a delivery became due at once
+	// elsewhere in the pool — an ordered delivery whose key was handed on
+	// to it (migration 00023's trigger notifies DeliveriesTable) — and
+	// wakes the retry lane; nil leaves it to its poll.
+	RetryWake <-chan struct{}
+
 	// Poll is how often an idle lane (the outbox's, the retry pass's)
 	// claims without a wake-up; zero means one second.
 	Poll time.Duration
@@ -82,6 +89,9 @@ type Config struct {
 	// rolls the disable back; the next failure tries again.
 	OnDisable func(ctx context.Context, tx pgx.Tx, d EndpointDisabled) error
 }
+
+// DeliveriesTable is webhook_deliveries, as wake-ups name it.
+const DeliveriesTable = "webhook_deliveries"
 
 // DefaultDrainWindow is Config.DrainWindow's default.
 const DefaultDrainWindow = 30 * time.Second
@@ -124,7 +134,9 @@ type Dispatcher struct {
 	// onDisable is Config.OnDisable.
 	onDisable func(ctx context.Context, tx pgx.Tx, d EndpointDisabled) error
 
-	stopped atomic.Bool // see Stop
+	stopped  atomic.Bool   // see Stop
+	stopping chan struct{} // closed by Stop
+	stopOnce sync.Once
 
 	hooks testHooks
 }
@@ -146,6 +158,9 @@ func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
 		lc = leases.Default()
 	}
 	if err := lc.Validate(); err != nil {
+		return nil, fmt.Errorf("webhook: %w", err)
+	}
+	if err := lc.ValidateAttempts(); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
 	schedule := leases.Backoff(opts.Schedule)
@@ -174,7 +189,11 @@ func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
 		fanOuts:  engine.NewSlots(cfg.Concurrency),
 
 		retryWake: make(chan struct{}, 1),
+		stopping:  make(chan struct{}),
 		onDisable: opts.OnDisable,
+	}
+	if opts.RetryWake != nil {
+		go p.forwardRetryWakes(opts.RetryWake)
 	}
 	// One sweep per interval across the pool covers every replica's
 	// window (claim.Sweep).
@@ -201,6 +220,19 @@ func (p *Dispatcher) wakeRetries() {
 	}
 }
 
+// forwardRetryWakes wakes the retry lane for every value from the pool's
+// wake-ups, until Stop.
+func (p *Dispatcher) forwardRetryWakes(wake <-chan struct{}) {
+	for {
+		select {
+		case <-wake:
+			p.wakeRetries()
+		case <-p.stopping:
+			return
+		}
+	}
+}
+
 // Slots is the pipeline's per-process cap on HTTP attempts, for metrics
 // and tests.
 func (p *Dispatcher) Slots() *engine.Slots { return p.slots }
@@ -212,6 +244,7 @@ func (p *Dispatcher) Slots() *engine.Slots { return p.slots }
 // stopping River, so running jobs return promptly.
 func (p *Dispatcher) Stop() {
 	p.stopped.Store(true)
+	p.stopOnce.Do(func() { close(p.stopping) })
 	p.outboxLane.Stop()
 	p.retryLane.Stop()
 }

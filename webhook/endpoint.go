@@ -43,6 +43,11 @@ type Endpoint struct {
 	// Off unless asked for: it is a header the receiver sees.
 	SendTraceparent bool `json:"send_traceparent"`
 
+	// OrderOnFailure is what the rest of an ordering key does once one of
+	// its deliveries to this endpoint fails for good: OrderBlock (the
+	// default) or OrderProceed (SetOrderOnFailure).
+	OrderOnFailure string `json:"order_on_failure"`
+
 	// Breaker is the circuit breaker's state (breaker.go), as listed.
 	Breaker Breaker `json:"breaker"`
 }
@@ -85,7 +90,7 @@ func CreateEndpoint(ctx context.Context, db DB, cfg Settings, p EndpointParams) 
 		return Endpoint{}, err
 	}
 
-	e := Endpoint{URL: p.URL, Secret: secret, EventTypes: types, Enabled: true, SendTraceparent: p.SendTraceparent}
+	e := Endpoint{URL: p.URL, Secret: secret, EventTypes: types, Enabled: true, SendTraceparent: p.SendTraceparent, OrderOnFailure: OrderBlock}
 	err = db.QueryRow(ctx, `INSERT INTO webhook_endpoints (url, secret, event_types, send_traceparent)
 VALUES ($1, $2, $3, $4) RETURNING id, created_at, updated_at`, p.URL, secret, types, p.SendTraceparent).
 		Scan(&e.ID, &e.CreatedAt, &e.UpdatedAt)
@@ -102,13 +107,13 @@ const endpointColumns = `id, url, event_types, enabled, coalesce(disabled_reason
 	CASE WHEN paused_until > now() THEN 'open'
 		WHEN probing AND paused_until IS NOT NULL THEN 'probing'
 		WHEN paused_until IS NOT NULL THEN 'half-open'
-		ELSE 'closed' END, send_traceparent`
+		ELSE 'closed' END, send_traceparent, order_on_failure`
 
 func scanEndpoint(row pgx.CollectableRow) (Endpoint, error) {
 	var e Endpoint
 	err := row.Scan(&e.ID, &e.URL, &e.EventTypes, &e.Enabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt,
 		&e.RateLimit, &e.MaxInFlight, &e.Breaker.ConsecutiveFailures, &e.Breaker.FailingSince, &e.Breaker.PausedUntil,
-		&e.Breaker.State, &e.SendTraceparent)
+		&e.Breaker.State, &e.SendTraceparent, &e.OrderOnFailure)
 	return e, err
 }
 

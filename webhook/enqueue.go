@@ -48,7 +48,20 @@ type Event struct {
 	// past means now; more than MaxSendAhead ahead is refused. Cancel
 	// withdraws it meanwhile.
 	SendAt time.Time
+
+	// OrderingKey, if set, orders the event among the others of the same
+	// key (a customer, an invoice): each endpoint is sent them in the
+	// order they were enqueued, none while an earlier one is pending —
+	// waiting for its first attempt, in flight, or waiting for a retry
+	// (see docs/design/outbox-transport.md, Ordered delivery). Events of
+	// different keys, and unordered events, do not wait for each other.
+	// At most MaxOrderingKeyBytes, as webhook_outbox's CHECK
+	// webhook_outbox_ordering_key_format holds for plain SQL.
+	OrderingKey string
 }
+
+// MaxOrderingKeyBytes bounds Event.OrderingKey.
+const MaxOrderingKeyBytes = 255
 
 // MaxIdempotencyKeyBytes bounds Event.IdempotencyKey, as migration 00008's
 // CHECK webhook_outbox_idempotency_key_format does for plain SQL.
@@ -62,8 +75,8 @@ const MaxIdempotencyKeyBytes = 255
 // with a row the snapshot cannot see is a serialization failure (40001),
 // returned as is.
 const (
-	enqueueSQL = `INSERT INTO webhook_outbox (event_type, payload, idempotency_key, endpoint_id, traceparent, next_attempt_at)
-VALUES ($1, $2, NULLIF($3::text, ''), NULLIF($5::text, '')::uuid, NULLIF($6::text, ''), greatest(coalesce($4::timestamptz, now()), now()))
+	enqueueSQL = `INSERT INTO webhook_outbox (event_type, payload, idempotency_key, endpoint_id, traceparent, next_attempt_at, ordering_key)
+VALUES ($1, $2, NULLIF($3::text, ''), NULLIF($5::text, '')::uuid, NULLIF($6::text, ''), greatest(coalesce($4::timestamptz, now()), now()), NULLIF($7::text, ''))
 ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id`
 	enqueueExistingSQL = `SELECT id FROM webhook_outbox WHERE idempotency_key = $1`
@@ -101,6 +114,9 @@ func (e Enqueuer) EnqueueEvent(ctx context.Context, tx pgx.Tx, ev Event) (string
 	if len(ev.IdempotencyKey) > MaxIdempotencyKeyBytes {
 		return "", fmt.Errorf("%w: idempotency key is over %d bytes", ErrInvalidEvent, MaxIdempotencyKeyBytes)
 	}
+	if len(ev.OrderingKey) > MaxOrderingKeyBytes {
+		return "", fmt.Errorf("%w: ordering key is over %d bytes", ErrInvalidEvent, MaxOrderingKeyBytes)
+	}
 	if ev.EndpointID != "" {
 		if err := validateID(ev.EndpointID); err != nil {
 			return "", err
@@ -117,7 +133,7 @@ func (e Enqueuer) EnqueueEvent(ctx context.Context, tx pgx.Tx, ev Event) (string
 		sendAt = ev.SendAt
 	}
 	var id string
-	err := tx.QueryRow(ctx, enqueueSQL, eventType, string(payload), ev.IdempotencyKey, sendAt, ev.EndpointID, tracing.Traceparent(ctx)).Scan(&id)
+	err := tx.QueryRow(ctx, enqueueSQL, eventType, string(payload), ev.IdempotencyKey, sendAt, ev.EndpointID, tracing.Traceparent(ctx), ev.OrderingKey).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The key is taken: the existing row is the enqueue.
 		if err := tx.QueryRow(ctx, enqueueExistingSQL, ev.IdempotencyKey).Scan(&id); err != nil {

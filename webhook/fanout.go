@@ -21,7 +21,10 @@ import (
 // are born held instead: attempts = 0, due now, unleased. Their first
 // attempt is the retry lane's, through the pool-wide admission; a first
 // attempt in process would bypass it: once a breaker opens, no first
-// attempt goes out to its endpoint from the fan-out.
+// attempt goes out to its endpoint from the fan-out. So are those of an
+// ordered event that must wait for an earlier one of its key
+// (ordering.go), or for an earlier event of its key born in the same
+// statement, which the statement's own check cannot see.
 //
 // One statement serves the fan-out, ReplayEvent and ReplayFailedSince:
 // $1 the events; $2 NULL for every enabled endpoint subscribed to each
@@ -32,14 +35,17 @@ import (
 // Postgres measures it, so no clock skew between this host and the
 // database can stretch an attempt past the lease.
 var bornDeliveriesSQL = `WITH born AS (
-	INSERT INTO webhook_deliveries (event_id, endpoint_id, attempts, next_retry_at, leased_until)
+	INSERT INTO webhook_deliveries (event_id, endpoint_id, attempts, next_retry_at, leased_until, ordering_key, ordering_seq)
 	SELECT ev.id, ep.id, CASE WHEN h.held THEN 0 ELSE 1 END, CASE WHEN h.held THEN now() ELSE now() + $3::interval END,
-		CASE WHEN h.held THEN NULL ELSE now() + $3::interval END
+		CASE WHEN h.held THEN NULL ELSE now() + $3::interval END, ev.ordering_key, CASE WHEN ev.ordering_key IS NOT NULL THEN ev.ordering_seq END
 	FROM webhook_events ev
 	JOIN webhook_endpoints ep ON ep.enabled AND CASE
 		WHEN $2::uuid IS NULL THEN cardinality(ep.event_types) = 0 OR ev.event_type = ANY (ep.event_types)
 		ELSE ep.id = $2::uuid END
-	CROSS JOIN LATERAL (SELECT ` + needsAdmission + ` AS held) h
+	CROSS JOIN LATERAL (SELECT ` + needsAdmission + `
+		OR ` + orderedWaitSQL("ep.id", "ev.ordering_key", "ev.ordering_seq") + `
+		OR (ev.ordering_key IS NOT NULL AND EXISTS (SELECT 1 FROM webhook_events before WHERE before.id = ANY ($1::uuid[])
+			AND before.ordering_key = ev.ordering_key AND before.ordering_seq < ev.ordering_seq)) AS held) h
 	WHERE ev.id = ANY ($1::uuid[])
 	ON CONFLICT (event_id, endpoint_id) DO NOTHING
 	RETURNING id, event_id, endpoint_id, attempts, next_retry_at

@@ -242,10 +242,10 @@ WHERE id = $1 AND status = 'pending'`
 // SQL's INSERT … RETURNING id) is the webhook-id every receiver sees. The
 // primary key then refuses a second event for the row, as outbox_id's
 // UNIQUE does. Events fanned out before this kept ids of their own.
-const insertEventSQL = `WITH row AS (SELECT event_type, payload, id, endpoint_id, traceparent FROM webhook_outbox WHERE id = $1),
+const insertEventSQL = `WITH row AS (SELECT event_type, payload, id, endpoint_id, traceparent, ordering_key, ordering_seq FROM webhook_outbox WHERE id = $1),
 ev AS (
-	INSERT INTO webhook_events (id, event_type, payload, outbox_id, traceparent)
-	SELECT id, event_type, payload, id, traceparent FROM row
+	INSERT INTO webhook_events (id, event_type, payload, outbox_id, traceparent, ordering_key, ordering_seq)
+	SELECT id, event_type, payload, id, traceparent, ordering_key, coalesce(ordering_seq, nextval('postbox_ordering_seq')) FROM row
 	RETURNING id, event_type, payload, created_at, traceparent
 )
 SELECT ev.id, ev.event_type, ev.payload, ev.created_at, coalesce(row.endpoint_id::text, ''), coalesce(ev.traceparent, '') FROM ev, row`

@@ -45,6 +45,17 @@ type DeliveryRecord struct {
 	CreatedAt   time.Time      `json:"created_at"`
 	DeliveredAt *time.Time     `json:"delivered_at,omitempty"`
 	Log         []AttemptLog   `json:"attempt_log,omitempty"`
+
+	// OrderingKey is the event's ordering key ("" for an unordered
+	// event). WaitsFor is the earlier delivery of the endpoint and key
+	// that holds this one back, if any; Behind counts the pending
+	// deliveries of the key that come after this one (they wait while it
+	// is pending, or failed under the block policy). OrderSkipped says an
+	// operator let the key go on past this failed delivery.
+	OrderingKey  string `json:"ordering_key,omitempty"`
+	WaitsFor     string `json:"waits_for,omitempty"`
+	Behind       int    `json:"behind,omitempty"`
+	OrderSkipped bool   `json:"order_skipped,omitempty"`
 }
 
 // AttemptLog is one webhook_delivery_attempts row: one HTTP attempt.
@@ -70,8 +81,10 @@ type OutboxRecord struct {
 	EventID       string     `json:"event_id,omitempty"` // the event its fan-out made
 }
 
-const deliveryColumns = `d.id::text, d.event_id::text, e.event_type, d.endpoint_id::text, p.url, d.status, d.attempts,
-	d.next_retry_at, coalesce(d.last_error, ''), d.created_at, d.delivered_at`
+var deliveryColumns = `d.id::text, d.event_id::text, e.event_type, d.endpoint_id::text, p.url, d.status, d.attempts,
+	d.next_retry_at, coalesce(d.last_error, ''), d.created_at, d.delivered_at,
+	coalesce(d.ordering_key, ''), CASE WHEN d.status = 'pending' THEN coalesce(` + waitsForSQL("d") + `, '') ELSE '' END,
+	` + behindSQL("d") + `, d.order_skipped_at IS NOT NULL`
 
 const deliveryFrom = ` FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
 JOIN webhook_endpoints p ON p.id = d.endpoint_id `
@@ -80,7 +93,7 @@ func scanDelivery(row pgx.CollectableRow) (DeliveryRecord, error) {
 	var d DeliveryRecord
 	var status string
 	err := row.Scan(&d.ID, &d.EventID, &d.EventType, &d.EndpointID, &d.EndpointURL, &status, &d.Attempts,
-		&d.NextRetryAt, &d.LastError, &d.CreatedAt, &d.DeliveredAt)
+		&d.NextRetryAt, &d.LastError, &d.CreatedAt, &d.DeliveredAt, &d.OrderingKey, &d.WaitsFor, &d.Behind, &d.OrderSkipped)
 	d.Status = DeliveryStatus(status)
 	return d, err
 }

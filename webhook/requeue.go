@@ -13,7 +13,7 @@ const (
 	requeueOutboxSQL = `UPDATE webhook_outbox SET status = 'pending', attempts = 0, next_attempt_at = now()
 WHERE id = $1 AND status = 'failed'`
 	requeueDeliverySQL = `UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_retry_at = now(),
-	leased_until = NULL, last_error = NULL
+	leased_until = NULL, last_error = NULL, order_skipped_at = NULL
 WHERE id = $1 AND status = 'failed'`
 )
 
@@ -24,7 +24,7 @@ WHERE id = $1 AND status = 'failed'`
 // requeue it once that is fixed. Any other state is refused with an error
 // saying why; an unknown id gives ErrNotFound.
 func RequeueOutbox(ctx context.Context, db DB, id string) error {
-	return requeueFailed(ctx, db, id, requeueOutboxSQL, "webhook_outbox", "webhook outbox row %s (dispatched rows are pruned after the retention)",
+	return updateFailed(ctx, db, id, requeueOutboxSQL, "webhook_outbox", "webhook outbox row %s (dispatched rows are pruned after the retention)",
 		func(status string) error {
 			if status == "dispatched" {
 				return fmt.Errorf("webhook: outbox row %s was already fanned out; to send its event again: worker replay event <event-id>", id)
@@ -41,7 +41,7 @@ func RequeueOutbox(ctx context.Context, db DB, id string) error {
 // endpoint subscribed to its type.) Any other state is refused with the
 // reason; an unknown id gives ErrNotFound.
 func RequeueDelivery(ctx context.Context, db DB, id string) error {
-	return requeueFailed(ctx, db, id, requeueDeliverySQL, "webhook_deliveries", "delivery %s",
+	return updateFailed(ctx, db, id, requeueDeliverySQL, "webhook_deliveries", "delivery %s",
 		func(status string) error {
 			if status == "succeeded" {
 				return fmt.Errorf("webhook: delivery %s already succeeded; to send its event again: worker replay event <event-id>", id)
@@ -50,10 +50,10 @@ func RequeueDelivery(ctx context.Context, db DB, id string) error {
 		})
 }
 
-// requeueFailed runs a requeue's guarded UPDATE on row id of table and,
-// when it matched nothing, says why: notFound (a format taking the id) for
+// updateFailed runs a guarded UPDATE of a failed row (a requeue, a skip)
+// on row id of table and, when it matched nothing, says why: notFound (a format taking the id) for
 // an unknown row, refuse for a row in another status.
-func requeueFailed(ctx context.Context, db DB, id, update, table, notFound string, refuse func(status string) error) error {
+func updateFailed(ctx context.Context, db DB, id, update, table, notFound string, refuse func(status string) error) error {
 	if err := validateID(id); err != nil {
 		return err
 	}

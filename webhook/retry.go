@@ -38,7 +38,13 @@ var deliveriesTable = claim.Table{
 	// A disabled endpoint's deliveries are never claimed: they wait
 	// behind the claim window without holding it back, and the sweep
 	// brings them into it once the endpoint is enabled.
-	Claimable: "EXISTS (SELECT 1 FROM webhook_endpoints ep WHERE ep.id = webhook_deliveries.endpoint_id AND ep.enabled)",
+	//
+	// Nor is a delivery that waits for an earlier one of its endpoint and
+	// key (ordering.go): it too waits behind the window, and is brought
+	// into it when the earlier one resolves (migration 00023's trigger),
+	// or by the sweep.
+	Claimable: "EXISTS (SELECT 1 FROM webhook_endpoints ep WHERE ep.id = webhook_deliveries.endpoint_id AND ep.enabled) AND NOT " +
+		deliveryWaitsSQL("webhook_deliveries"),
 }
 
 type claimedDelivery struct {

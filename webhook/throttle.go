@@ -85,9 +85,10 @@ WHERE d.status = 'pending' AND %s
 	AND (ep.paused_until IS NULL OR (ep.paused_until <= now() AND %s > %s))
 	AND (ep.rate_limit IS NULL OR ep.rl_tokens + greatest(EXTRACT(EPOCH FROM now() - ep.rl_at), 0) * ep.rate_limit >= 1)
 	AND (ep.max_in_flight IS NULL OR ep.max_in_flight > %s)
+	AND NOT %s
 ORDER BY %s
 LIMIT $1
-FOR UPDATE OF d SKIP LOCKED`, needsAdmission, due, probeSlots, inFlightOf, inFlightOf, order)
+FOR UPDATE OF d SKIP LOCKED`, needsAdmission, due, probeSlots, inFlightOf, inFlightOf, deliveryWaitsSQL("d"), order)
 }()
 
 // Step 2's statements. The lock returns the latest committed bucket (a

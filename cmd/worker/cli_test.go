@@ -35,7 +35,8 @@ func TestEveryCommandHelpAndUsage(t *testing.T) {
 	want := []string{"run", "demo", "migrate up", "migrate down", "migrate status", "show", "stats",
 		"failed email", "failed webhook", "requeue email", "requeue delivery", "requeue webhook", "cancel email", "cancel webhook", "replay event",
 		"replay endpoint", "endpoints create", "endpoints list", "endpoints disable", "endpoints enable",
-		"endpoints limit", "endpoints traceparent", "endpoints rotate-secret",
+		"endpoints limit", "endpoints traceparent", "endpoints order-on-failure", "endpoints rotate-secret",
+		"ordering blocked", "ordering skip",
 		"suppressions list", "suppressions add", "suppressions remove", "suppressions check",
 		"templates list", "templates check", "templates render",
 		"rekey", "healthcheck", "version"}

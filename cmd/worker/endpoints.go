@@ -179,6 +179,29 @@ func init() {
 		},
 	})
 	register(command{
+		Name:       "endpoints order-on-failure",
+		Args:       "<id> block|proceed",
+		Positional: []string{"id", "block|proceed"},
+		Summary:    "what an ordering key does once a delivery of it fails for good",
+		Help: "Sets endpoint <id>'s order_on_failure. block (the default): the rest of the key waits until the " +
+			"failed delivery is requeued and delivered, or skipped ('worker ordering blocked' lists such keys). " +
+			"proceed: the rest of the key goes on without it. Unordered events are not affected.",
+		Run: func(ctx context.Context, env *Env, args []string) error {
+			pool, err := env.MigratedPool(ctx)
+			if err != nil {
+				return err
+			}
+			if args[1] != webhook.OrderBlock && args[1] != webhook.OrderProceed {
+				return usagef("<block|proceed> %q: want block or proceed", args[1])
+			}
+			if err := webhook.SetOrderOnFailure(ctx, pool, args[0], args[1]); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.Stdout, "endpoint %s: order on failure %s\n", args[0], args[1])
+			return nil
+		},
+	})
+	register(command{
 		Name:       "endpoints rotate-secret",
 		Args:       "<id> [--keep 24h]",
 		Positional: []string{"id"},

@@ -374,7 +374,7 @@ func wrapWidth(s string, width int) string {
 // topNames is every top-level command and group, in the order a newcomer
 // meets them.
 func topNames() []string {
-	order := []string{"run", "demo", "migrate", "show", "stats", "failed", "requeue", "cancel", "replay", "endpoints",
+	order := []string{"run", "demo", "migrate", "show", "stats", "failed", "requeue", "cancel", "replay", "ordering", "endpoints",
 		"rekey", "healthcheck", "version"}
 	seen := map[string]bool{}
 	var out []string

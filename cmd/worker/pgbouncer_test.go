@@ -258,9 +258,10 @@ func drainBehindPooler(t *testing.T, bouncerBin string, withDirect bool) {
 	}
 
 	// The shortest leases the chain allows, so the dead replica's rows
-	// come back within the test: 1×60 s ≤ 61 s < 60 s + 2 s.
-	leases := []string{"EMAIL_CONCURRENCY=2", "EMAIL_BATCH_SIZE=1", "EMAIL_BATCH_TIMEOUT=61s", "LEASE_SLACK=2s",
-		"WEBHOOK_BIRTH_LEASE=14s", "WEBHOOK_CONCURRENCY=4", "RETRY_BACKOFF_SCALE=0.001"}
+	// come back within the test: 1×60 s ≤ 61 s < 60 s + 6 s, and a
+	// webhook attempt and its mark fit in 13 s + 5 s < 19 s and 6 s.
+	leases := []string{"EMAIL_CONCURRENCY=2", "EMAIL_BATCH_SIZE=1", "EMAIL_BATCH_TIMEOUT=61s", "LEASE_SLACK=6s",
+		"WEBHOOK_BIRTH_LEASE=19s", "WEBHOOK_CONCURRENCY=4", "RETRY_BACKOFF_SCALE=0.001"}
 	var (
 		cmds []*exec.Cmd
 		outs []*logbuf.Buffer

@@ -103,13 +103,14 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		return nil, err
 	}
 	pipeline, err := webhook.NewDispatcher(pool, webhook.Config{
-		Settings: cfg.Webhook,
-		Leases:   cfg.Leases,
-		Schedule: opts.WebhookSchedule,
-		Wake:     waker.Webhook,
-		Poll:     cfg.PollInterval,
-		Logger:   log,
-		Metrics:  webhook.NewMetrics(reg),
+		Settings:  cfg.Webhook,
+		Leases:    cfg.Leases,
+		Schedule:  opts.WebhookSchedule,
+		Wake:      waker.Webhook,
+		RetryWake: waker.Deliveries,
+		Poll:      cfg.PollInterval,
+		Logger:    log,
+		Metrics:   webhook.NewMetrics(reg),
 
 		TracerProvider: opts.TracerProvider,
 		OnDisable:      opsEmailNotice(cfg.OpsEmail, cfg.Keys),

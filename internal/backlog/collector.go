@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/webhook"
 )
 
 // Collector exports the gauges to alert on, per outbox: rows pending,
@@ -17,6 +18,7 @@ import (
 type Collector struct {
 	db                        claim.DB
 	pending, due, failed, age *prometheus.Desc
+	blockedKeys               *prometheus.Desc
 	logger                    *slog.Logger
 }
 
@@ -30,6 +32,8 @@ func NewCollector(db claim.DB, logger *slog.Logger) *Collector {
 		failed:  prometheus.NewDesc("postbox_outbox_failed", "Rows that failed for good and wait for an operator.", l, nil),
 		age: prometheus.NewDesc("postbox_outbox_oldest_due_age_seconds",
 			"How long the longest-waiting due row has been due. Alert when it stays above a few tick intervals.", l, nil),
+		blockedKeys: prometheus.NewDesc("postbox_webhook_ordered_keys_blocked",
+			"Ordering keys of an endpoint held back by a delivery that failed for good (order_on_failure block): requeue or skip it (worker ordering blocked).", nil, nil),
 	}
 }
 
@@ -38,6 +42,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.due
 	ch <- c.failed
 	ch <- c.age
+	ch <- c.blockedKeys
 }
 
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
@@ -54,4 +59,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, float64(f.Failed), f.Outbox)
 		ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, f.OldestDue.Seconds(), f.Outbox)
 	}
+	blocked, err := webhook.CountBlockedKeys(ctx, c.db)
+	if err != nil {
+		c.logger.Warn("blocked ordering keys gauge: query failed", "error", err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.blockedKeys, prometheus.GaugeValue, float64(blocked))
 }

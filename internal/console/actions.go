@@ -115,6 +115,18 @@ var actions = map[string]action{
 			return "delivery " + id + " requeued: pending, attempts 0, due now", nil
 		},
 	},
+	"skip-ordered-head": {
+		Title: "Let this delivery's ordering key go on without it?", Button: "Let the key go on",
+		Explain: "The delivery stays failed, and the deliveries of its ordering key to this endpoint that wait behind " +
+			"it go out, in order, from the next one on. Requeue it instead to send it again before them.",
+		back: story.KindDelivery,
+		run: func(ctx context.Context, c *Console, id string, _ actionInput) (string, error) {
+			if err := webhook.SkipOrderedHead(ctx, c.db, id); err != nil {
+				return "", err
+			}
+			return "delivery " + id + " skipped: the rest of its key goes on without it", nil
+		},
+	},
 	"requeue-webhook-outbox": {
 		Title: "Requeue this failed webhook_outbox row?", Button: "Requeue",
 		Explain: "The row goes back to pending with attempts 0, due now, and the workers fan its event out to every " +

@@ -201,6 +201,7 @@ func (c *Console) funcs() template.FuncMap {
 		"plural":       story.Plural,
 		"due":          story.Due,
 		"breakerCount": story.BreakerCount,
+		"ordering":     story.OrderingLine,
 		"ts": func(t any) string {
 			switch t := t.(type) {
 			case time.Time:

@@ -486,7 +486,27 @@ func deliveryFix(d webhook.DeliveryRecord) string {
 		return "the endpoint's URL resolves to an address the SSRF guard refuses: point the endpoint at a public address " +
 			"(or admit its range with " + webhook.EnvAllowedCIDRs + "), then " + requeue
 	}
+	if d.OrderingKey != "" && d.Behind > 0 && !d.OrderSkipped {
+		return requeue + "   (sent again, before the rest of its key), or let the key go on without it: worker ordering skip " + d.ID
+	}
 	return requeue + "   (sent again to its endpoint only, same webhook-id)"
+}
+
+// OrderingLine says where an ordered delivery stands in its key: what it
+// waits for, or what waits for it.
+func OrderingLine(d webhook.DeliveryRecord) string {
+	line := "ordering key " + strconv.Quote(d.OrderingKey)
+	switch {
+	case d.WaitsFor != "":
+		line += ": waits for the earlier delivery " + d.WaitsFor + " of its key to this endpoint"
+	case d.Status == webhook.StatusFailed && d.OrderSkipped:
+		line += ": skipped by an operator; the key went on without it"
+	case d.Behind > 0 && d.Status == webhook.StatusFailed:
+		line += fmt.Sprintf(": holds its key, %s waiting behind it (unless the endpoint's order_on_failure is proceed)", Plural(d.Behind, "delivery"))
+	case d.Behind > 0:
+		line += fmt.Sprintf(": first of its key, %s waiting behind it", Plural(d.Behind, "delivery"))
+	}
+	return line
 }
 
 // traceID is a traceparent's trace id (its second field), "" for none.

@@ -207,6 +207,9 @@ func (p *printer) delivery(d webhook.DeliveryRecord, indent string) {
 		p.f(", next try %s", ts(*d.NextRetryAt))
 	}
 	p.f("\n")
+	if d.OrderingKey != "" {
+		p.f("%s%s\n", indent, OrderingLine(d))
+	}
 	if d.LastError != "" {
 		p.f("%slast error: %s\n", indent, d.LastError)
 	}

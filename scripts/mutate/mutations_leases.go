@@ -8,5 +8,12 @@ func init() {
 		Replace: "BatchTimeout = 360 * time.Second",
 		Pkg:     "./leases/",
 		Test:    "TestLeaseInvariantChain",
+	}, Mutation{
+		Name:    "leases: a retry lease without room for its mark",
+		File:    "leases/config.go",
+		Find:    "if c.LeaseSlack <= MarkTimeout {",
+		Replace: "if c.LeaseSlack < 0 {",
+		Pkg:     "./leases/",
+		Test:    "TestValidateAttemptsNamesBrokenLink",
 	})
 }

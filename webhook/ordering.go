@@ -1,0 +1,184 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Ordered delivery (see docs/design/outbox-transport.md, Ordered delivery):
+// an event with an ordering key goes to each endpoint after every earlier
+// event of the same key, earlier meaning a lower ordering_seq, the place
+// its outbox row took when it was inserted. The rule is decided in the
+// database, by every statement that lets an attempt start — the retry
+// claim and the fan-out's born-leased first attempts — so it holds across
+// replicas, crashes and expired leases: nothing in memory orders anything.
+//
+// A delivery of endpoint E and key K at place S waits while
+//
+//   - an earlier delivery of E and K is pending: waiting for its first
+//     attempt, leased to one, or waiting for a retry;
+//   - an earlier delivery of E and K failed for good and E's
+//     order_on_failure is 'block', until it is requeued or skipped
+//     (order_skipped_at);
+//   - an earlier webhook_outbox row of K waits to be fanned out: it may
+//     have a delivery for E once it is. A row scheduled for later
+//     (SendAt) joins the order when it comes due, so a reminder scheduled
+//     for tomorrow does not hold today's events back.
+//
+// When a delivery stops holding its key, migration 00023's trigger makes
+// the next one due at once and wakes the retry lanes.
+
+// orderedWaitSQL is the SQL test that a delivery must wait for an earlier
+// one of its endpoint and key. Its three arguments are SQL expressions:
+// the delivery's endpoint id, its ordering key and its place.
+func orderedWaitSQL(endpoint, key, seq string) string {
+	return fmt.Sprintf(`(%[2]s IS NOT NULL AND (EXISTS (SELECT 1 %[4]s)
+	OR EXISTS (
+	SELECT 1 FROM webhook_outbox ob
+	WHERE ob.ordering_key = %[2]s AND ob.status = 'pending' AND ob.ordering_seq < %[3]s
+		AND (ob.attempts > 0 OR ob.next_attempt_at <= now()))))`, endpoint, key, seq, aheadSQL(endpoint, key, seq))
+}
+
+// aheadSQL is the FROM and WHERE of the earlier deliveries (alias ahead)
+// that hold a delivery back.
+func aheadSQL(endpoint, key, seq string) string {
+	return fmt.Sprintf(`FROM webhook_deliveries ahead
+	WHERE ahead.endpoint_id = %[1]s AND ahead.ordering_key = %[2]s AND ahead.ordering_seq < %[3]s
+		AND ahead.status <> 'succeeded'
+		AND (ahead.status = 'pending' OR (ahead.status = 'failed' AND ahead.order_skipped_at IS NULL
+			AND (SELECT o.order_on_failure FROM webhook_endpoints o WHERE o.id = ahead.endpoint_id) = 'block'))`, endpoint, key, seq)
+}
+
+// deliveryWaitsSQL is orderedWaitSQL for a webhook_deliveries row named
+// by alias; waitsForSQL is the first earlier delivery that holds it back,
+// for the readers (NULL for none).
+func deliveryWaitsSQL(alias string) string {
+	return orderedWaitSQL(alias+".endpoint_id", alias+".ordering_key", alias+".ordering_seq")
+}
+
+func waitsForSQL(alias string) string {
+	return fmt.Sprintf(`(SELECT ahead.id::text %s ORDER BY ahead.ordering_seq LIMIT 1)`,
+		aheadSQL(alias+".endpoint_id", alias+".ordering_key", alias+".ordering_seq"))
+}
+
+// behindSQL counts the pending deliveries of a delivery's endpoint and
+// key that come after it: while it holds the key, they wait.
+func behindSQL(alias string) string {
+	return fmt.Sprintf(`(SELECT count(*) FROM webhook_deliveries behind
+	WHERE %[1]s.ordering_key IS NOT NULL AND behind.endpoint_id = %[1]s.endpoint_id
+		AND behind.ordering_key = %[1]s.ordering_key AND behind.ordering_seq > %[1]s.ordering_seq
+		AND behind.status = 'pending')`, alias)
+}
+
+// skipOrderedHeadSQL lets a key go on past its failed delivery $1.
+const skipOrderedHeadSQL = `UPDATE webhook_deliveries SET order_skipped_at = now()
+WHERE id = $1 AND status = 'failed' AND ordering_key IS NOT NULL`
+
+// SkipOrderedHead lets the rest of a key go on past delivery id, which
+// failed for good and, under its endpoint's 'block' policy, holds the
+// later deliveries of its key (see docs/design/outbox-transport.md,
+// Ordered delivery): they go out in order from the next one on, and id
+// stays failed, to be requeued or replayed if it is wanted after all. A
+// delivery that is not failed, or has no ordering key, is refused with
+// the reason; an unknown id gives ErrNotFound.
+func SkipOrderedHead(ctx context.Context, db DB, id string) error {
+	return updateFailed(ctx, db, id, skipOrderedHeadSQL, "webhook_deliveries", "delivery %s",
+		func(status string) error {
+			if status == string(StatusFailed) {
+				return fmt.Errorf("webhook: delivery %s has no ordering key: nothing waits for it", id)
+			}
+			return fmt.Errorf("webhook: delivery %s is %s: only a failed delivery holds its key back", id, status)
+		})
+}
+
+// Policies of webhook_endpoints.order_on_failure: what the rest of a key
+// does once one of its deliveries fails for good.
+const (
+	// OrderBlock holds the rest of the key until the failed delivery is
+	// requeued (and delivered) or skipped: the receiver never sees a
+	// key's events out of order. The default: a receiver that asked for
+	// order is better served by a key that waits, visibly (worker
+	// ordering blocked, the postbox_webhook_ordered_keys_blocked gauge),
+	// than by invoice.paid arriving after an invoice.created it never got.
+	OrderBlock = "block"
+	// OrderProceed lets the rest of the key go on without it.
+	OrderProceed = "proceed"
+)
+
+// SetOrderOnFailure sets endpoint id's order_on_failure policy.
+func SetOrderOnFailure(ctx context.Context, db DB, id, policy string) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	if policy != OrderBlock && policy != OrderProceed {
+		return fmt.Errorf("%w: order on failure %q: want %s or %s", ErrInvalidEndpoint, policy, OrderBlock, OrderProceed)
+	}
+	tag, err := db.Exec(ctx, `UPDATE webhook_endpoints SET order_on_failure = $2, updated_at = now() WHERE id = $1`, id, policy)
+	if err != nil {
+		return fmt.Errorf("webhook: set order on failure of endpoint %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: endpoint %s", ErrNotFound, id)
+	}
+	return nil
+}
+
+// BlockedKey is a key of one endpoint that a failed delivery holds back.
+type BlockedKey struct {
+	EndpointID  string    `json:"endpoint_id"`
+	EndpointURL string    `json:"endpoint_url"` // redacted: no query string or userinfo
+	OrderingKey string    `json:"ordering_key"`
+	Head        string    `json:"head_delivery_id"` // the failed delivery to requeue or skip
+	LastError   string    `json:"last_error,omitempty"`
+	FailedSince time.Time `json:"failed_since"` // the head's last attempt
+	Waiting     int       `json:"waiting"`      // pending deliveries behind it
+}
+
+// blockedKeysSQL finds every (endpoint, key) whose earliest failed,
+// unskipped delivery holds pending ones behind it under the block policy,
+// through the ordering index (keyed rows not delivered only).
+var blockedKeysSQL = `SELECT DISTINCT ON (h.endpoint_id, h.ordering_key)
+	h.endpoint_id::text, ep.url, h.ordering_key, h.id::text, coalesce(h.last_error, ''),
+	coalesce((SELECT max(a.created_at) FROM webhook_delivery_attempts a WHERE a.delivery_id = h.id), h.created_at),
+	` + behindSQL("h") + `
+FROM webhook_deliveries h
+JOIN webhook_endpoints ep ON ep.id = h.endpoint_id AND ep.order_on_failure = 'block'
+WHERE h.ordering_key IS NOT NULL AND h.status = 'failed' AND h.order_skipped_at IS NULL
+	AND EXISTS (SELECT 1 FROM webhook_deliveries b WHERE b.endpoint_id = h.endpoint_id
+		AND b.ordering_key = h.ordering_key AND b.ordering_seq > h.ordering_seq AND b.status = 'pending')
+ORDER BY h.endpoint_id, h.ordering_key, h.ordering_seq
+LIMIT $1`
+
+// BlockedKeys lists up to limit keys held back by a failed delivery.
+func BlockedKeys(ctx context.Context, db DB, limit int) ([]BlockedKey, error) {
+	rows, err := db.Query(ctx, blockedKeysSQL, limit)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: blocked keys: %w", err)
+	}
+	keys, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (BlockedKey, error) {
+		var k BlockedKey
+		err := row.Scan(&k.EndpointID, &k.EndpointURL, &k.OrderingKey, &k.Head, &k.LastError, &k.FailedSince, &k.Waiting)
+		k.EndpointURL = redactURL(k.EndpointURL)
+		return k, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("webhook: blocked keys: %w", err)
+	}
+	return keys, nil
+}
+
+// maxCountedBlockedKeys bounds CountBlockedKeys' scan, for a gauge read
+// at every scrape.
+const maxCountedBlockedKeys = 10000
+
+// CountBlockedKeys counts the keys BlockedKeys lists, up to 10,000.
+func CountBlockedKeys(ctx context.Context, db DB) (int, error) {
+	var n int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM (`+blockedKeysSQL+`) k`, maxCountedBlockedKeys).Scan(&n); err != nil {
+		return 0, fmt.Errorf("webhook: count blocked keys: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,413 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
+)
+
+// orderedDelivery writes an event of key and its delivery to endpoint by
+// plain SQL, in the state given: status, attempts, and due in dueIn
+// (negative: already due). Each call takes the next place in the order.
+// It returns the delivery's id.
+func orderedDelivery(t *testing.T, db DB, endpoint, key string, status string, attempts int, dueIn time.Duration) string {
+	t.Helper()
+	var id string
+	err := db.QueryRow(context.Background(), `WITH ev AS (
+	INSERT INTO webhook_events (event_type, payload, ordering_key)
+	VALUES ('invoice.paid', '{}', $2) RETURNING id, ordering_seq)
+INSERT INTO webhook_deliveries (event_id, endpoint_id, status, attempts, next_retry_at, ordering_key, ordering_seq)
+SELECT ev.id, $1, $3, $4, clock_timestamp() + $5::interval, $2, ev.ordering_seq FROM ev RETURNING id`,
+		endpoint, key, status, attempts, dueIn).Scan(&id)
+	if err != nil {
+		t.Fatalf("ordered delivery of %s: %v", key, err)
+	}
+	return id
+}
+
+// claimedIDs is one retry claim of up to ten deliveries, as ids.
+func claimedIDs(t *testing.T, p *Dispatcher) []string {
+	t.Helper()
+	ds, _, err := p.claimRetries(context.Background(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, len(ds))
+	for i, d := range ds {
+		ids[i] = d.id
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func sorted(ids ...string) []string {
+	slices.Sort(ids)
+	return ids
+}
+
+// The claim rules, each on its own rows: a key's later delivery is not
+// claimed while an earlier one is pending — waiting, in flight, or
+// waiting for a retry — and keys and endpoints do not wait for each other.
+func TestOrdering_ClaimTakesOnlyTheHeadOfEachKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// head's state; second is due, of the same endpoint and key
+		headStatus   string
+		headAttempts int
+		headDueIn    time.Duration
+		wantHead     bool // the claim takes the head
+		wantSecond   bool // the claim takes the second
+	}{
+		{"head waiting for its first attempt", "pending", 0, -time.Second, true, false},
+		{"head in flight (leased)", "pending", 1, time.Minute, false, false},
+		{"head waiting for a retry", "pending", 2, time.Hour, false, false},
+		{"head delivered", "succeeded", 1, -time.Second, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.NewPool(t)
+			p := newDispatcher(t, pool, nil)
+			ep := createEndpoint(t, pool, "http://127.0.0.1:9/hook")
+			other := createEndpoint(t, pool, "http://127.0.0.1:9/other")
+			head := orderedDelivery(t, pool, ep.ID, "cus_1", tc.headStatus, tc.headAttempts, tc.headDueIn)
+			second := orderedDelivery(t, pool, ep.ID, "cus_1", "pending", 0, -time.Second)
+			// Neither another key nor another endpoint waits for cus_1.
+			otherKey := orderedDelivery(t, pool, ep.ID, "cus_2", "pending", 0, -time.Second)
+			otherEndpoint := orderedDelivery(t, pool, other.ID, "cus_1", "pending", 0, -time.Second)
+			want := []string{otherKey, otherEndpoint}
+			if tc.wantHead {
+				want = append(want, head)
+			}
+			if tc.wantSecond {
+				want = append(want, second)
+			}
+			if got := claimedIDs(t, p); !slices.Equal(got, sorted(want...)) {
+				t.Fatalf("claimed %v, want %v (head %s, second %s)", got, sorted(want...), head, second)
+			}
+		})
+	}
+}
+
+// An earlier outbox row of the key that is not fanned out yet may have a
+// delivery for the endpoint once it is: the key waits for it. One
+// scheduled for later joins the order when it comes due.
+func TestOrdering_EarlierOutboxRowHoldsTheKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		sendAt  string // the earlier row's next_attempt_at
+		attempt int
+		holds   bool
+	}{
+		{"due, not fanned out", "now()", 0, true},
+		{"being fanned out (claimed)", "now() + interval '5 minutes'", 1, true},
+		{"scheduled for later", "now() + interval '1 day'", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.NewPool(t)
+			p := newDispatcher(t, pool, nil)
+			ep := createEndpoint(t, pool, "http://127.0.0.1:9/hook")
+			if _, err := pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload, ordering_key, attempts, next_attempt_at)
+VALUES ('invoice.created', '{}', 'in_1', $1, `+tc.sendAt+`)`, tc.attempt); err != nil {
+				t.Fatal(err)
+			}
+			later := orderedDelivery(t, pool, ep.ID, "in_1", "pending", 0, -time.Second)
+			got := claimedIDs(t, p)
+			if tc.holds && len(got) != 0 {
+				t.Fatalf("claimed %v behind an earlier outbox row of the key, want nothing", got)
+			}
+			if !tc.holds && !slices.Equal(got, []string{later}) {
+				t.Fatalf("claimed %v, want the delivery: a row scheduled for later does not hold the key", got)
+			}
+		})
+	}
+}
+
+// A delivery that failed for good holds its key under the endpoint's
+// 'block' policy until an operator skips it (or requeues it); under
+// 'proceed' the key goes on at once.
+func TestOrdering_FailedHeadBlocksOrProceeds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, policy := range []string{"block", "proceed"} {
+		t.Run(policy, func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.NewPool(t)
+			p := newDispatcher(t, pool, nil)
+			ep := createEndpoint(t, pool, "http://127.0.0.1:9/hook")
+			if _, err := pool.Exec(ctx, `UPDATE webhook_endpoints SET order_on_failure = $2 WHERE id = $1`, ep.ID, policy); err != nil {
+				t.Fatal(err)
+			}
+			head := orderedDelivery(t, pool, ep.ID, "in_1", "failed", 16, -time.Second)
+			second := orderedDelivery(t, pool, ep.ID, "in_1", "pending", 0, -time.Second)
+			got := claimedIDs(t, p)
+			if policy == "proceed" {
+				if !slices.Equal(got, []string{second}) {
+					t.Fatalf("proceed: claimed %v, want the second delivery", got)
+				}
+				return
+			}
+			if len(got) != 0 {
+				t.Fatalf("block: claimed %v behind a failed head, want nothing", got)
+			}
+			if err := SkipOrderedHead(ctx, pool, head); err != nil {
+				t.Fatal(err)
+			}
+			if got := claimedIDs(t, p); !slices.Equal(got, []string{second}) {
+				t.Fatalf("block, head skipped: claimed %v, want the second delivery", got)
+			}
+		})
+	}
+}
+
+// When the head resolves, the trigger makes the next delivery of its key
+// due now — in front of every claim window, which had moved past it while
+// it waited — so the next claim takes it without the sweep.
+func TestOrdering_ResolvedHeadHandsTheKeyOn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, nil)
+	ep := createEndpoint(t, pool, "http://127.0.0.1:9/hook")
+	head := orderedDelivery(t, pool, ep.ID, "in_1", "pending", 0, -time.Minute)
+	second := orderedDelivery(t, pool, ep.ID, "in_1", "pending", 0, -time.Minute)
+	if got := claimedIDs(t, p); !slices.Equal(got, []string{head}) {
+		t.Fatalf("claimed %v, want the head only", got)
+	}
+	// Nothing due: the window's edge moves up to the claim's now, past
+	// the second delivery's due time.
+	if got := claimedIDs(t, p); len(got) != 0 {
+		t.Fatalf("second claim took %v, want nothing while the head is in flight", got)
+	}
+	if err := UpdateDelivery(ctx, pool, head, DeliveryMark{Status: StatusSucceeded, Attempt: 1, StatusCode: 204}); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimedIDs(t, p); !slices.Equal(got, []string{second}) {
+		t.Fatalf("after the head was delivered the claim took %v, want the second delivery", got)
+	}
+}
+
+// The fan-out makes the first attempt of a key's first event in process
+// and holds the rest (born held: no attempt, due for the retry lane),
+// including the later events of the key fanned out in the same claim,
+// which the statement's own check cannot see.
+func TestOrdering_FanOutHoldsTheLaterEventsOfAKey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, nil)
+	release := make(chan struct{})
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		select { // held until the births are checked
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	createEndpoint(t, pool, rc.URL)
+	ids := enqueueOrdered(t, pool, "in_1", 3)
+	unordered := insertOutbox(t, pool, "invoice.paid", map[string]any{"unordered": true})
+
+	done := make(chan error, 1)
+	go func() { _, err := p.Drain(ctx); done <- err }()
+	waitFor(t, "the fan-outs", func() bool {
+		return count(t, pool, `SELECT count(*) FROM webhook_deliveries`) == len(ids)+1
+	})
+	for _, id := range ids[1:] {
+		d := oneDelivery(t, pool, `event_id = $1`, id)
+		if d.Attempts != 0 || d.Status != "pending" {
+			t.Errorf("delivery of %s: attempts %d status %s, want held (0, pending)", id, d.Attempts, d.Status)
+		}
+	}
+	for _, id := range []string{ids[0], unordered} {
+		if d := oneDelivery(t, pool, `event_id = $1`, id); d.Attempts != 1 {
+			t.Errorf("delivery of %s: attempts %d, want its first attempt made at the fan-out", id, d.Attempts)
+		}
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := p.Retry(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := receivedOrder(t, rc.requests()); !slices.Equal(got["in_1"], []int{0, 1, 2}) {
+		t.Fatalf("receiver saw in_1 as %v, want 0, 1, 2", got["in_1"])
+	}
+}
+
+// A replayed event goes after what is already queued for its key; a
+// requeued delivery takes its original place.
+func TestOrdering_ReplayGoesLastRequeueKeepsItsPlace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, nil)
+	ep := createEndpoint(t, pool, "http://127.0.0.1:9/hook")
+	first := orderedDelivery(t, pool, ep.ID, "in_1", "failed", 16, -time.Second)
+	queued := orderedDelivery(t, pool, ep.ID, "in_1", "pending", 0, -time.Second)
+
+	var firstEvent string
+	if err := pool.QueryRow(ctx, `SELECT event_id FROM webhook_deliveries WHERE id = $1`, first).Scan(&firstEvent); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := p.ReplayEvent(ctx, firstEvent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replaySeq, queuedSeq int64
+	var replayKey string
+	if err := pool.QueryRow(ctx, `SELECT ordering_key, ordering_seq FROM webhook_deliveries WHERE event_id = $1`, rep.EventID).Scan(&replayKey, &replaySeq); err != nil {
+		t.Fatal(err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT ordering_seq FROM webhook_deliveries WHERE id = $1`, queued).Scan(&queuedSeq); err != nil {
+		t.Fatal(err)
+	}
+	if replayKey != "in_1" || replaySeq <= queuedSeq {
+		t.Fatalf("replay: key %q place %d, want in_1 behind the queued delivery's %d", replayKey, replaySeq, queuedSeq)
+	}
+
+	// A requeue of the failed head puts it back first: the queued one
+	// waits for it again.
+	if err := RequeueDelivery(ctx, pool, first); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimedIDs(t, p); !slices.Equal(got, []string{first}) {
+		t.Fatalf("after the requeue the claim took %v, want the requeued head alone", got)
+	}
+}
+
+// The target's shape, in one process: keys × events through three
+// dispatchers on one database, claiming concurrently, against a receiver
+// that fails 30 % of requests at random. Every event arrives, and no
+// key's events are ever accepted out of order.
+func TestOrdering_ConcurrentDispatchersDeliverEveryKeyInOrder(t *testing.T) {
+	t.Parallel()
+	const keys, perKey = 20, 8
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pool := pgtest.NewPool(t)
+	var (
+		mu       sync.Mutex
+		accepted []received
+		rng      = rand.New(rand.NewPCG(7, 24))
+	)
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if rng.Float64() < 0.3 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		accepted = append(accepted, received{Body: body})
+		w.WriteHeader(http.StatusNoContent)
+	})
+	createEndpoint(t, pool, rc.URL)
+	for k := range keys {
+		enqueueOrdered(t, pool, fmt.Sprintf("cus_%d", k), perKey)
+	}
+
+	schedule := make([]time.Duration, 30)
+	for i := range schedule {
+		schedule[i] = 10 * time.Millisecond
+	}
+	var wg sync.WaitGroup
+	runCtx, stop := context.WithCancel(ctx)
+	for range 3 {
+		p := newDispatcher(t, pool, func(c *Config) {
+			c.Schedule = schedule
+			c.Poll = 20 * time.Millisecond
+			c.Settings.Concurrency = 8
+		})
+		wg.Go(func() { _, _ = p.RunOutbox(runCtx, time.Hour) })
+		wg.Go(func() { _, _ = p.RunRetries(runCtx, time.Hour) })
+	}
+	waitFor(t, "every delivery", func() bool {
+		return count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) == keys*perKey
+	})
+	stop()
+	wg.Wait()
+
+	mu.Lock()
+	got := receivedOrder(t, accepted)
+	mu.Unlock()
+	for k := range keys {
+		key := fmt.Sprintf("cus_%d", k)
+		seen := got[key]
+		if !slices.IsSorted(seen) {
+			t.Errorf("%s accepted out of order: %v", key, seen)
+		}
+		if len(slices.Compact(slices.Clone(seen))) != perKey {
+			t.Errorf("%s: accepted %v, want each of its %d events", key, seen, perKey)
+		}
+	}
+}
+
+// enqueueOrdered enqueues n events of key through the Go API, in turn,
+// each in its own transaction, and returns their ids.
+func enqueueOrdered(t *testing.T, pool *pgxpool.Pool, key string, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	ids := make([]string, n)
+	for i := range n {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := json.Marshal(map[string]any{"key": key, "n": i})
+		if ids[i], err = (Enqueuer{}).EnqueueEvent(ctx, tx, Event{Type: "invoice.paid", Payload: body, OrderingKey: key}); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+// receivedOrder is, per key, the n of each event in got, in got's order.
+func receivedOrder(t *testing.T, got []received) map[string][]int {
+	t.Helper()
+	out := map[string][]int{}
+	for _, r := range got {
+		var body struct {
+			Data struct {
+				Key string `json:"key"`
+				N   int    `json:"n"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(r.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		out[body.Data.Key] = append(out[body.Data.Key], body.Data.N)
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
