@@ -124,7 +124,7 @@ func TestApply_KilledOnlyWhenTheNamedTestFails(t *testing.T) {
 			if tc.m.Name == "hang" {
 				timeout = 3 * time.Second
 			}
-			got := apply(root, tc.m, timeout)
+			got, _ := apply(root, tc.m, timeout)
 			if !strings.HasPrefix(got, tc.want) {
 				t.Fatalf("apply(%s, %s) = %q, want %s…", tc.m.Name, tc.m.Test, firstLine(got), tc.want)
 			}

@@ -17,17 +17,17 @@ func TestBaseline_AbortsWhenANamedTestFailsUnmutated(t *testing.T) {
 	slots := make(chan struct{}, 2)
 
 	good := fakeModule(t)
-	if err := baseline(good, []Mutation{flip("broken", "TestNamed"), flip("other", "TestOther")}, 2*time.Minute, slots); err != nil {
+	if _, err := baseline(good, []Mutation{flip("broken", "TestNamed"), flip("other", "TestOther")}, 2*time.Minute, slots); err != nil {
 		t.Fatalf("baseline of a passing tree: %v", err)
 	}
-	if err := baseline(good, []Mutation{flip("broken", "TestMissing")}, 2*time.Minute, slots); err == nil || !strings.Contains(err.Error(), "TestMissing") {
+	if _, err := baseline(good, []Mutation{flip("broken", "TestMissing")}, 2*time.Minute, slots); err == nil || !strings.Contains(err.Error(), "TestMissing") {
 		t.Fatalf("baseline with a missing test = %v, want an error naming TestMissing", err)
 	}
 
 	for _, sw := range []string{"flakyOff", "skipped", "outage"} {
 		bad := fakeModule(t)
 		writeSwitch(t, bad, sw) // the "unmutated" tree itself is broken
-		err := baseline(bad, []Mutation{flip("broken", "TestNamed")}, 2*time.Minute, slots)
+		_, err := baseline(bad, []Mutation{flip("broken", "TestNamed")}, 2*time.Minute, slots)
 		if err == nil || !strings.Contains(err.Error(), "TestNamed") {
 			t.Fatalf("baseline with %s unmutated = %v, want an error naming TestNamed", sw, err)
 		}

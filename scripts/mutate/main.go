@@ -21,6 +21,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,6 +57,7 @@ func main() {
 	run := flag.String("run", "", "only mutations whose name matches this regexp")
 	timeout := flag.Duration("timeout", 5*time.Minute, "per-mutation test timeout")
 	parallel := flag.Int("parallel", 3, "mutations tested at once (each in its own scratch tree)")
+	list := flag.Bool("list", false, "print the selected mutations (package, test, file, name) and exit")
 	flag.Parse()
 
 	filter, err := regexp.Compile(*run)
@@ -73,21 +75,30 @@ func main() {
 			selected = append(selected, m)
 		}
 	}
+	if *list {
+		for _, m := range selected {
+			fmt.Printf("%s\t%s\t%s\t%s\n", m.Pkg, m.Test, m.File, m.Name)
+		}
+		return
+	}
 	slots := make(chan struct{}, max(*parallel, 1))
-	if err := baseline(root, selected, *timeout, slots); err != nil {
+	took, err := baseline(root, selected, *timeout, slots)
+	if err != nil {
 		fail("baseline (unmutated tree): %v\nno mutation was tried: a test that does not pass unmutated cannot kill anything", err)
 	}
 
 	results := make([]string, len(selected))
 	var wg sync.WaitGroup
-	for i, m := range selected {
+	for _, i := range longestFirst(selected, took) {
+		m := selected[i]
 		wg.Add(1)
 		slots <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			results[i] = apply(root, m, *timeout)
-			fmt.Fprintf(os.Stderr, "%-8s %s\n", firstLine(results[i]), m.Name)
+			var t timing
+			results[i], t = apply(root, m, *timeout)
+			fmt.Fprintf(os.Stderr, "%-8s %s %s\n", firstLine(results[i]), t, m.Name)
 		}()
 	}
 	wg.Wait()
@@ -120,14 +131,16 @@ const killed = "killed"
 // that failed before it ran, a skip, another failure), or STALE (the text
 // to replace is not in the file exactly once, the tree no longer builds, or
 // the test is gone).
-func apply(root string, m Mutation, timeout time.Duration) string {
+func apply(root string, m Mutation, timeout time.Duration) (string, timing) {
+	var t timing
 	src, err := os.ReadFile(filepath.Join(root, m.File))
 	if err != nil {
-		return "STALE: " + err.Error()
+		return "STALE: " + err.Error(), t
 	}
 	if n := bytes.Count(src, []byte(m.Find)); n != 1 {
-		return fmt.Sprintf("STALE: text found %d times", n)
+		return fmt.Sprintf("STALE: text found %d times", n), t
 	}
+	began := time.Now()
 	scratch, err := os.MkdirTemp("", "postbox-mutate-")
 	if err != nil {
 		fail("mkdtemp: %v", err)
@@ -140,24 +153,65 @@ func apply(root string, m Mutation, timeout time.Duration) string {
 	if err := os.WriteFile(filepath.Join(scratch, m.File), mutated, 0o644); err != nil {
 		fail("write mutation: %v", err)
 	}
+	t.copy = time.Since(began)
 	testRE, err := regexp.Compile("^(" + m.Test + ")$")
 	if err != nil {
-		return "STALE: test pattern: " + err.Error()
+		return "STALE: test pattern: " + err.Error(), t
 	}
 	r := goTest(scratch, m.Pkg, m.Test, timeout)
-	return r.verdict(testRE)
+	t.wall, t.ran, t.cpu = r.wall, r.ran, r.cpu
+	return r.verdict(testRE), t
+}
+
+// timing is where one mutation's time went, printed beside its verdict so
+// that a slow matrix shows its slow entries.
+type timing struct{ copy, wall, ran, cpu time.Duration }
+
+func (t timing) String() string {
+	return fmt.Sprintf("%5.1fs (copy %.1fs, build %.1fs, run %.1fs, cpu %.1fs)",
+		(t.copy + t.wall).Seconds(), t.copy.Seconds(), (t.wall - t.ran).Seconds(), t.ran.Seconds(), t.cpu.Seconds())
 }
 
 // run is one go test -json invocation, parsed.
 type run struct {
-	out         []byte            // everything go test printed
-	err         error             // its exit status
-	outerExpiry bool              // our own deadline killed it
-	timedOut    bool              // the test binary's -timeout panic
-	buildFailed bool              // the package (or a dependency) does not build
-	tests       map[string]string // top-level test → final action (pass, fail, skip)
-	crashedIn   string            // the test running when the binary died of a panic
+	out         []byte                   // everything go test printed
+	err         error                    // its exit status
+	outerExpiry bool                     // our own deadline killed it
+	timedOut    bool                     // the test binary's -timeout panic
+	buildFailed bool                     // the package (or a dependency) does not build
+	tests       map[string]string        // top-level test → final action (pass, fail, skip)
+	took        map[string]time.Duration // top-level test → its elapsed time
+	crashedIn   string                   // the test running when the binary died of a panic
+	wall        time.Duration            // go test from start to exit: compiling, linking, running
+	ran         time.Duration            // the test binary's own run (go test -json's package Elapsed)
+	cpu         time.Duration            // user+system time of go test and every process it waited for
 }
+
+// buildFlags are the go command's flags for every build in a scratch tree:
+// go test's own, and the go build a test runs to get a binary (cmd/worker's
+// workerBinary, docs' commands), which inherits them through GOFLAGS.
+//
+//   - -trimpath keys the build cache by module path, not by the scratch
+//     directory, so packages a mutation leaves alone come from the cache in
+//     every scratch tree; without it a nested go build recompiles the
+//     whole module in each one.
+//   - -vet=off: go test's vet pass can only fail the package, never the
+//     named test, so it cannot kill a mutation (CI runs go vet itself).
+//   - -ldflags=-w leaves out DWARF, the larger part of each link; stacks,
+//     panics and runtime.Caller read the pclntab, which stays.
+var buildFlags = []string{"-trimpath", "-vet=off", "-ldflags=-w"}
+
+// scratchEnv is the environment of go test in a scratch tree: this one,
+// with buildFlags added to the GOFLAGS the go command would otherwise use
+// (a GOFLAGS variable replaces go env -w's setting rather than adding to it).
+var scratchEnv = sync.OnceValue(func() []string {
+	out, err := exec.Command("go", "env", "GOFLAGS").Output()
+	if err != nil {
+		fail("go env GOFLAGS: %v", err)
+	}
+	flags := strings.Join(append(strings.Fields(string(out)), buildFlags...), " ")
+	return append(os.Environ(), "GOFLAGS="+flags)
+})
 
 // goTest runs go test -json -run ^(pattern)$ pkg in dir.
 func goTest(dir, pkg, pattern string, timeout time.Duration) run {
@@ -166,17 +220,23 @@ func goTest(dir, pkg, pattern string, timeout time.Duration) run {
 	// machine can take minutes.
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "test", "-json", "-trimpath", "-count=1", "-timeout", timeout.String(),
+	cmd := exec.CommandContext(ctx, "go", "test", "-json", "-count=1", "-timeout", timeout.String(),
 		"-run", "^("+pattern+")$", pkg)
 	cmd.Dir = dir
+	cmd.Env = scratchEnv()
+	began := time.Now()
 	out, err := cmd.CombinedOutput()
-	r := run{out: out, err: err, outerExpiry: errors.Is(ctx.Err(), context.DeadlineExceeded), tests: map[string]string{}}
+	r := run{out: out, err: err, outerExpiry: errors.Is(ctx.Err(), context.DeadlineExceeded), tests: map[string]string{}, took: map[string]time.Duration{}, wall: time.Since(began)}
+	if cmd.ProcessState != nil {
+		r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
 		var ev struct {
 			Action, Test, Output, FailedBuild string
+			Elapsed                           float64
 		}
 		if len(line) == 0 || line[0] != '{' || json.Unmarshal(line, &ev) != nil {
 			// Not an event: go's own text (older build-failure output).
@@ -197,10 +257,14 @@ func goTest(dir, pkg, pattern string, timeout time.Duration) run {
 		case ev.Action == "output" && (strings.Contains(ev.Output, "[build failed]") || strings.Contains(ev.Output, "[setup failed]")):
 			r.buildFailed = true
 		}
+		if ev.Test == "" && (ev.Action == "pass" || ev.Action == "fail") {
+			r.ran = time.Duration(ev.Elapsed * float64(time.Second))
+		}
 		if ev.Test != "" && !strings.Contains(ev.Test, "/") {
 			switch ev.Action {
 			case "pass", "fail", "skip":
 				r.tests[ev.Test] = ev.Action
+				r.took[ev.Test] = time.Duration(ev.Elapsed * float64(time.Second))
 			}
 		}
 	}
@@ -257,18 +321,19 @@ func (r run) verdict(testRE *regexp.Regexp) string {
 
 // baseline runs every selected mutation's test on one unmutated scratch
 // copy, one go test per package, and returns an error naming each test that
-// does not pass there (or cannot be found).
-func baseline(root string, selected []Mutation, timeout time.Duration, slots chan struct{}) error {
+// does not pass there (or cannot be found). It returns how long each test
+// took, per package, for longestFirst.
+func baseline(root string, selected []Mutation, timeout time.Duration, slots chan struct{}) (map[string]map[string]time.Duration, error) {
 	if len(selected) == 0 {
-		return nil
+		return nil, nil
 	}
 	scratch, err := os.MkdirTemp("", "postbox-mutate-baseline-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(scratch)
 	if err := copyTree(root, scratch); err != nil {
-		return fmt.Errorf("copy tree: %w", err)
+		return nil, fmt.Errorf("copy tree: %w", err)
 	}
 	byPkg := map[string][]string{}
 	var pkgs []string
@@ -280,16 +345,22 @@ func baseline(root string, selected []Mutation, timeout time.Duration, slots cha
 			byPkg[m.Pkg] = append(byPkg[m.Pkg], m.Test)
 		}
 	}
+	// The packages with the most named tests go first: they take longest,
+	// and the slots should not sit idle behind one of them at the end.
+	order := slices.Clone(pkgs)
+	slices.SortStableFunc(order, func(a, b string) int { return len(byPkg[b]) - len(byPkg[a]) })
 	runs := make([]run, len(pkgs))
 	var wg sync.WaitGroup
-	for i, pkg := range pkgs {
+	for _, pkg := range order {
+		i := slices.Index(pkgs, pkg)
 		wg.Add(1)
 		slots <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
 			runs[i] = goTest(scratch, pkg, strings.Join(byPkg[pkg], "|"), timeout)
-			fmt.Fprintf(os.Stderr, "baseline %s\n", pkg)
+			fmt.Fprintf(os.Stderr, "baseline %s %.1fs (build %.1fs, run %.1fs)\n", pkg,
+				runs[i].wall.Seconds(), (runs[i].wall - runs[i].ran).Seconds(), runs[i].ran.Seconds())
 		}()
 	}
 	wg.Wait()
@@ -322,9 +393,40 @@ func baseline(root string, selected []Mutation, timeout time.Duration, slots cha
 		}
 	}
 	if len(problems) > 0 {
-		return errors.New(strings.Join(problems, "\n"))
+		return nil, errors.New(strings.Join(problems, "\n"))
 	}
-	return nil
+	took := map[string]map[string]time.Duration{}
+	for i, pkg := range pkgs {
+		took[pkg] = runs[i].took
+	}
+	return took, nil
+}
+
+// longestFirst orders the selected mutations (by index) so the ones whose
+// tests took longest in the baseline start first: run in the order they
+// are registered, a long test started near the end of the matrix holds it
+// up while the other slots sit idle. A mutated test may run longer than it
+// did unmutated (waiting out its deadline), but the long ones are long
+// either way; the order of the report is the registration order still.
+func longestFirst(selected []Mutation, took map[string]map[string]time.Duration) []int {
+	cost := make([]time.Duration, len(selected))
+	for i, m := range selected {
+		testRE, err := regexp.Compile("^(" + m.Test + ")$")
+		if err != nil {
+			continue // apply reports it
+		}
+		for name, d := range took[m.Pkg] {
+			if testRE.MatchString(name) {
+				cost[i] += d
+			}
+		}
+	}
+	order := make([]int, len(selected))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(cost[b], cost[a]) })
+	return order
 }
 
 // tail is the last lines of go test's output, decoded from its events, for
