@@ -77,6 +77,14 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 	scaleBacklog := fs.Int("scale-backlog", 0, "pool-scale: rows of the backlog drains (default 20000; 5000 with --quick)")
 	tracing := fs.Bool("tracing", false, "pool-backlog: also run postbox with tracing on (every span sampled, OTLP/HTTP to a receiver in the bench process) beside it off")
 	retentionRows := fs.Int("retention-rows", 0, "pool-retention: rows seeded into each history log over 30 days (default 1000000; 100000 with --quick)")
+	webhookEvents := fs.Int("webhook-events", 0, "pool-webhook: events of each backlog (default 3000; 600 with --quick)")
+	webhookEndpoints := fs.String("webhook-endpoints", "", "pool-webhook: endpoints per event, comma-separated, each in turn (default 1,10)")
+	webhookReplicas := fs.String("webhook-replicas", "", "pool-webhook*: worker processes, comma-separated, each in turn; the other webhook sections run the largest (default 1,3)")
+	webhookConcurrency := fs.Int("webhook-concurrency", 0, "pool-webhook*: WEBHOOK_CONCURRENCY of each process (default 16)")
+	receiverDelay := fs.Duration("receiver-delay", -1, "pool-webhook: the receivers' time before they answer; 0 answers at once (default 50ms)")
+	webhookLoad := fs.Duration("webhook-load", 0, "pool-webhook-ratelimit, -retry, -breaker: how long the load is offered (default 60s; 15s with --quick)")
+	webhookSettle := fs.Duration("webhook-settle", 0, "pool-webhook-breaker: the wait after the load before delivered webhooks are counted (default 120s; 20s with --quick)")
+	breakerOff := fs.String("breaker-off", "", "pool-webhook-breaker: the worker settings that turn the breaker off, comma-separated NAME=value (default "+strings.Join(bench.BreakerOffEnv, ",")+")")
 	keepSeed := fs.Bool("keep-seed", false, "pool-scale: keep the seeded database (postbox_scale_seed_*) for the next run, which reuses it while the migrations are unchanged")
 	return func(ctx context.Context, stdout, stderr io.Writer) error {
 		if *rate != "" {
@@ -148,7 +156,7 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 				dst *int
 			}{{*n, &popts.N}, {*concurrency, &popts.Concurrency}, {*trials, &popts.Trials},
 				{*scaleRows, &popts.ScaleRows}, {*scaleRate, &popts.ScaleRate}, {*scaleBacklog, &popts.ScaleBacklog},
-				{*retentionRows, &popts.RetentionRows}} {
+				{*retentionRows, &popts.RetentionRows}, {*webhookEvents, &popts.WebhookEvents}, {*webhookConcurrency, &popts.WebhookConcurrency}} {
 				if f.v < 0 {
 					return program.Usagef("a count flag is %d: want 0 (the default) or more", f.v)
 				}
@@ -158,6 +166,30 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 			}
 			if *scaleDuration > 0 {
 				popts.ScaleDuration = *scaleDuration
+			}
+			if *receiverDelay >= 0 {
+				popts.ReceiverDelay = *receiverDelay
+			}
+			if *webhookLoad > 0 {
+				popts.WebhookLoad = *webhookLoad
+			}
+			if *webhookSettle > 0 {
+				popts.WebhookSettle = *webhookSettle
+			}
+			if *breakerOff != "" {
+				popts.BreakerOff = strings.Split(*breakerOff, ",")
+			}
+			for _, l := range []struct {
+				flag, v string
+				dst     *[]int
+			}{{"--webhook-endpoints", *webhookEndpoints, &popts.WebhookFanouts}, {"--webhook-replicas", *webhookReplicas, &popts.WebhookReplicas}} {
+				if l.v == "" {
+					continue
+				}
+				var err error
+				if *l.dst, err = intList(l.v); err != nil {
+					return program.Usagef("%s %q: want positive integers, e.g. 1,3", l.flag, l.v)
+				}
 			}
 			popts.KeepSeed = *keepSeed
 			popts.Tracing = *tracing
