@@ -10,7 +10,10 @@
 // run against a loopback SMTP sink and receivers on a fresh postbox_bench_*
 // database, dropped unless --keep. With --pool it builds ./cmd/worker and
 // the River peer from this module and runs the pool sections (pool-backlog,
-// pool-latency, pool-enqueue, pool-leaderkill), counting from process start.
+// pool-latency, pool-enqueue, pool-leaderkill), counting from process start;
+// --only selects the others (pool-scale, pool-retention, pool-pgbouncer,
+// pool-ratelimit, and the webhook sections pool-webhook,
+// pool-webhook-ratelimit, pool-webhook-retry, pool-webhook-breaker).
 //
 // It is a program of its own so that the production binary does not link
 // the harness. Exit codes: 0 done; 1 a run or check failed; 2 bad flags.
