@@ -16,7 +16,7 @@ import (
 	"github.com/postbox/postbox/webhook"
 )
 
-// The pool-webhook section's aims (issue #23's targets): R replicas
+// The pool-webhook section's aims: R replicas
 // against one, each replica's share, and the machine's CPU per delivery
 // with a receiver answering at once.
 const (

@@ -21,7 +21,7 @@ var (
 	breakerShortCooldown    = 2 * time.Second
 )
 
-// The section's loads and aims (issue #23's targets).
+// The section's loads and aims.
 const (
 	breakerRate      = 5 // events/s of the flaky and the fail-first runs
 	breakerScale     = "0.05"

@@ -12,7 +12,7 @@ import (
 )
 
 // The pool-webhook-ratelimit and pool-webhook-retry sections' runs and
-// aims (issue #23's targets).
+// aims.
 const (
 	hookRate         = 10.0 // the endpoint's rate_limit, requests/s
 	hookRateOffered  = 20   // events/s offered to it
