@@ -57,6 +57,9 @@ func (pr *poolRunner) offer(ctx context.Context, rate int, d time.Duration) ([]s
 // per hookRateWindow from the first one, over WebhookLoad, and reads every
 // window after the first against the aim; duplicates fail it.
 func (pr *poolRunner) webhookRateLimitSection(ctx context.Context) error {
+	if pr.po.WebhookLoad < 2*hookRateWindow {
+		return fmt.Errorf("pool-webhook-ratelimit: --webhook-load %s leaves no %s window after the first; give at least %s", pr.po.WebhookLoad, hookRateWindow, 2*hookRateWindow)
+	}
 	return pr.trials(ctx, []int{pr.po.largestReplicas()}, func(ctx context.Context, _, rc int) error {
 		label := fmt.Sprintf("%srate_limit=%g/s, %d events/s offered for %s", rp(rc), hookRate, hookRateOffered, pr.po.WebhookLoad)
 		if err := pr.truncate(ctx); err != nil {
