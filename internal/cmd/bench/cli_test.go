@@ -18,3 +18,18 @@ func TestRunMain_HelpListsTheFlags(t *testing.T) {
 		t.Errorf("--help does not list the flags:\n%s", out)
 	}
 }
+
+// TestRunMain_BadWebhookLists: a webhook list flag that is not positive
+// integers is a usage error (exit 2), before any database is touched.
+func TestRunMain_BadWebhookLists(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--only", "pool-webhook", "--webhook-endpoints", "1,0"},
+		{"--only", "pool-webhook", "--webhook-replicas", "three"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := runMain(t.Context(), args, &stdout, &stderr); code != 2 {
+			t.Errorf("%v exited %d, want 2: %s", args, code, stderr.String())
+		}
+	}
+}

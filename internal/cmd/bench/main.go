@@ -10,7 +10,10 @@
 // run against a loopback SMTP sink and receivers on a fresh postbox_bench_*
 // database, dropped unless --keep. With --pool it builds ./cmd/worker and
 // the River peer from this module and runs the pool sections (pool-backlog,
-// pool-latency, pool-enqueue, pool-leaderkill), counting from process start.
+// pool-latency, pool-enqueue, pool-leaderkill), counting from process start;
+// --only selects the others (pool-scale, pool-retention, pool-pgbouncer,
+// pool-ratelimit, and the webhook sections pool-webhook,
+// pool-webhook-ratelimit, pool-webhook-retry, pool-webhook-breaker).
 //
 // It is a program of its own so that the production binary does not link
 // the harness. Exit codes: 0 done; 1 a run or check failed; 2 bad flags.
@@ -77,6 +80,14 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 	scaleBacklog := fs.Int("scale-backlog", 0, "pool-scale: rows of the backlog drains (default 20000; 5000 with --quick)")
 	tracing := fs.Bool("tracing", false, "pool-backlog: also run postbox with tracing on (every span sampled, OTLP/HTTP to a receiver in the bench process) beside it off")
 	retentionRows := fs.Int("retention-rows", 0, "pool-retention: rows seeded into each history log over 30 days (default 1000000; 100000 with --quick)")
+	webhookEvents := fs.Int("webhook-events", 0, "pool-webhook: events of each backlog (default 3000; 600 with --quick)")
+	webhookEndpoints := fs.String("webhook-endpoints", "", "pool-webhook: endpoints per event, comma-separated, each in turn (default 1,10)")
+	webhookReplicas := fs.String("webhook-replicas", "", "pool-webhook*: worker processes, comma-separated, each in turn; the other webhook sections run the largest (default 1,3)")
+	webhookConcurrency := fs.Int("webhook-concurrency", 0, "pool-webhook*: WEBHOOK_CONCURRENCY of each process (default 16)")
+	receiverDelay := fs.Duration("receiver-delay", -1, "pool-webhook: the receivers' time before they answer; 0 answers at once (default 50ms)")
+	webhookLoad := fs.Duration("webhook-load", 0, "pool-webhook-ratelimit, -retry, -breaker: how long the load is offered (default 60s; 15s with --quick)")
+	webhookSettle := fs.Duration("webhook-settle", 0, "pool-webhook-breaker: the wait after the load before delivered webhooks are counted (default 120s; 20s with --quick)")
+	breakerOff := fs.String("breaker-off", "", "pool-webhook-breaker: the worker settings that turn the breaker off, comma-separated NAME=value (default "+strings.Join(bench.BreakerOffEnv, ",")+")")
 	keepSeed := fs.Bool("keep-seed", false, "pool-scale: keep the seeded database (postbox_scale_seed_*) for the next run, which reuses it while the migrations are unchanged")
 	return func(ctx context.Context, stdout, stderr io.Writer) error {
 		if *rate != "" {
@@ -148,7 +159,7 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 				dst *int
 			}{{*n, &popts.N}, {*concurrency, &popts.Concurrency}, {*trials, &popts.Trials},
 				{*scaleRows, &popts.ScaleRows}, {*scaleRate, &popts.ScaleRate}, {*scaleBacklog, &popts.ScaleBacklog},
-				{*retentionRows, &popts.RetentionRows}} {
+				{*retentionRows, &popts.RetentionRows}, {*webhookEvents, &popts.WebhookEvents}, {*webhookConcurrency, &popts.WebhookConcurrency}} {
 				if f.v < 0 {
 					return program.Usagef("a count flag is %d: want 0 (the default) or more", f.v)
 				}
@@ -158,6 +169,30 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 			}
 			if *scaleDuration > 0 {
 				popts.ScaleDuration = *scaleDuration
+			}
+			if *receiverDelay >= 0 {
+				popts.ReceiverDelay = *receiverDelay
+			}
+			if *webhookLoad > 0 {
+				popts.WebhookLoad = *webhookLoad
+			}
+			if *webhookSettle > 0 {
+				popts.WebhookSettle = *webhookSettle
+			}
+			if *breakerOff != "" {
+				popts.BreakerOff = strings.Split(*breakerOff, ",")
+			}
+			for _, l := range []struct {
+				flag, v string
+				dst     *[]int
+			}{{"--webhook-endpoints", *webhookEndpoints, &popts.WebhookFanouts}, {"--webhook-replicas", *webhookReplicas, &popts.WebhookReplicas}} {
+				if l.v == "" {
+					continue
+				}
+				var err error
+				if *l.dst, err = intList(l.v); err != nil {
+					return program.Usagef("%s %q: want positive integers, e.g. 1,3", l.flag, l.v)
+				}
 			}
 			popts.KeepSeed = *keepSeed
 			popts.Tracing = *tracing

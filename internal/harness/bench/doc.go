@@ -45,6 +45,18 @@
 //     wake-ups by LISTEN on DATABASE_DIRECT_URL and by polling, alternating
 //     per trial: msg/s, the ratio to direct, machine CPU per message, the
 //     pooler's busiest moment; a message lost or sent twice fails the run.
+//   - pool-webhook (only with --only): a backlog of webhook events (plain
+//     SQL and webhook.Enqueue) to 1 and 10 loopback endpoints per event,
+//     drained by 1 and 3 processes (and the River peer, one job per
+//     delivery): deliveries/s, the machine's CPU per delivery, each
+//     replica's share (told apart by WEBHOOK_USER_AGENT), the ratio of 3
+//     replicas to 1; then one replica's CPU per delivery with a receiver
+//     answering at once.
+//   - pool-webhook-ratelimit, pool-webhook-retry, pool-webhook-breaker
+//     (only with --only): a 10/s rate-limited endpoint counted per second
+//     and per 5 s window; the time from a retry's due time to its arrival;
+//     a flaky, a fail-first and an always-failing receiver with the
+//     endpoint breaker on and off.
 //
 // Nothing here asserts a timing: the test runs a tiny preset and checks only
 // the correctness counts.

@@ -29,11 +29,17 @@ const (
 	SectionPoolRetention  = "pool-retention"
 	SectionPoolPgBouncer  = "pool-pgbouncer"
 	SectionPoolRateLimit  = "pool-ratelimit"
+
+	SectionPoolWebhook          = "pool-webhook"
+	SectionPoolWebhookRateLimit = "pool-webhook-ratelimit"
+	SectionPoolWebhookRetry     = "pool-webhook-retry"
+	SectionPoolWebhookBreaker   = "pool-webhook-breaker"
 )
 
 // PoolSections lists the pool sections in run order.
 var PoolSections = []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLeaderKill, SectionPoolScale, SectionPoolRetention,
-	SectionPoolPgBouncer, SectionPoolRateLimit}
+	SectionPoolPgBouncer, SectionPoolRateLimit,
+	SectionPoolWebhook, SectionPoolWebhookRateLimit, SectionPoolWebhookRetry, SectionPoolWebhookBreaker}
 
 // DefaultPoolSections are what --pool runs without --only: all but the
 // scale and retention sections, which seed millions of rows and run for
@@ -50,6 +56,11 @@ const (
 	titlePoolRetention = "pool retention: weeks dropped under load"
 	titlePoolPgBouncer = "pool through PgBouncer, transaction mode"
 	titlePoolRateLimit = "pool email rate limit (EMAIL_RATE_LIMIT)"
+
+	titlePoolWebhook          = "pool webhooks"
+	titlePoolWebhookRateLimit = "pool webhook rate limit (webhook_endpoints.rate_limit)"
+	titlePoolWebhookRetry     = "pool webhook retry latency, due → received"
+	titlePoolWebhookBreaker   = "pool webhook breaker"
 )
 
 // PoolOptions configure the pool sections. Zero fields take
@@ -103,6 +114,24 @@ type PoolOptions struct {
 	// ScaleDuration for its steady load.
 	RetentionRows int
 
+	// The webhook sections (pool-webhook*): WebhookEvents events per
+	// backlog, to each of WebhookFanouts endpoint counts in turn, with
+	// WebhookReplicas processes (the other webhook sections run the
+	// largest), WEBHOOK_CONCURRENCY=WebhookConcurrency, and receivers
+	// answering after ReceiverDelay. WebhookLoad is how long the
+	// rate-limit, retry and breaker sections offer their load;
+	// WebhookSettle how long the breaker section then waits before it
+	// counts what was delivered. BreakerOff is the environment that turns
+	// the breaker off.
+	WebhookEvents      int
+	WebhookFanouts     []int
+	WebhookReplicas    []int
+	WebhookConcurrency int
+	ReceiverDelay      time.Duration
+	WebhookLoad        time.Duration
+	WebhookSettle      time.Duration
+	BreakerOff         []string
+
 	BodyBytes int
 	// Tracing adds a path to the backlog section: postbox with tracing on
 	// (every span sampled, exported over OTLP/HTTP to a receiver in the
@@ -135,6 +164,15 @@ func DefaultPool() PoolOptions {
 		ScaleBacklog:      20_000,
 		RetentionRows:     1_000_000,
 		BodyBytes:         2048,
+
+		WebhookEvents:      3000,
+		WebhookFanouts:     []int{1, 10},
+		WebhookReplicas:    []int{1, 3},
+		WebhookConcurrency: 16,
+		ReceiverDelay:      50 * time.Millisecond,
+		WebhookLoad:        60 * time.Second,
+		WebhookSettle:      breakerSettle,
+		BreakerOff:         BreakerOffEnv,
 	}
 }
 
@@ -150,6 +188,9 @@ func QuickPool() PoolOptions {
 	o.ScaleDuration = 20 * time.Second
 	o.ScaleBacklog = 5000
 	o.RetentionRows = 100_000
+	o.WebhookEvents = 600
+	o.WebhookLoad = 15 * time.Second
+	o.WebhookSettle = 20 * time.Second
 	return o
 }
 
@@ -212,6 +253,30 @@ func (o PoolOptions) withDefaults() PoolOptions {
 	if o.BodyBytes <= 0 {
 		o.BodyBytes = d.BodyBytes
 	}
+	if o.WebhookEvents <= 0 {
+		o.WebhookEvents = d.WebhookEvents
+	}
+	if len(o.WebhookFanouts) == 0 {
+		o.WebhookFanouts = d.WebhookFanouts
+	}
+	if len(o.WebhookReplicas) == 0 {
+		o.WebhookReplicas = d.WebhookReplicas
+	}
+	if o.WebhookConcurrency <= 0 {
+		o.WebhookConcurrency = d.WebhookConcurrency
+	}
+	if o.ReceiverDelay < 0 {
+		o.ReceiverDelay = d.ReceiverDelay
+	}
+	if o.WebhookLoad <= 0 {
+		o.WebhookLoad = d.WebhookLoad
+	}
+	if o.WebhookSettle <= 0 {
+		o.WebhookSettle = d.WebhookSettle
+	}
+	if len(o.BreakerOff) == 0 {
+		o.BreakerOff = d.BreakerOff
+	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
@@ -225,9 +290,19 @@ func (o PoolOptions) Validate() error {
 			return fmt.Errorf("unknown pool section %q (want %s)", s, strings.Join(PoolSections, ", "))
 		}
 	}
-	for _, r := range o.Replicas {
+	for _, r := range slices.Concat(o.Replicas, o.WebhookReplicas) {
 		if r < 1 || r > 16 {
 			return fmt.Errorf("replicas %d: want 1 to 16", r)
+		}
+	}
+	for _, f := range o.WebhookFanouts {
+		if f < 1 || f > 100 {
+			return fmt.Errorf("webhook endpoints per event %d: want 1 to 100", f)
+		}
+	}
+	for _, kv := range o.BreakerOff {
+		if k, _, ok := strings.Cut(kv, "="); !ok || !strings.HasPrefix(k, "WEBHOOK_") {
+			return fmt.Errorf("breaker-off setting %q: want WEBHOOK_NAME=value", kv)
 		}
 	}
 	for _, r := range o.Rates {
@@ -239,6 +314,10 @@ func (o PoolOptions) Validate() error {
 }
 
 func (o PoolOptions) want(section string) bool { return slices.Contains(o.Sections, section) }
+
+func (o PoolOptions) wantWebhooks() bool {
+	return slices.ContainsFunc(o.Sections, func(s string) bool { return strings.HasPrefix(s, SectionPoolWebhook) })
+}
 
 // relayLimit is what the sinks can take: every connection busy, each
 // message RelayDelay.
@@ -276,6 +355,18 @@ func (o PoolOptions) String() string {
 	}
 	s := fmt.Sprintf("replicas %s, EMAIL_CONCURRENCY=%d (River peer MaxWorkers %d per process), relay delay %s per message, backlog N=%d, latency %s msg/s for %s, %d trial(s), body=%d B",
 		strings.Join(reps, ","), o.Concurrency, o.peerWorkers(), o.RelayDelay, o.N, strings.Join(rates, ","), o.Duration, o.Trials, o.BodyBytes)
+	if o.wantWebhooks() {
+		fans := make([]string, len(o.WebhookFanouts))
+		for i, f := range o.WebhookFanouts {
+			fans[i] = strconv.Itoa(f)
+		}
+		wr := make([]string, len(o.WebhookReplicas))
+		for i, r := range o.WebhookReplicas {
+			wr[i] = strconv.Itoa(r)
+		}
+		s += fmt.Sprintf("; webhooks: replicas %s, WEBHOOK_CONCURRENCY=%d, %d events × %s endpoint(s), receiver delay %s, load %s, settle %s, breaker off by %s",
+			strings.Join(wr, ","), o.WebhookConcurrency, o.WebhookEvents, strings.Join(fans, ","), o.ReceiverDelay, o.WebhookLoad, o.WebhookSettle, strings.Join(o.BreakerOff, " "))
+	}
 	if o.want(SectionPoolScale) {
 		s += fmt.Sprintf("; scale: %s sent rows seeded, %d msg/s for %s, backlog %d", fmtCount(o.ScaleRows), o.ScaleRate, o.ScaleDuration, o.ScaleBacklog)
 	}
@@ -371,6 +462,10 @@ func RunPoolURL(ctx context.Context, url string, opts PoolOptions) (rep *Report,
 		{opts.want(SectionPoolRetention), pr.retentionSection},
 		{opts.want(SectionPoolPgBouncer), pr.pgbouncerSection},
 		{opts.want(SectionPoolRateLimit), pr.rateLimitSection},
+		{opts.want(SectionPoolWebhook), pr.webhookSection},
+		{opts.want(SectionPoolWebhookRateLimit), pr.webhookRateLimitSection},
+		{opts.want(SectionPoolWebhookRetry), pr.webhookRetrySection},
+		{opts.want(SectionPoolWebhookBreaker), pr.webhookBreakerSection},
 	}
 	for _, s := range steps {
 		if !s.on {
@@ -528,6 +623,17 @@ type path struct {
 	traced bool // a worker run exporting every span (PoolOptions.Tracing)
 	// env is added to a worker run's environment, and wins over it.
 	env []string
+	// workers, when set, is the peer's MaxWorkers per process instead of
+	// PoolOptions.peerWorkers (the webhook sections: WebhookConcurrency).
+	workers int
+}
+
+// peerWorkers is the River peer's MaxWorkers per process on path p.
+func (p path) peerWorkers(po PoolOptions) int {
+	if p.workers > 0 {
+		return p.workers
+	}
+	return po.peerWorkers()
 }
 
 // peerFetch is a River peer configuration.
@@ -559,7 +665,7 @@ func (p path) notes(po PoolOptions) string {
 	if p.peer == nil {
 		return fmt.Sprintf("EMAIL_CONCURRENCY=%d per process", po.Concurrency)
 	}
-	return fmt.Sprintf("MaxWorkers %d per process, FetchCooldown %s, FetchPollInterval %s", po.peerWorkers(), p.peer.effCooldown, p.peer.effPoll)
+	return fmt.Sprintf("MaxWorkers %d per process, FetchCooldown %s, FetchPollInterval %s", p.peerWorkers(po), p.peer.effCooldown, p.peer.effPoll)
 }
 
 // start starts replicas processes of path p, process i sending to sink i,
@@ -588,6 +694,7 @@ func (pr *poolRunner) start(ctx context.Context, p path, rs *relaySet, replicas 
 				"DATABASE_URL=" + pr.url, "HTTP_ADDR=" + addr,
 				"SMTP_HOST=127.0.0.1", "SMTP_PORT=" + strconv.Itoa(sink.Port()), "SMTP_TLS=none",
 				"APP_ENV=development", "LOG_LEVEL=warn", "EMAIL_CONCURRENCY=" + strconv.Itoa(pr.po.Concurrency),
+				"WEBHOOK_USER_AGENT=" + replicaAgent(i),
 			}
 			if p.traced {
 				if pr.otlp == nil {
@@ -606,8 +713,8 @@ func (pr *poolRunner) start(ctx context.Context, p path, rs *relaySet, replicas 
 			}
 		} else {
 			ready := logPath + ".ready"
-			pp := PeerProcess{DatabaseURL: pr.url, SMTPHost: "127.0.0.1", SMTPPort: sink.Port(), MaxWorkers: pr.po.peerWorkers(),
-				FetchCooldown: p.peer.cooldown, FetchPollInterval: p.peer.pollInterval, ReadyFile: ready}
+			pp := PeerProcess{DatabaseURL: pr.url, SMTPHost: "127.0.0.1", SMTPPort: sink.Port(), MaxWorkers: p.peerWorkers(pr.po),
+				FetchCooldown: p.peer.cooldown, FetchPollInterval: p.peer.pollInterval, ReadyFile: ready, UserAgent: replicaAgent(i)}
 			pc, err = startProc(fmt.Sprintf("peer %d", i), pr.bins.peer, logPath, pp.env())
 			if pc != nil {
 				pc.readyFile = ready

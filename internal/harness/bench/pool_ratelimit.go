@@ -109,10 +109,7 @@ func (pr *poolRunner) rateLimitRun(ctx context.Context, rc int) error {
 		}
 	}
 	slices.SortFunc(at, func(a, b time.Time) int { return a.Compare(b) })
-	seconds := make([]int, int(rlWindow/time.Second))
-	for _, a := range at {
-		seconds[int(a.Sub(first)/time.Second)]++
-	}
+	seconds := countWindows(at, first, time.Second, int(rlWindow/time.Second))
 	// The most in any one second, wherever it starts: two pointers over
 	// the sorted arrivals.
 	sliding := 0

@@ -38,7 +38,7 @@ func TestRunPool_TinyPreset(t *testing.T) {
 	if err != nil {
 		t.Fatalf("RunPoolURL: %v", err)
 	}
-	for _, want := range []struct{ section, path, notes string }{
+	checkRows(t, rep, []wantRow{
 		{titlePoolBacklog, "R=2 postbox worker run", "200 received, 0 duplicates, 0 lost"},
 		{titlePoolBacklog, "R=2 River peer, defaults", "200 received, 0 duplicates, 0 lost"},
 		{titlePoolBacklog, "R=2 River peer, tuned", "200 received, 0 duplicates, 0 lost"},
@@ -53,16 +53,7 @@ func TestRunPool_TinyPreset(t *testing.T) {
 		{titlePoolEnqueue, "R=2 outbox.Enqueue, wake trigger enabled", "2 worker process(es) running"},
 		{titlePoolEnqueue, "R=2 outbox.Enqueue, wake trigger disabled", "2 worker process(es) running"},
 		{titlePoolEnqueue, "R=2 wake-up cost: with / without", ""},
-	} {
-		row, ok := rep.Find(want.section, want.path)
-		if !ok {
-			t.Errorf("no row %q / %q in the report", want.section, want.path)
-			continue
-		}
-		if row.Figure == "" || !strings.Contains(row.Notes, want.notes) {
-			t.Errorf("row %q / %q: figure %q, notes %q; want a figure and %q", want.section, want.path, row.Figure, row.Notes, want.notes)
-		}
-	}
+	})
 	if row, _ := rep.Find(titlePoolBacklog, "R=2 postbox worker run: share per replica"); strings.Count(row.Figure, "(") != 2 {
 		t.Errorf("shares %q: want one per replica", row.Figure)
 	}
@@ -85,5 +76,82 @@ func TestPoolOptions_Validate(t *testing.T) {
 	o.Replicas = []int{0}
 	if err := o.Validate(); err == nil {
 		t.Error("Validate accepted 0 replicas")
+	}
+	o = DefaultPool()
+	o.WebhookReplicas = []int{1, 17}
+	if err := o.Validate(); err == nil {
+		t.Error("Validate accepted 17 webhook replicas")
+	}
+	o = DefaultPool()
+	o.WebhookFanouts = []int{0}
+	if err := o.Validate(); err == nil {
+		t.Error("Validate accepted 0 endpoints per event")
+	}
+	o = DefaultPool()
+	o.BreakerOff = []string{"EMAIL_RATE_LIMIT=1"}
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "EMAIL_RATE_LIMIT") {
+		t.Errorf("Validate accepted a breaker-off setting that is no webhook setting: %v", err)
+	}
+}
+
+// TestRunPool_WebhookTinyPreset builds the worker and the River peer and
+// runs the pool-webhook and pool-webhook-retry sections at a tiny size. It
+// checks only correctness: every delivery arrived once, each replica's
+// share is counted, every retry got a due time, every row is there. No
+// timing is asserted.
+func TestRunPool_WebhookTinyPreset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs worker processes")
+	}
+	url := pgtest.URL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	opts := PoolOptions{
+		WebhookReplicas:    []int{1, 2},
+		WebhookFanouts:     []int{2},
+		WebhookEvents:      40,
+		WebhookConcurrency: 4,
+		ReceiverDelay:      time.Millisecond,
+		WebhookLoad:        2 * time.Second,
+		Sections:           []string{SectionPoolWebhook, SectionPoolWebhookRetry},
+		Progress:           testWriter{t, time.Now()},
+	}
+	rep, err := RunPoolURL(ctx, url, opts)
+	if err != nil {
+		t.Fatalf("RunPoolURL: %v", err)
+	}
+	checkRows(t, rep, []wantRow{
+		{titlePoolWebhook, "R=1 postbox worker run, 40 events × 2 endpoint(s)", "80 delivered, 0 duplicates, 0 lost"},
+		{titlePoolWebhook, "R=2 postbox worker run, 40 events × 2 endpoint(s)", "80 delivered, 0 duplicates, 0 lost"},
+		{titlePoolWebhook, "R=2 River peer, defaults, 40 events × 2 endpoint(s)", "80 delivered, 0 duplicates, 0 lost"},
+		{titlePoolWebhook, "R=2 River peer, tuned, 40 events × 2 endpoint(s)", "80 delivered, 0 duplicates, 0 lost"},
+		{titlePoolWebhook, "R=2 postbox worker run, 40 events × 2 endpoint(s), receiver 1ms: share per replica", "0 not attributed"},
+		{titlePoolWebhook, "R=2 River peer, tuned, 40 events × 2 endpoint(s), receiver 1ms: share per replica", "0 not attributed"},
+		{titlePoolWebhook, "ratio postbox R=2 / R=1, 2 endpoint(s) per event", ""},
+		{titlePoolWebhook, "R=2 ratio postbox / River peer, defaults, 2 endpoint(s) per event", ""},
+		{titlePoolWebhook, "R=1 postbox worker run, CPU: receiver at once", "40 delivered, 0 duplicates, 0 lost"},
+		{titlePoolWebhookRetry, "R=2 first attempt fails", "0 without one; all 40 delivered"},
+	})
+	if row, _ := rep.Find(titlePoolWebhook, "R=2 postbox worker run, 40 events × 2 endpoint(s), receiver 1ms: share per replica"); strings.Count(row.Figure, "(") != 2 {
+		t.Errorf("shares %q: want one per replica", row.Figure)
+	}
+}
+
+// wantRow is a row a run's report must hold: section, path prefix, and
+// text its notes contain.
+type wantRow struct{ section, path, notes string }
+
+func checkRows(t *testing.T, rep *Report, wants []wantRow) {
+	t.Helper()
+	for _, want := range wants {
+		row, ok := rep.Find(want.section, want.path)
+		if !ok {
+			t.Errorf("no row %q / %q in the report", want.section, want.path)
+			continue
+		}
+		if row.Figure == "" || !strings.Contains(row.Notes, want.notes) {
+			t.Errorf("row %q / %q: figure %q, notes %q; want a figure and %q", want.section, want.path, row.Figure, row.Notes, want.notes)
+		}
 	}
 }

@@ -60,3 +60,40 @@ func parallel(ctx context.Context, n, workers int, fn func(ctx context.Context, 
 	wg.Wait()
 	return time.Since(start), lat, errors.Join(errs...)
 }
+
+// countWindows counts the times of at in each of n windows of width from
+// origin: window k holds [origin + k·width, origin + (k+1)·width). Times
+// outside every window are left out.
+func countWindows(at []time.Time, origin time.Time, width time.Duration, n int) []int {
+	out := make([]int, n)
+	for _, a := range at {
+		if a.Before(origin) {
+			continue
+		}
+		if k := int(a.Sub(origin) / width); k < n {
+			out[k]++
+		}
+	}
+	return out
+}
+
+// burst is a run of arrivals with no quiet gap inside it.
+type burst struct {
+	start time.Time
+	n     int
+}
+
+// bursts groups the sorted times at into runs split wherever two
+// neighbours are gap or more apart: what a receiver sees of an endpoint
+// breaker, which sends a burst, goes quiet while open and probes after
+// each cool-down.
+func bursts(at []time.Time, gap time.Duration) []burst {
+	var out []burst
+	for i, a := range at {
+		if i == 0 || a.Sub(at[i-1]) >= gap {
+			out = append(out, burst{start: a})
+		}
+		out[len(out)-1].n++
+	}
+	return out
+}

@@ -3,11 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"net/netip"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -15,43 +11,6 @@ import (
 
 	"github.com/postbox/postbox/webhook"
 )
-
-// receivers are loopback webhook endpoints that count what they get, per
-// endpoint and webhook-id, so duplicates show.
-type receivers struct {
-	servers []*httptest.Server
-	mu      sync.Mutex
-	got     map[[2]string]int // {endpoint index, webhook-id} → deliveries
-	total   int
-}
-
-func startReceivers(n int) *receivers {
-	rc := &receivers{got: map[[2]string]int{}}
-	for i := range n {
-		idx := strconv.Itoa(i)
-		rc.servers = append(rc.servers, httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			key := [2]string{idx, req.Header.Get("webhook-id")}
-			rc.mu.Lock()
-			rc.got[key]++
-			rc.total++
-			rc.mu.Unlock()
-			w.WriteHeader(http.StatusNoContent)
-		})))
-	}
-	return rc
-}
-
-func (rc *receivers) close() {
-	for _, s := range rc.servers {
-		s.Close()
-	}
-}
-
-func (rc *receivers) counts() (total, distinct int) {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return rc.total, len(rc.got)
-}
 
 // webhook fans Events events out to Endpoints loopback receivers: the
 // events are enqueued first (webhook.Enqueue, one transaction each), then

@@ -1,0 +1,50 @@
+package main
+
+// Mutations of the bench's webhook pool sections' pure pieces: the window
+// counts the rate-limit section reads against its aim, the bursts the
+// breaker section reads probes from, the attribution of a delivery to a
+// replica, the retry lags, and the receivers' failing modes.
+func init() {
+	register(
+		Mutation{
+			Name:    "bench: a window's end belongs to it",
+			File:    "internal/harness/bench/stats.go",
+			Find:    "if k := int(a.Sub(origin) / width); k < n {",
+			Replace: "if k := int((a.Sub(origin) - 1) / width); k < n && k >= 0 {",
+			Pkg:     "./internal/harness/bench/",
+			Test:    "TestCountWindows",
+		},
+		Mutation{
+			Name:    "bench: a gap of exactly the threshold does not split bursts",
+			File:    "internal/harness/bench/stats.go",
+			Find:    "if i == 0 || a.Sub(at[i-1]) >= gap {",
+			Replace: "if i == 0 || a.Sub(at[i-1]) > gap {",
+			Pkg:     "./internal/harness/bench/",
+			Test:    "TestBursts",
+		},
+		Mutation{
+			Name:    "bench: failed requests count for a replica's share",
+			File:    "internal/harness/bench/receivers.go",
+			Find:    "		if h.status >= 300 {\n			continue\n		}\n		if i, ok := replicaOf",
+			Replace: "		if i, ok := replicaOf",
+			Pkg:     "./internal/harness/bench/",
+			Test:    "TestPerReplica",
+		},
+		Mutation{
+			Name:    "bench: every request of a delivery is timed as its retry",
+			File:    "internal/harness/bench/pool_webhook_limits.go",
+			Find:    "		if h.nth != 2 {",
+			Replace: "		if h.nth < 2 {",
+			Pkg:     "./internal/harness/bench/",
+			Test:    "TestRetryLags",
+		},
+		Mutation{
+			Name:    "bench: the fail-first receiver fails every request",
+			File:    "internal/harness/bench/receivers.go",
+			Find:    "rc.opts.failFirst && nth == 1,",
+			Replace: "rc.opts.failFirst,",
+			Pkg:     "./internal/harness/bench/",
+			Test:    "TestReceivers_Answers",
+		},
+	)
+}
