@@ -14,7 +14,7 @@ import (
 var (
 	// BreakerOffEnv turns the endpoint circuit breaker off: a threshold no
 	// run of the section reaches.
-	BreakerOffEnv = []string{"WEBHOOK_BREAKER_FAILURES=1000"}
+	BreakerOffEnv = []string{"WEBHOOK_BREAKER_MIN_REQUESTS=1000000"}
 	// breakerShortCooldownEnv makes the always-failing run see many
 	// cool-downs: a short one that does not grow.
 	breakerShortCooldownEnv = []string{"WEBHOOK_BREAKER_COOLDOWN=2s", "WEBHOOK_BREAKER_MAX_COOLDOWN=2s"}
