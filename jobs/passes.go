@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/riverqueue/river"
@@ -18,17 +19,31 @@ import (
 // Pass defaults.
 const (
 	// DefaultRetryInterval is how often the leader inserts a webhook retry
-	// pass, and how long a pass claims: passes follow one another, the
-	// gate keeping them from overlapping. At 15 s that is 5,760 river_job
-	// rows a day, whatever the number of replicas.
+	// pass, and about how long a pass claims: passes follow one another,
+	// the gate keeping them from overlapping. At 15 s that is 5,760
+	// river_job rows a day, whatever the number of replicas.
 	DefaultRetryInterval = 15 * time.Second
+
+	// retryOverlap is how much longer than the interval a retry pass's
+	// window is, counted from the pass's start: the next pass, inserted
+	// an interval after this one, is then already waiting at the gate when
+	// this one's window closes, and takes it the moment it is released.
+	// River's lateness in starting a pass (a fetch poll, a busy leader)
+	// within it costs no gap; each pass waits about this long.
+	retryOverlap = time.Second
+
+	// retryGateLease is the retry gate's lease, renewed every third of it:
+	// a holder that dies (kill -9) stops the retry lane pool-wide for at
+	// most this long, until a waiting pass takes the gate; a holder that
+	// cannot renew for two thirds of it stops claiming.
+	retryGateLease = 6 * time.Second
 
 	// DefaultPruneInterval is how often the leader inserts a prune of
 	// dispatched webhook_outbox rows (webhook.Settings.OutboxRetention).
 	DefaultPruneInterval = time.Hour
 
-	// gateLease is how long a pass's gate outlives its holder: a replica
-	// that dies mid-pass frees the gate within it.
+	// gateLease is how long a prune's or a history pass's gate outlives
+	// its holder: a replica that dies mid-pass frees the gate within it.
 	gateLease = 20 * time.Second
 
 	// pruneTimeout bounds one prune. Deletes run in chunks of a few
@@ -44,8 +59,10 @@ const (
 
 // RetryPassArgs is the periodic webhook retry pass: it claims due pending
 // deliveries and attempts them again, behind the pool-wide webhook_retry
-// gate, so at most one pass runs anywhere (see
-// docs/design/outbox-transport.md, Retry gating).
+// gate, so at most one pass claims anywhere, each handing the gate to the
+// next as its window closes (see docs/design/outbox-transport.md, Retry
+// gating). A previous release's pass takes the same gate under the same
+// kind, so the two exclude each other during a rolling deploy.
 type RetryPassArgs struct{}
 
 // Kind is the River job kind.
@@ -100,6 +117,7 @@ type Passes struct {
 	db              engine.DB
 	owner           string
 	retryInterval   time.Duration
+	retryLease      time.Duration
 	orphanRetention time.Duration
 	history         *History
 	logger          *slog.Logger
@@ -130,7 +148,7 @@ func NewPasses(p *webhook.Dispatcher, db engine.DB, cfg PassesConfig) *Passes {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Passes{pipeline: p, db: db, owner: cfg.Owner, retryInterval: cfg.RetryInterval,
+	return &Passes{pipeline: p, db: db, owner: cfg.Owner, retryInterval: cfg.RetryInterval, retryLease: retryGateLease,
 		orphanRetention: cfg.OrphanEventRetention, history: cfg.History, logger: cfg.Logger}
 }
 
@@ -152,6 +170,14 @@ func periodicJob(interval time.Duration, args river.JobArgs) *river.PeriodicJob 
 	)
 }
 
+// Queue is the maintenance queue's config, for river.Config.Queues: four
+// workers, for a retry pass holding the gate, its predecessor finishing
+// the attempts it started, its successor waiting for the gate, and a
+// prune (minutes long), all on one replica when it runs alone.
+func (p *Passes) Queue() (string, river.QueueConfig) {
+	return QueueMaintenance, river.QueueConfig{MaxWorkers: 4}
+}
+
 // AddWorkers registers the retry-pass and prune workers.
 func (p *Passes) AddWorkers(workers *river.Workers) {
 	river.AddWorker(workers, &RetryPassWorker{passes: p})
@@ -160,8 +186,16 @@ func (p *Passes) AddWorkers(workers *river.Workers) {
 
 // Timeout is the longest a pass may run, for RescueStuckJobsAfter.
 func (p *Passes) Timeout() time.Duration {
-	return max(p.pipeline.RunTimeout(p.retryInterval), p.pruneTimeout())
+	return max(p.retryTimeout(), p.pruneTimeout())
 }
+
+// retryWindow is how long a retry pass waits for the gate and claims,
+// together, from its start.
+func (p *Passes) retryWindow() time.Duration { return p.retryInterval + retryOverlap }
+
+// retryTimeout bounds one retry pass: its window, then the attempts it
+// started.
+func (p *Passes) retryTimeout() time.Duration { return p.pipeline.RunTimeout(p.retryWindow()) }
 
 // pruneTimeout bounds one prune: the webhook prune's, and the history
 // pass's when it runs in it.
@@ -180,25 +214,52 @@ type PassOutput struct {
 	// PrunedOrphanEvents is the orphan delivery events the prune deleted.
 	PrunedOrphanEvents *int64 `json:"pruned_orphan_events,omitempty"`
 	Held               string `json:"gate_held,omitempty"`
+	// Waited, TakenAt and ReleasedAt are a retry pass's turn at the gate:
+	// how long it waited for the previous holder, when it took the gate
+	// and when it handed it on.
+	Waited     string     `json:"gate_waited,omitempty"`
+	TakenAt    *time.Time `json:"gate_taken_at,omitempty"`
+	ReleasedAt *time.Time `json:"gate_released_at,omitempty"`
 	// History is what the history pass in the prune did.
 	History *HistoryOutput `json:"history,omitempty"`
 }
 
-// Retry runs one retry pass behind the gate: the retry lane for the retry
-// interval. A pass that finds the gate held returns at once, its output
-// naming the holder.
+// Retry runs one retry pass behind the gate: the retry lane until the
+// pass's window (the retry interval and retryOverlap, from its start)
+// closes. A pass that finds the gate held waits for it within its window
+// and takes it as soon as the holder releases it; the holder releases it
+// when its window closes, as soon as its lane's last claim has returned,
+// while the attempts it started finish. So the lane runs pool-wide without a gap,
+// one pass at a time. A pass whose window closes with the gate still held
+// returns, its output naming the holder.
 func (p *Passes) Retry(ctx context.Context) (PassOutput, error) {
 	var out PassOutput
-	err := p.gate(GateWebhookRetry).Run(ctx, func(ctx context.Context) error {
-		t, err := p.pipeline.RunRetries(ctx, p.retryInterval)
-		out.Tally = &t
-		if t.Busy() || err != nil {
-			p.logger.InfoContext(ctx, "webhook retry pass", "claimed", t.Claimed, "sent", t.Sent, "failed", t.Failed,
-				"retried", t.Retried, "released", t.Released, "stale", t.Stale, "panics", t.Panics)
-		}
-		return errors.Join(err, t.Err())
+	start := time.Now()
+	end := start.Add(p.retryWindow())
+	gate := p.gate(GateWebhookRetry)
+	gate.Lease = p.retryLease
+	hold, err := gate.Acquire(ctx, end)
+	if err != nil {
+		return p.held(out, err)
+	}
+	defer hold.Close() //nolint:errcheck // released below; this ends its context
+	took := time.Now()
+	out.Waited, out.TakenAt = took.Sub(start).Round(time.Millisecond).String(), &took
+	release := sync.OnceValues(func() (time.Time, error) {
+		at := time.Now() // before the delete: the next holder takes it after this
+		return at, hold.Release()
 	})
-	return p.held(out, err)
+	// The gate goes to the next pass once the lane's last claim has
+	// returned, not once the last attempts are done.
+	window := max(time.Until(end), time.Millisecond) // zero would mean no end
+	t, err := p.pipeline.RunRetryTurn(hold.Context(), window, func() { _, _ = release() })
+	released, rerr := release()
+	out.Tally, out.ReleasedAt = &t, &released
+	if t.Busy() || err != nil {
+		p.logger.InfoContext(ctx, "webhook retry pass", "claimed", t.Claimed, "sent", t.Sent, "failed", t.Failed,
+			"retried", t.Retried, "released", t.Released, "stale", t.Stale, "panics", t.Panics, "waited", out.Waited)
+	}
+	return out, errors.Join(err, t.Err(), rerr)
 }
 
 // Prune runs one prune behind the gate: dispatched webhook_outbox rows,
@@ -257,7 +318,7 @@ func (w *RetryPassWorker) Work(ctx context.Context, _ *river.Job[RetryPassArgs])
 
 // Timeout bounds one pass.
 func (w *RetryPassWorker) Timeout(*river.Job[RetryPassArgs]) time.Duration {
-	return w.passes.pipeline.RunTimeout(w.passes.retryInterval)
+	return w.passes.retryTimeout()
 }
 
 // PruneWorker works PruneArgs.

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,9 +17,13 @@ import (
 
 // One pass pool-wide (see docs/design/outbox-transport.md, Retry gating), for
 // real: while one replica's retry pass (or prune) runs, a pass started on
-// another replica returns at once, its output naming the holder; once the
-// first is done, the next one runs. The first pass is held mid-run by a lock
-// on the table it works, so the overlap is certain, not a matter of timing.
+// another replica runs nothing — a prune returns at once, a retry pass once
+// its own window has closed with the gate still held (the first pass's
+// claim is still running: its window closed too, but it hands the gate on
+// only once its last claim has returned) — its output naming the holder;
+// once the first is done, the next one runs. The first pass is held mid-run
+// by a lock on the table it works, so the overlap is certain, not a matter
+// of timing.
 func TestPasses_OnePassPoolWideAtATime(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -63,7 +68,7 @@ func TestPasses_OnePassPoolWideAtATime(t *testing.T) {
 			out, err := pass.run(b, bctx)
 			cancel()
 			if err != nil || out.Held == "" || !strings.Contains(out.Held, "replica-a") {
-				t.Fatalf("second pass while the first runs: %+v, %v; want it to return at once, naming replica-a", out, err)
+				t.Fatalf("second pass while the first runs: %+v, %v; want it to run nothing, naming replica-a", out, err)
 			}
 			select {
 			case o := <-first:
@@ -121,4 +126,124 @@ func TestPasses_RetryDeliversDueDeliveries(t *testing.T) {
 		t.Fatalf("Retry = %+v, %v; want one delivery sent", out, err)
 	}
 	<-got
+}
+
+// Three replicas' retry passes, started an interval apart the way River's
+// leader inserts them, hand the gate from one to the next without a gap
+// (see docs/design/outbox-transport.md, Retry gating): each pass after the
+// first is waiting when its predecessor's window closes, and takes the gate
+// as soon as it is released — the lease is an hour, so only the release
+// lets it in — while the predecessor's last attempt is still in flight.
+// The lane claims throughout: deliveries due every 100 ms across all three
+// turns are each sent once, by the pass holding the gate when they came due
+// or the next.
+func TestPasses_RetryHandsOverWithoutAGap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	const interval = 2 * time.Second
+	heldBy := func(owner string) bool {
+		return scalar[int](t, pool, `SELECT count(*) FROM postbox_gates WHERE name = $1 AND holder LIKE $2`, GateWebhookRetry, owner+"/%") == 1
+	}
+	var (
+		mu        sync.Mutex
+		sent      = map[string]int{}
+		first     = true
+		bTook     = make(chan struct{}) // b was seen holding while a's attempt was in flight
+		bReturned = make(chan struct{})
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		sent[r.Header.Get(webhook.HeaderID)]++
+		block := first
+		first = false
+		mu.Unlock()
+		if block {
+			// a's first attempt stays in flight until b holds the gate
+			// (or b's pass gave up: the test then fails below).
+			for !heldBy("replica-b") {
+				select {
+				case <-bReturned:
+					w.WriteHeader(http.StatusNoContent)
+					return
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+			close(bTook)
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	cfg := webhook.Settings{AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	ep, err := webhook.CreateEndpoint(ctx, pool, cfg, webhook.EndpointParams{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Due every 100 ms over the three turns (three intervals and the last
+	// overlap).
+	const n = 70
+	if _, err := pool.Exec(ctx, `WITH ev AS (
+	INSERT INTO webhook_events (event_type, payload) SELECT 'invoice.paid', jsonb_build_object('i', i) FROM generate_series(0, $2 - 1) i RETURNING id, (payload->>'i')::int AS i)
+INSERT INTO webhook_deliveries (event_id, endpoint_id, attempts, next_retry_at)
+SELECT id, $1, 1, now() + i * interval '100 milliseconds' FROM ev`, ep.ID, n); err != nil {
+		t.Fatal(err)
+	}
+	newPasses := func(owner string) *Passes {
+		p, err := webhook.NewDispatcher(pool, webhook.Config{Settings: cfg, Logger: discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		passes := NewPasses(p, pool, PassesConfig{Owner: owner, RetryInterval: interval, Logger: discard})
+		passes.retryLease = time.Hour
+		return passes
+	}
+	owners := []string{"replica-a", "replica-b", "replica-c"}
+	outs := make([]PassOutput, len(owners))
+	var wg sync.WaitGroup
+	for i, owner := range owners {
+		passes := newPasses(owner)
+		wg.Go(func() {
+			out, err := passes.Retry(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			outs[i] = out
+			if owner == "replica-b" {
+				close(bReturned)
+			}
+		})
+		// The leader's cadence: an ordering (each pass starts while the
+		// previous one's window is open), not a speed.
+		time.Sleep(interval)
+	}
+	wg.Wait()
+
+	total := 0
+	for i, out := range outs {
+		if out.TakenAt == nil || out.ReleasedAt == nil || out.Tally == nil {
+			t.Fatalf("%s's pass %+v: want it to have waited for the gate and taken it", owners[i], out)
+		}
+		if i > 0 && !outs[i-1].ReleasedAt.Before(*out.TakenAt) {
+			t.Errorf("%s took the gate at %v, before %s released it at %v: two holders", owners[i], out.TakenAt, owners[i-1], outs[i-1].ReleasedAt)
+		}
+		if out.Tally.Sent == 0 {
+			t.Errorf("%s's turn sent nothing: %+v", owners[i], out.Tally)
+		}
+		total += out.Tally.Sent
+	}
+	select {
+	case <-bTook:
+	default:
+		t.Error("replica-b did not take the gate while replica-a's attempt was in flight: the hand-over waited for a's attempts")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if total != n || len(sent) != n {
+		t.Fatalf("passes sent %d, receiver saw %d deliveries; want each of %d", total, len(sent), n)
+	}
+	for id, k := range sent {
+		if k != 1 {
+			t.Errorf("delivery of event %s sent %d times", id, k)
+		}
+	}
 }

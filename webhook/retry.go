@@ -73,7 +73,15 @@ func (p *Dispatcher) Retry(ctx context.Context) (Tally, error) {
 // stops, then waits for the attempts it started. Run it behind the retry
 // gate: one pool-wide at a time.
 func (p *Dispatcher) RunRetries(ctx context.Context, window time.Duration) (Tally, error) {
-	return p.retryLane.Run(ctx, engine.RunOptions{Window: window})
+	return p.RunRetryTurn(ctx, window, nil)
+}
+
+// RunRetryTurn is one gate holder's turn of the retry lane: RunRetries,
+// calling handOver (if set) once its last claim has returned, before it
+// waits for the attempts it started, so the gate's next holder claims while
+// they finish.
+func (p *Dispatcher) RunRetryTurn(ctx context.Context, window time.Duration, handOver func()) (Tally, error) {
+	return p.retryLane.Run(ctx, engine.RunOptions{Window: window, ClaimsDone: handOver})
 }
 
 // retrySource is webhook_deliveries as the retry lane drains it.
@@ -97,6 +105,28 @@ func (s retrySource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	// takes them when their tokens come; they do not make the claim full,
 	// which would have the lane claim again at once, in a busy loop.
 	return engine.Claim{Units: units, Rows: len(ds) + throttled, Full: len(ds) == n}, nil
+}
+
+// NextDue lets the idle retry lane come back when the next back-off
+// ends rather than at its poll, so a retry is attempted when it is due.
+func (s retrySource) NextDue(ctx context.Context) time.Duration { return s.p.nextRetry(ctx) }
+
+// nextRetrySQL is how long until the first pending delivery not yet due
+// comes due: one read of the claim index from now().
+const nextRetrySQL = `SELECT EXTRACT(EPOCH FROM min(next_retry_at) - now())::float8
+FROM webhook_deliveries WHERE status = 'pending' AND next_retry_at > now()`
+
+// nextRetry is nextRetrySQL's wait, at least DefaultHotPoll; zero (poll
+// as usual) when none is pending or the read failed.
+func (p *Dispatcher) nextRetry(ctx context.Context) time.Duration {
+	// A read slower than the poll would be no help.
+	ctx, cancel := context.WithTimeout(ctx, engine.DefaultPoll)
+	defer cancel()
+	var secs *float64
+	if err := p.pool.QueryRow(ctx, nextRetrySQL).Scan(&secs); err != nil || secs == nil {
+		return 0
+	}
+	return max(time.Duration(*secs*float64(time.Second)), engine.DefaultHotPoll)
 }
 
 // Sweep moves the deliveries due behind the claim window into it, and the

@@ -136,6 +136,7 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 	shifts.AddWorkers(workers)
 	passes.AddWorkers(workers)
 	queue, queueConfig := shifts.Queue()
+	maintenance, maintenanceConfig := passes.Queue()
 
 	client, err := river.NewClient(lis.driver, &river.Config{
 		// A readable, unique ID shows which replica leads in river_leader
@@ -143,8 +144,8 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 		ID:     id,
 		Logger: riverLogger(log.With("component", "river")),
 		Queues: map[string]river.QueueConfig{
-			queue:                 queueConfig,
-			jobs.QueueMaintenance: {MaxWorkers: 2},
+			queue:       queueConfig,
+			maintenance: maintenanceConfig,
 		},
 		Workers:      workers,
 		PeriodicJobs: passes.PeriodicJobs(),

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,35 +58,131 @@ RETURNING holder`
 // lease is lost (a renewal that could not run within the lease), so two
 // passes never run at once for longer than it takes pass to notice.
 func (g Gate) Run(ctx context.Context, pass func(ctx context.Context) error) error {
+	h, err := g.Acquire(ctx, time.Time{})
+	if err != nil {
+		return err
+	}
+	err = pass(h.Context())
+	return errors.Join(err, h.Close())
+}
+
+// Acquire takes the gate and keeps it, renewing its lease, until the
+// Hold is released. A gate held elsewhere is waited for until until (none
+// when until has passed): Acquire looks every GateWaitPoll and takes it as
+// soon as its holder releases it or the holder's lease runs out. Still
+// held at until, it returns a *GateHeldError.
+func (g Gate) Acquire(ctx context.Context, until time.Time) (*Hold, error) {
 	holder := g.Owner + "/" + token()
-	acquireCtx, cancel := context.WithTimeout(ctx, gateStatementTimeout)
+	for {
+		ok, err := g.acquire(ctx, holder)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			break
+		}
+		if err := g.await(ctx, until); err != nil {
+			return nil, err
+		}
+	}
+	h := &Hold{gate: g, holder: holder, renewed: make(chan struct{})}
+	h.ctx, h.lost = context.WithCancelCause(ctx)
+	var renewCtx context.Context
+	renewCtx, h.stopRenewal = context.WithCancel(h.ctx)
+	go func() {
+		defer close(h.renewed)
+		g.renew(renewCtx, holder, h.lost)
+	}()
+	return h, nil
+}
+
+// GateWaitPoll is how often Acquire looks at a held gate it waits for: a
+// read of the row, no lock taken. It bounds the gap of a hand-over.
+const GateWaitPoll = 100 * time.Millisecond
+
+// await returns once the gate may be free (no row, or its lease run out),
+// and a *GateHeldError once until has passed with the gate still held.
+func (g Gate) await(ctx context.Context, until time.Time) error {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		wait := min(GateWaitPoll, time.Until(until))
+		if wait <= 0 {
+			return g.held(ctx)
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+		}
+		qctx, cancel := context.WithTimeout(ctx, gateStatementTimeout)
+		var free bool
+		err := g.DB.QueryRow(qctx, `SELECT NOT EXISTS (SELECT 1 FROM postbox_gates WHERE name = $1 AND expires_at > now())`, g.Name).Scan(&free)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			return fmt.Errorf("gate %s: wait: %w", g.Name, err)
+		case free:
+			return nil
+		}
+	}
+}
+
+// acquire runs acquireGateSQL for holder: false when another holder's
+// lease has not run out.
+func (g Gate) acquire(ctx context.Context, holder string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, gateStatementTimeout)
+	defer cancel()
 	var got string
-	err := g.DB.QueryRow(acquireCtx, acquireGateSQL, g.Name, holder, g.Lease).Scan(&got)
-	cancel()
+	err := g.DB.QueryRow(ctx, acquireGateSQL, g.Name, holder, g.Lease).Scan(&got)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return g.held(ctx)
+		return false, nil
 	case err != nil:
-		return fmt.Errorf("gate %s: acquire: %w", g.Name, err)
+		return false, fmt.Errorf("gate %s: acquire: %w", g.Name, err)
 	}
+	return true, nil
+}
 
-	passCtx, cancelPass := context.WithCancelCause(ctx)
-	defer cancelPass(nil)
-	renewed := make(chan struct{})
-	go func() {
-		defer close(renewed)
-		g.renew(passCtx, holder, cancelPass)
-	}()
-	err = pass(passCtx)
-	cancelPass(nil)
-	<-renewed
+// Hold is a gate Acquire took: renewed until Release or Close.
+type Hold struct {
+	gate        Gate
+	holder      string
+	ctx         context.Context
+	lost        context.CancelCauseFunc
+	stopRenewal context.CancelFunc
+	renewed     chan struct{}
 
-	releaseCtx, cancelRelease := context.WithTimeout(context.WithoutCancel(ctx), gateStatementTimeout)
-	defer cancelRelease()
-	if _, rerr := g.DB.Exec(releaseCtx, `DELETE FROM postbox_gates WHERE name = $1 AND holder = $2`, g.Name, holder); rerr != nil {
-		// The lease frees it soon enough.
-		err = errors.Join(err, fmt.Errorf("gate %s: release: %w", g.Name, rerr))
-	}
+	releaseOnce sync.Once
+	releaseErr  error
+}
+
+// Context ends when the lease is lost (see Gate.Run) or ctx ends. Release
+// leaves it open, for work the holder started to finish.
+func (h *Hold) Context() context.Context { return h.ctx }
+
+// Release stops renewing and deletes the row, so a waiting Acquire takes
+// the gate at once. Safe to call more than once, and concurrently.
+func (h *Hold) Release() error {
+	h.releaseOnce.Do(func() {
+		h.stopRenewal()
+		<-h.renewed
+		g := h.gate
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), gateStatementTimeout)
+		defer cancel()
+		if _, err := g.DB.Exec(ctx, `DELETE FROM postbox_gates WHERE name = $1 AND holder = $2`, g.Name, h.holder); err != nil {
+			// The lease frees it soon enough.
+			h.releaseErr = fmt.Errorf("gate %s: release: %w", g.Name, err)
+		}
+	})
+	return h.releaseErr
+}
+
+// Close releases the gate, if not yet released, and ends Context.
+func (h *Hold) Close() error {
+	err := h.Release()
+	h.lost(nil)
 	return err
 }
 
@@ -94,17 +191,7 @@ func (g Gate) Run(ctx context.Context, pass func(ctx context.Context) error) err
 // makes the gate a pool-wide schedule (the sweep's). false with no error
 // means another holder's lease has not run out.
 func (g Gate) Take(ctx context.Context) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, gateStatementTimeout)
-	defer cancel()
-	var got string
-	err := g.DB.QueryRow(ctx, acquireGateSQL, g.Name, g.Owner+"/"+token(), g.Lease).Scan(&got)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("gate %s: take: %w", g.Name, err)
-	}
-	return true, nil
+	return g.acquire(ctx, g.Owner+"/"+token())
 }
 
 // gateStatementTimeout bounds each gate statement.

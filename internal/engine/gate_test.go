@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
@@ -176,4 +179,83 @@ func TestGate_TakeOncePerLease(t *testing.T) {
 	if ok, err := b.Take(ctx); !ok || err != nil {
 		t.Fatalf("a take after the lease: %v, %v", ok, err)
 	}
+}
+
+// A pass that finds the gate held waits for it and takes it the moment the
+// holder releases it: the lease (an hour) never runs out, so only the
+// release can let it in. The released holder's context stays open, for
+// the work it started to finish.
+func TestGate_WaitingAcquireTakesTheGateOnRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, a, b := twoHolders(t, time.Hour)
+	ha, err := a.Acquire(ctx, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		hold *engine.Hold
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		h, err := b.Acquire(ctx, time.Now().Add(time.Minute))
+		got <- result{h, err}
+	}()
+	// An ordering, not a speed: b has had several looks at the held gate.
+	time.Sleep(3 * engine.GateWaitPoll)
+	select {
+	case r := <-got:
+		t.Fatalf("b's Acquire returned while a held the gate: %v; want it waiting", r.err)
+	default:
+	}
+	if err := ha.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ha.Context().Err(); err != nil {
+		t.Errorf("a's context after Release: %v; want it open for a's work in flight", err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatalf("b's Acquire after a released: %v; want the gate", r.err)
+	}
+	var holder string
+	if err := pool.QueryRow(ctx, `SELECT holder FROM postbox_gates WHERE name = 'webhook_retry'`).Scan(&holder); err != nil || !strings.HasPrefix(holder, "b/") {
+		t.Fatalf("holder %q (%v), want b's", holder, err)
+	}
+	if err := ha.Close(); err != nil || ha.Context().Err() == nil {
+		t.Errorf("a's Close: %v, context %v; want it ended", err, ha.Context().Err())
+	}
+	if err := r.hold.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A waiting Acquire gives up once its until passes with the gate still
+// held, naming the holder.
+func TestGate_WaitingAcquireGivesUpAtUntil(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, a, b := twoHolders(t, time.Hour)
+	ha, err := a.Acquire(ctx, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ha.Close() //nolint:errcheck // the test's end
+	_, err = b.Acquire(ctx, time.Now().Add(3*engine.GateWaitPoll))
+	var held *engine.GateHeldError
+	if !errors.As(err, &held) || !strings.HasPrefix(held.Holder, "a/") {
+		t.Fatalf("b's Acquire past until: %v; want a *GateHeldError naming a", err)
+	}
+}
+
+// twoHolders is the retry gate as replicas a and b ask for it, on a
+// database of their own.
+func twoHolders(t *testing.T, lease time.Duration) (*pgxpool.Pool, engine.Gate, engine.Gate) {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	a := engine.Gate{DB: pool, Name: "webhook_retry", Owner: "a", Lease: lease}
+	b := a
+	b.Owner = "b"
+	return pool, a, b
 }

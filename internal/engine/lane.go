@@ -74,6 +74,16 @@ type Source interface {
 	Claim(ctx context.Context, n int) (Claim, error)
 }
 
+// Scheduled is a Source whose rows come due by the clock (a retry's
+// back-off) rather than by a commit that wakes the Lane: a Lane about to
+// wait out its idle Poll asks it how soon its next row comes due, and
+// claims again then if that is sooner. Hot polls do not ask.
+type Scheduled interface {
+	// NextDue is how soon the first row not yet due comes due: zero when
+	// none is pending, or when it cannot tell.
+	NextDue(ctx context.Context) time.Duration
+}
+
 // Sweeper is a Source whose claims start at a window's edge rather than at
 // the start of its table's claim index (claim.Window): the rows that can
 // become due behind the edge — a transaction that committed long after it
@@ -179,6 +189,11 @@ type RunOptions struct {
 	// due), once the units started are done: a drain, for tests, the
 	// bench and one-off passes, instead of a shift.
 	UntilIdle bool
+
+	// ClaimsDone, if set, is called once Run has made its last claim,
+	// before it waits for the units it started: a gated pass hands its
+	// gate on there, its successor claiming while its units finish.
+	ClaimsDone func()
 }
 
 // Run claims and starts units until the window ends, ctx ends or the Lane
@@ -231,6 +246,10 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 			wait := l.cfg.Poll
 			if time.Now().Before(hotUntil) {
 				wait = l.cfg.HotPoll
+			} else if s, ok := l.cfg.Source.(Scheduled); ok {
+				if next := s.NextDue(claimCtx); next > 0 {
+					wait = min(wait, next)
+				}
 			}
 			timer.Reset(wait)
 			select {
@@ -293,6 +312,9 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		if err != nil && opts.UntilIdle {
 			cancel()
 		}
+	}
+	if opts.ClaimsDone != nil {
+		opts.ClaimsDone()
 	}
 	return r.wait(), errors.Join(errs...)
 }

@@ -202,7 +202,7 @@ func init() {
 		Mutation{
 			Name:    "gate: a holder whose lease ran out deletes the new holder's row",
 			File:    "internal/engine/gate.go",
-			Find:    "`DELETE FROM postbox_gates WHERE name = $1 AND holder = $2`, g.Name, holder)",
+			Find:    "`DELETE FROM postbox_gates WHERE name = $1 AND holder = $2`, g.Name, h.holder)",
 			Replace: "`DELETE FROM postbox_gates WHERE name = $1`, g.Name)",
 			Pkg:     "./internal/engine/",
 			Test:    "TestGate_ExpiredHolderLeavesTheNewHoldersRow",
