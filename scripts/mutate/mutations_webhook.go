@@ -388,8 +388,8 @@ func init() {
 		Mutation{
 			Name:    "requeue delivery: any state is put back to pending",
 			File:    "webhook/requeue.go",
-			Find:    "leased_until = NULL, last_error = NULL\nWHERE id = $1 AND status = 'failed'",
-			Replace: "leased_until = NULL, last_error = NULL\nWHERE id = $1",
+			Find:    "leased_until = NULL, last_error = NULL, order_skipped_at = NULL\nWHERE id = $1 AND status = 'failed'",
+			Replace: "leased_until = NULL, last_error = NULL, order_skipped_at = NULL\nWHERE id = $1",
 			Pkg:     pkg,
 			Test:    "TestRequeueDelivery",
 		},

@@ -75,8 +75,8 @@ func init() {
 		Mutation{
 			Name:    "rate limit: limited endpoints born leased (first attempt bypasses admission)",
 			File:    "webhook/fanout.go",
-			Find:    "CROSS JOIN LATERAL (SELECT ` + needsAdmission + ` AS held) h",
-			Replace: "CROSS JOIN LATERAL (SELECT false AND ` + needsAdmission + ` AS held) h",
+			Find:    "CROSS JOIN LATERAL (SELECT ` + needsAdmission + `\n",
+			Replace: "CROSS JOIN LATERAL (SELECT false AND ` + needsAdmission + `\n",
 			Pkg:     "./webhook/",
 			Test:    "TestRateLimit_HoldsAcrossDispatchers",
 		},
@@ -214,8 +214,8 @@ func init() {
 		Mutation{
 			Name:    "auto-disable: never expires",
 			File:    "webhook/breaker.go",
-			Find:    "\tenabled AND failing_since <= now() - $5::interval`",
-			Replace: "\tenabled AND failing_since <= now() - $5::interval * 1000`",
+			Find:    "ep.enabled AND ep.failing_since <= now() - $7::interval`",
+			Replace: "ep.enabled AND ep.failing_since <= now() - $7::interval * 1000`",
 			Pkg:     "./webhook/",
 			Test:    "TestBreaker_DisablesAfterWindowAndNotifies",
 		},
