@@ -153,7 +153,7 @@ func init() {
 			Find:    "AND (ep.paused_until IS NULL OR (ep.paused_until <= now() AND %s > %s))",
 			Replace: "AND (ep.paused_until IS NULL OR (ep.paused_until <= now() AND %s > 0 * %s))",
 			Pkg:     "./webhook/",
-			Test:    "TestBreaker_OpensOnFailureRateAndProbesClose",
+			Test:    "TestBreaker_HalfOpenBacklogDoesNotStarveOthers",
 		},
 		Mutation{
 			Name:    "breaker: probes taken in the claim's order, not attempted deliveries first",
