@@ -85,13 +85,7 @@ func TestOrdering_ReplicasKeepEachKeyInOrderThroughAKill(t *testing.T) {
 		workers = append(workers, cmd)
 		outs = append(outs, out)
 	}
-	logs := func() string {
-		var b strings.Builder
-		for i, o := range outs {
-			fmt.Fprintf(&b, "--- worker %d\n%s\n", i, o)
-		}
-		return b.String()
-	}
+	logs := processLogs(&outs, "worker")
 	waitShifts(t, pool, 3, logs)
 
 	// Each key's events in turn, each in a transaction of its own: through

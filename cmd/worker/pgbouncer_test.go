@@ -271,13 +271,7 @@ func drainBehindPooler(t *testing.T, bouncerBin string, withDirect bool) {
 		cmd, out := startWorker(t, append(env, "WEBHOOK_USER_AGENT="+agent), "run")
 		cmds, outs = append(cmds, cmd), append(outs, out)
 	}
-	logs := func() string {
-		var b strings.Builder
-		for i, o := range outs {
-			fmt.Fprintf(&b, "--- replica %d\n%s\n", i, o)
-		}
-		return b.String()
-	}
+	logs := processLogs(&outs, "replica")
 
 	// What the replicas asked of the pooler, for the log: its busiest
 	// moment in server connections, and in clients waiting for one.

@@ -65,6 +65,18 @@ func countStatus(t *testing.T, pool *pgxpool.Pool, status string) int {
 	return n
 }
 
+// processLogs prints what each worker process in *outs wrote, headed by
+// what and its index, for a failing test's message.
+func processLogs[S fmt.Stringer](outs *[]S, what string) func() string {
+	return func() string {
+		var b strings.Builder
+		for i, o := range *outs {
+			fmt.Fprintf(&b, "--- %s %d\n%s\n", what, i, o)
+		}
+		return b.String()
+	}
+}
+
 // waitShifts waits until n replicas each run a shift: every replica is up
 // and claiming.
 func waitShifts(t *testing.T, pool *pgxpool.Pool, n int, logs func() string) {
@@ -116,13 +128,7 @@ func TestPool_EveryReplicaDrainsAndNoneWaitsForTheLeader(t *testing.T) {
 		workers = append(workers, cmd)
 		outs = append(outs, out)
 	}
-	logs := func() string {
-		var b strings.Builder
-		for i, o := range outs {
-			fmt.Fprintf(&b, "--- worker %d\n%s\n", i, o)
-		}
-		return b.String()
-	}
+	logs := processLogs(&outs, "worker")
 	waitShifts(t, pool, 3, func() string { return "(running)" })
 
 	const backlog = 300
