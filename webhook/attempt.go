@@ -40,9 +40,6 @@ type delivery struct {
 	// olderSecrets are the endpoint's rotated-out secrets still active,
 	// newest first: each signs the request too (secrets.go).
 	olderSecrets []string
-	// failing is the endpoint's breaker state as loaded: it had failures
-	// since its last success, which a success then resets (breaker.go).
-	failing bool
 	// sendTraceparent is the endpoint's choice to receive the attempt's
 	// trace context as a traceparent header.
 	sendTraceparent bool
@@ -185,7 +182,7 @@ func (r *runner) finish(ctx context.Context) Tally {
 	return r.sum
 }
 
-// attempt makes one attempt at d, records it with UpdateDelivery, and
+// attempt makes one attempt at d, records it with markDelivery, and
 // returns what happened as a one-row Tally.
 func (p *Dispatcher) attempt(ctx context.Context, d delivery) Tally {
 	// A first attempt's span is its fan-out's child; a retry's is the
@@ -256,7 +253,7 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 	mark.Until = d.leaseEnd
 	out := Tally{Started: 1}
 	mctx, span := p.tracer.Start(ctx, tracing.SpanWebhookMark)
-	err := UpdateDelivery(mctx, p.pool, d.id, mark)
+	closed, err := markDelivery(mctx, p.pool, d.id, mark, &breakerCount{endpointID: d.endpointID, probes: p.cfg.BreakerProbes, window: p.cfg.BreakerWindow})
 	if span.IsRecording() {
 		span.SetAttributes(tracing.DeliveryID.String(d.id), tracing.Outcome.String(string(mark.Status)), tracing.MarkApplied.Bool(err == nil))
 		if err != nil && !errors.Is(err, ErrStaleDeliveryMark) {
@@ -299,7 +296,7 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 	if gone {
 		p.disableGone(ctx, d, log)
 	} else {
-		p.noteOutcome(ctx, d, mark, log)
+		p.noteOutcome(ctx, d, mark, closed, log)
 	}
 	return out
 }

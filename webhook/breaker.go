@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -69,7 +68,7 @@ type EndpointDisabled struct {
 
 // breakerWatching is the SQL test of an endpoint (alias ep) whose next
 // success must be counted: it has a failure run, a window or a tripped
-// breaker. The claim and the fan-out load it as delivery.failing.
+// breaker.
 const breakerWatching = `(ep.consecutive_failures > 0 OR ep.breaker_window_at IS NOT NULL OR ep.paused_until IS NOT NULL)`
 
 // breakerFailureSQL counts one failed attempt: $1 endpoint, $2 the
@@ -106,93 +105,57 @@ UPDATE webhook_endpoints ep SET
 FROM t WHERE ep.id = t.id
 RETURNING t.trips, t.requests, t.failures, ep.paused_until, ep.enabled AND ep.failing_since <= now() - $7::interval`
 
-// breakerSuccessSQL counts one success: $1 endpoint, $2 the probes'
-// successes that close a tripped breaker, $3 the window (seconds). A
-// success in a window not yet over is counted; one after it clears the
-// counts; a tripped breaker's success counts toward closing it, even one
-// that arrives while it is open (the endpoint answers).
-var breakerSuccessSQL = `WITH old AS (
+// breakerSuccessCTE is the CTEs, named breaker_success last, that count
+// one success of the endpoint whose id = match (an SQL condition on the
+// bare row's id: "$9::uuid AND …"), the probes' successes that close a
+// tripped breaker being probes and the window's length in seconds window
+// (SQL parameters). A success in a window not yet over is counted; one
+// after it clears the counts; a tripped breaker's success counts toward
+// closing it, even one that arrives while it is open (the endpoint
+// answers). An endpoint the breaker does not watch is neither locked nor
+// written.
+func breakerSuccessCTE(match, probes, window string) string {
+	return `breaker_old AS (
 	SELECT id, paused_until IS NOT NULL AS tripped,
-		coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => $3::float8), false) AS live,
+		coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => ` + window + `::float8), false) AS live,
 		breaker_requests + 1 AS requests, breaker_failures AS failures
 	FROM webhook_endpoints
-	WHERE id = $1 AND ` + breakerWatchingRow + `
+	WHERE id = ` + match + ` AND ` + breakerWatchingRow + `
 	FOR NO KEY UPDATE
-), t AS (
-	SELECT *, tripped AND requests - failures >= $2::int AS closes, NOT tripped AND NOT live AS ended FROM old
-)
-UPDATE webhook_endpoints ep SET
-	consecutive_failures = 0, failing_since = NULL,
-	paused_until = CASE WHEN t.closes THEN NULL ELSE ep.paused_until END,
-	breaker_opens = CASE WHEN t.closes THEN 0 ELSE ep.breaker_opens END,
-	probing = CASE WHEN t.closes THEN false ELSE ep.probing END,
-	breaker_requests = CASE WHEN t.closes OR t.ended THEN 0 ELSE t.requests END,
-	breaker_failures = CASE WHEN t.closes OR t.ended THEN 0 ELSE t.failures END,
-	breaker_window_at = CASE WHEN t.closes OR t.ended THEN NULL ELSE ep.breaker_window_at END
-FROM t WHERE ep.id = t.id
-RETURNING t.closes`
+), breaker_t AS (
+	SELECT *, tripped AND requests - failures >= ` + probes + `::int AS closes, NOT tripped AND NOT live AS ended FROM breaker_old
+), breaker_success AS (
+	UPDATE webhook_endpoints ep SET
+		consecutive_failures = 0, failing_since = NULL,
+		paused_until = CASE WHEN t.closes THEN NULL ELSE ep.paused_until END,
+		breaker_opens = CASE WHEN t.closes THEN 0 ELSE ep.breaker_opens END,
+		probing = CASE WHEN t.closes THEN false ELSE ep.probing END,
+		breaker_requests = CASE WHEN t.closes OR t.ended THEN 0 ELSE t.requests END,
+		breaker_failures = CASE WHEN t.closes OR t.ended THEN 0 ELSE t.failures END,
+		breaker_window_at = CASE WHEN t.closes OR t.ended THEN NULL ELSE ep.breaker_window_at END
+	FROM breaker_t t WHERE ep.id = t.id
+	RETURNING t.closes
+)`
+}
 
 // breakerWatchingRow is breakerWatching on the bare row.
 var breakerWatchingRow = strings.ReplaceAll(breakerWatching, "ep.", "")
 
-// failureMemo remembers when this process last counted a failure of each
-// endpoint. A delivery loaded before its endpoint's first failure does not
-// know the endpoint is failing (delivery.failing); without the memo its
-// success would go uncounted, and a window that begins while many attempts
-// are in flight would see their failures and not their successes. It
-// holds only endpoints that failed, each until its window ends.
-type failureMemo struct {
-	mu sync.Mutex
-	at map[string]time.Time
-}
-
-func (f *failureMemo) note(endpointID string, now time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.at == nil {
-		f.at = map[string]time.Time{}
-	}
-	f.at[endpointID] = now
-}
-
-// recent reports whether endpointID failed here within window, and
-// forgets it once it has not.
-func (f *failureMemo) recent(endpointID string, now time.Time, window time.Duration) bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	at, ok := f.at[endpointID]
-	if ok && now.Sub(at) > window {
-		delete(f.at, endpointID)
-		return false
-	}
-	return ok
-}
-
-// noteOutcome feeds one HTTP attempt's outcome to d's endpoint breaker. A
-// success on an endpoint that was not failing when d was loaded, nor since
-// in this process, writes nothing: the common case costs no statement.
-func (p *Dispatcher) noteOutcome(ctx context.Context, d delivery, m DeliveryMark, log *slog.Logger) {
+// noteOutcome feeds one failed HTTP attempt's outcome to d's endpoint
+// breaker; a success was counted by its mark (markDelivery), and closed
+// reports whether that closed the breaker.
+func (p *Dispatcher) noteOutcome(ctx context.Context, d delivery, m DeliveryMark, closed bool, log *slog.Logger) {
 	if m.Attempt == 0 {
 		return // no request was made
 	}
-	ctx, cancel := claim.MarkContext(ctx)
-	defer cancel()
 	if m.Status == StatusSucceeded {
-		if !d.failing && !p.failed.recent(d.endpointID, time.Now(), p.cfg.BreakerWindow) {
-			return
-		}
-		var closed bool
-		err := p.pool.QueryRow(ctx, breakerSuccessSQL, d.endpointID, p.cfg.BreakerProbes, p.cfg.BreakerWindow.Seconds()).Scan(&closed)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows): // a sibling's success reset it first
-		case err != nil:
-			log.Error("count endpoint success for its circuit breaker", "error", err.Error())
-		case closed:
+		if closed {
 			log.Info("endpoint recovered: circuit breaker closed")
 		}
 		return
 	}
-	p.failed.note(d.endpointID, time.Now())
+	ctx, cancel := claim.MarkContext(ctx)
+	defer cancel()
 	var (
 		opened             bool
 		requests, failures int

@@ -411,20 +411,20 @@ func TestBreaker_DisablesAfterWindowAndNotifies(t *testing.T) {
 	}
 }
 
-// A delivery loaded while its endpoint was healthy does not know it is
-// failing; the process that counted the endpoint's failure still counts
-// the delivery's success, so a window that begins with attempts in flight
-// does not see only their failures.
-func TestBreaker_SuccessLoadedBeforeTheFirstFailureCounts(t *testing.T) {
+// A success counts toward the breaker wherever in the pool it is marked:
+// one dispatcher counts the endpoint's first failure, and a success that
+// another dispatcher marks — on a delivery it loaded before that failure —
+// is counted in the same window and ends the failure run.
+func TestBreaker_SuccessMarkedElsewhereCounts(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	pool := pgtest.NewPool(t)
-	ep := createEndpoint(t, pool, "https://hooks.example.com/in")
-	p := newDispatcher(t, pool, nil)
-	loadedHealthy := delivery{id: "d1", endpointID: ep.ID} // failing: false
-	p.noteOutcome(ctx, loadedHealthy, DeliveryMark{Attempt: 1, Status: StatusPending, Error: "HTTP 500"}, p.logger)
-	p.noteOutcome(ctx, loadedHealthy, DeliveryMark{Attempt: 1, Status: StatusSucceeded}, p.logger)
-	if b := endpointBreaker(t, pool, ep.ID); b.Requests != 2 || b.WindowFailures != 1 || b.Failures != 0 {
+	p, sibling := newDispatcher(t, pool, nil), newDispatcher(t, pool, nil)
+	d := bornDelivery(t, p, "https://hooks.example.com/in")
+	loaded := delivery{id: d.ID, endpointID: d.EndpointID, attempt: 1}
+	p.noteOutcome(ctx, loaded, DeliveryMark{Attempt: 1, Status: StatusPending, Error: "HTTP 500"}, false, p.logger)
+	sibling.record(ctx, loaded, DeliveryMark{Attempt: 1, Status: StatusSucceeded, StatusCode: 204}, false)
+	if b := endpointBreaker(t, pool, d.EndpointID); b.Requests != 2 || b.WindowFailures != 1 || b.Failures != 0 {
 		t.Fatalf("breaker %+v, want the window's 1 failure and 1 success counted and the failure run reset", b)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/pgtext"
 	"github.com/postbox/postbox/leases"
@@ -55,18 +57,26 @@ type DeliveryMark struct {
 // is not touched: claims count attempts, marks never do. The mark ends the
 // lease, so the delivery no longer counts against its endpoint's
 // max_in_flight.
-const updateDeliverySQL = `WITH attempt AS (
+//
+// A success also counts toward its endpoint's circuit breaker
+// (breakerSuccessCTE) when $9 names the endpoint: the database, not the
+// process that made the attempt, knows whether the endpoint is being
+// watched, so a success counts wherever in the pool it was made, and an
+// endpoint nobody watches costs a primary-key probe and no write. The
+// statement returns whether that success closed the breaker.
+var updateDeliverySQL = `WITH attempt AS (
 	INSERT INTO webhook_delivery_attempts (delivery_id, attempt, status_code, duration_ms, error, response_excerpt)
 	SELECT $1::uuid, $2::int, NULLIF($3::int, 0), $4::int, NULLIF($5::text, ''), $6::text
 	WHERE $2::int > 0
-)
+), ` + breakerSuccessCTE(`$9::uuid AND $7 = 'succeeded' AND $2::int > 0`, "$10", "$11") + `
 UPDATE webhook_deliveries SET
 	status        = $7::text,
 	last_error    = NULLIF($5, ''),
 	next_retry_at = CASE WHEN $7 = 'pending' THEN now() + $8::interval ELSE next_retry_at END,
 	leased_until  = NULL,
 	delivered_at  = CASE WHEN $7 = 'succeeded' THEN now() END
-WHERE id = $1 AND status = 'pending'`
+WHERE id = $1 AND status = 'pending'
+RETURNING coalesce((SELECT closes FROM breaker_success), false)`
 
 // UpdateDelivery records one attempt and applies its mark. It runs on a
 // context detached from ctx's cancellation and bounded by
@@ -76,31 +86,56 @@ WHERE id = $1 AND status = 'pending'`
 // It returns ErrStaleDeliveryMark when the delivery was no longer pending
 // (the attempt is still logged). Callers log and count it; none discards it.
 func UpdateDelivery(ctx context.Context, db DB, deliveryID string, m DeliveryMark) error {
+	_, err := markDelivery(ctx, db, deliveryID, m, nil)
+	return err
+}
+
+// breakerCount is what a mark needs to count a success toward its
+// endpoint's circuit breaker: the endpoint and the Dispatcher's breaker
+// settings.
+type breakerCount struct {
+	endpointID string
+	probes     int
+	window     time.Duration
+}
+
+// markDelivery is UpdateDelivery that, given b, counts a success toward
+// b's endpoint breaker in the same statement, and reports whether it
+// closed the breaker.
+func markDelivery(ctx context.Context, db DB, deliveryID string, m DeliveryMark, b *breakerCount) (closed bool, err error) {
 	switch m.Status {
 	case StatusPending, StatusSucceeded, StatusFailed:
 	default:
-		return fmt.Errorf("webhook: update delivery %s: unknown status %q", deliveryID, m.Status)
+		return false, fmt.Errorf("webhook: update delivery %s: unknown status %q", deliveryID, m.Status)
 	}
 	until := m.Until
 	if until.IsZero() {
 		until = time.Now().Add(leases.MarkTimeout)
 	}
+	var (
+		endpoint *string
+		probes   int
+		window   float64
+	)
+	if b != nil {
+		endpoint, probes, window = &b.endpointID, b.probes, b.window.Seconds()
+	}
 	ambiguous, err := claim.RetryMark(ctx, until, func(ctx context.Context) error {
-		tag, err := db.Exec(ctx, updateDeliverySQL,
+		err := db.QueryRow(ctx, updateDeliverySQL,
 			deliveryID, m.Attempt, m.StatusCode, max(m.Duration.Milliseconds(), 0), pgtext.LastError(m.Error),
-			nullIfEmpty(m.Excerpt, m.StatusCode), string(m.Status), m.RetryIn)
+			nullIfEmpty(m.Excerpt, m.StatusCode), string(m.Status), m.RetryIn, endpoint, probes, window).Scan(&closed)
 		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("%w (delivery %s)", ErrStaleDeliveryMark, deliveryID)
 		case err != nil:
 			return fmt.Errorf("webhook: update delivery %s: %w", deliveryID, err)
-		case tag.RowsAffected() == 0:
-			return fmt.Errorf("%w (delivery %s)", ErrStaleDeliveryMark, deliveryID)
 		}
 		return nil
 	})
 	if ambiguous && errors.Is(err, ErrStaleDeliveryMark) && m.Status != StatusPending && claim.Landed(ctx, db, deliveriesTable, deliveryID, string(m.Status)) {
-		return nil // an earlier try committed before its answer was lost
+		return false, nil // an earlier try committed before its answer was lost
 	}
-	return err
+	return closed, err
 }
 
 // nullIfEmpty stores NULL for "no response" and an empty string for an empty body.

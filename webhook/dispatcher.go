@@ -127,10 +127,6 @@ type Dispatcher struct {
 	// held (bornDeliveriesSQL) and are due for admission now.
 	retryWake chan struct{}
 
-	// failed is when this process last counted a failure per endpoint
-	// (breaker.go): its successes on deliveries loaded before are counted.
-	failed failureMemo
-
 	// onDisable is Config.OnDisable.
 	onDisable func(ctx context.Context, tx pgx.Tx, d EndpointDisabled) error
 

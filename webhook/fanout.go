@@ -50,7 +50,7 @@ var bornDeliveriesSQL = `WITH born AS (
 	ON CONFLICT (event_id, endpoint_id) DO NOTHING
 	RETURNING id, event_id, endpoint_id, attempts, next_retry_at
 )
-SELECT born.id, born.event_id, born.endpoint_id, ep.url, ep.secret, ` + olderSecretsSQL + `, ` + breakerWatching + `,
+SELECT born.id, born.event_id, born.endpoint_id, ep.url, ep.secret, ` + olderSecretsSQL + `,
 	ep.send_traceparent, born.attempts, EXTRACT(EPOCH FROM born.next_retry_at - clock_timestamp())::float8
 FROM born JOIN webhook_endpoints ep ON ep.id = born.endpoint_id
 ORDER BY born.event_id, ep.created_at`
@@ -75,7 +75,7 @@ func (p *Dispatcher) bornDeliveries(ctx context.Context, db DB, events map[strin
 	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (delivery, error) {
 		d := delivery{enabled: true}
 		var left *float64
-		err := row.Scan(&d.id, &d.eventID, &d.endpointID, &d.url, &d.secret, &d.olderSecrets, &d.failing, &d.sendTraceparent, &d.attempt, &left)
+		err := row.Scan(&d.id, &d.eventID, &d.endpointID, &d.url, &d.secret, &d.olderSecrets, &d.sendTraceparent, &d.attempt, &left)
 		d.leaseEnd = leaseEnd(sent, left)
 		d.leased = d.attempt > 0 // a held delivery waits for the retry lane's admission
 		d.event = events[d.eventID]

@@ -206,7 +206,7 @@ func (p *Dispatcher) claimRetries(ctx context.Context, n int) (ds []delivery, th
 
 func (p *Dispatcher) loadDeliveries(ctx context.Context, ids []string) ([]delivery, error) {
 	rows, err := p.pool.Query(ctx, `SELECT d.id, d.event_id, d.endpoint_id, ep.url, ep.secret, `+olderSecretsSQL+`, ep.enabled,
-	`+breakerWatching+`, ep.send_traceparent, e.event_type, e.payload, e.created_at, coalesce(e.traceparent, '')
+	ep.send_traceparent, e.event_type, e.payload, e.created_at, coalesce(e.traceparent, '')
 FROM webhook_deliveries d
 JOIN webhook_events e ON e.id = d.event_id
 JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
@@ -223,7 +223,7 @@ WHERE d.id = ANY ($1::uuid[])`, ids)
 			createdAt              time.Time
 		)
 		if err := row.Scan(&d.id, &d.eventID, &d.endpointID, &d.url, &d.secret, &d.olderSecrets, &d.enabled,
-			&d.failing, &d.sendTraceparent, &eventType, &payload, &createdAt, &traceparent); err != nil {
+			&d.sendTraceparent, &eventType, &payload, &createdAt, &traceparent); err != nil {
 			return d, err
 		}
 		ev, ok := events[d.eventID]
