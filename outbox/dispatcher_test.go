@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/smtp"
@@ -362,9 +363,9 @@ func TestDrain_PanicAtEverySiteIsRecordedAndCounted(t *testing.T) {
 					}
 				}
 			case "markgroup":
-				d.marks.hook = func(group []*markCall) {
+				d.marks.Hook = func(group []*claim.Mark) {
 					for _, c := range group {
-						if c.id == victim {
+						if c.ID == victim {
 							once.Do(func() { panic(boom) })
 						}
 					}

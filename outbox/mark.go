@@ -235,15 +235,28 @@ func (s singleMarks) mark(ctx context.Context, m markStmt) (age time.Duration, e
 // result reads a mark's RETURNING row: the row's age, or a
 // *StaleMarkError when the guard matched nothing.
 func (m markStmt) result(row pgx.Row) (time.Duration, error) {
-	var ageSeconds float64
-	err := row.Scan(&ageSeconds)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return 0, &StaleMarkError{ID: m.id, Outcome: m.outcome}
-	case err != nil:
+	var age time.Duration
+	gm := m.groupMark(&age)
+	if err := gm.Result(row); err != nil {
+		if errors.Is(err, ErrStaleMark) {
+			return 0, err
+		}
 		return 0, m.wrap(err)
 	}
-	return time.Duration(ageSeconds * float64(time.Second)), nil
+	return age, nil
+}
+
+// groupMark is m as a group commits it, reading the row's age into age.
+func (m markStmt) groupMark(age *time.Duration) *claim.Mark {
+	return &claim.Mark{ID: m.id, SQL: m.sql, Args: m.args, Wrap: m.wrap, Result: func(row pgx.Row) error {
+		var ageSeconds float64
+		err := row.Scan(&ageSeconds)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &StaleMarkError{ID: m.id, Outcome: m.outcome}
+		}
+		*age = time.Duration(ageSeconds * float64(time.Second))
+		return err
+	}}
 }
 
 func (m markStmt) wrap(err error) error {

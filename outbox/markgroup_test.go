@@ -25,10 +25,24 @@ func rowXmin(t *testing.T, db DB, id string) string {
 	return xmin
 }
 
-func newCall(t *testing.T, m markStmt) *markCall {
-	ctx, cancel := claim.MarkContext(context.Background())
-	t.Cleanup(cancel)
-	return &markCall{markStmt: m, ctx: ctx, done: make(chan struct{})}
+// call is one mark of a group a test commits itself.
+type call struct {
+	markStmt
+	*claim.Mark
+}
+
+func newCall(t *testing.T, m markStmt) call {
+	var age time.Duration
+	return call{m, m.groupMark(&age)}
+}
+
+// commit commits calls as one group.
+func commit(db DB, calls ...call) {
+	group := make([]*claim.Mark, len(calls))
+	for i, c := range calls {
+		group[i] = c.Mark
+	}
+	newMarkGroups(db, 1, slog.Default()).Commit(group)
 }
 
 // A group is one commit of per-row CAS statements: every mark is applied,
@@ -41,21 +55,21 @@ func TestMarkGroups_GroupSharesOneCommitAndKeepsEachGuard(t *testing.T) {
 	if _, err := pool.Exec(context.Background(), `UPDATE email_outbox SET status = 'failed', last_error = 'by a sibling' WHERE id = $1`, ids[3]); err != nil {
 		t.Fatal(err)
 	}
-	group := []*markCall{
+	group := []call{
 		newCall(t, dispatchedMark(ids[0], 1)),
 		newCall(t, retryMark(ids[1], 1, time.Hour, errors.New("451 later"), noSeal)),
 		newCall(t, failedMark(ids[2], 1, errors.New("550 no such user"), noSeal)),
 		newCall(t, dispatchedMark(ids[3], 1)),
 	}
-	newMarkGroups(pool, 1, slog.Default()).commit(group)
+	commit(pool, group...)
 
 	for i, c := range group[:3] {
-		if c.err != nil {
-			t.Errorf("mark %d (%s): %v", i, c.outcome, c.err)
+		if c.Err() != nil {
+			t.Errorf("mark %d (%s): %v", i, c.outcome, c.Err())
 		}
 	}
-	if !errors.Is(group[3].err, ErrStaleMark) {
-		t.Errorf("mark of the already-failed row: %v, want a stale mark", group[3].err)
+	if !errors.Is(group[3].Err(), ErrStaleMark) {
+		t.Errorf("mark of the already-failed row: %v, want a stale mark", group[3].Err())
 	}
 	for i, want := range []string{"dispatched", "pending", "failed", "failed"} {
 		if st := getRow(t, pool, ids[i]); st.Status != want {
@@ -83,15 +97,15 @@ func TestMarkGroups_RejectedStatementLosesNoOtherMark(t *testing.T) {
 		// Violates the attempts >= 0 CHECK: a server-side error, as a
 		// constraint or a value the column refuses would be.
 		sql: `UPDATE email_outbox SET attempts = -1 ` + casGuard + ` RETURNING 0::float8`}
-	group := []*markCall{newCall(t, dispatchedMark(ids[0], 1)), newCall(t, bad), newCall(t, dispatchedMark(ids[2], 1))}
-	newMarkGroups(pool, 1, slog.Default()).commit(group)
+	group := []call{newCall(t, dispatchedMark(ids[0], 1)), newCall(t, bad), newCall(t, dispatchedMark(ids[2], 1))}
+	commit(pool, group...)
 
-	if group[1].err == nil || errors.Is(group[1].err, ErrStaleMark) {
-		t.Errorf("the rejected mark reported %v, want its database error", group[1].err)
+	if group[1].Err() == nil || errors.Is(group[1].Err(), ErrStaleMark) {
+		t.Errorf("the rejected mark reported %v, want its database error", group[1].Err())
 	}
 	for _, i := range []int{0, 2} {
-		if group[i].err != nil {
-			t.Errorf("mark %d: %v, want recorded despite its neighbour's error", i, group[i].err)
+		if group[i].Err() != nil {
+			t.Errorf("mark %d: %v, want recorded despite its neighbour's error", i, group[i].Err())
 		}
 		if st := getRow(t, pool, ids[i]); st.Status != "dispatched" {
 			t.Errorf("row %d: %s, want dispatched", i, st.Status)

@@ -59,7 +59,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "outbox mark groups: a rejected statement fails the whole group",
-			File:    "outbox/markgroup.go",
+			File:    "internal/claim/group.go",
 			Find:    "\tif errors.As(cause, &pgErr) {\n\t\treturn false\n\t}",
 			Replace: "\t_ = pgErr",
 			Pkg:     "./outbox/",
@@ -67,7 +67,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "outbox mark groups: one mark per commit",
-			File:    "outbox/markgroup.go",
+			File:    "internal/claim/group.go",
 			Find:    "maxGroup: 64}",
 			Replace: "maxGroup: 1}",
 			Pkg:     "./outbox/",

@@ -126,7 +126,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "panic: a mark group's panic is not recovered",
-			File:    "outbox/markgroup.go",
+			File:    "internal/claim/group.go",
 			Find:    "if v := recover(); v != nil {\n\t\t\tg.logger.Error(",
 			Replace: "if v := any(nil); v != nil {\n\t\t\tg.logger.Error(",
 			Pkg:     "./outbox/",
