@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postbox/postbox/internal/testsupport/envtest"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
@@ -305,7 +306,7 @@ func TestBreaker_NoRequestMadeCountsNoFailure(t *testing.T) {
 		}
 		for _, d := range ds {
 			d.enabled = false // as the claim's load would have read it a moment later
-			if sum := p.attempt(ctx, d); sum.Retried != 1 {
+			if sum := p.attempt(ctx, d, trace.SpanContext{}); sum.Retried != 1 {
 				t.Fatalf("attempt on a disabled endpoint = %+v, want held pending", sum)
 			}
 		}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
@@ -18,7 +17,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postbox/postbox/internal/claim"
-	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/internal/pgtext"
 	"github.com/postbox/postbox/internal/tracing"
 	"github.com/postbox/postbox/leases"
@@ -43,6 +41,9 @@ type delivery struct {
 	// sendTraceparent is the endpoint's choice to receive the attempt's
 	// trace context as a traceparent header.
 	sendTraceparent bool
+	// orderingKey is the delivery's key ("" for none): once delivered, it
+	// hands the key on to the next (attemptUnit.Run).
+	orderingKey string
 }
 
 // event is one event as its deliveries send it: the body every endpoint
@@ -67,60 +68,13 @@ func newEvent(eventType string, createdAt time.Time, payload []byte, traceparent
 	return event{body: body, createdAt: createdAt, traceparent: traceparent}, err
 }
 
-// runner starts attempts on their own goroutines within the Dispatcher's
-// attempt slots and collects their outcomes. One runner serves one fan-out,
-// replay or retry unit; finish waits for its attempts.
-type runner struct {
-	p        *Dispatcher
-	wg       sync.WaitGroup
-	mu       sync.Mutex
-	sum      Tally
-	deferred []string
-	held     bool // a delivery was born held: wake the retry lane at finish
-}
-
-func (p *Dispatcher) newRunner() *runner { return &runner{p: p} }
-
-// start runs d's attempt once a slot is free. An attempt must finish, its
-// mark included, before d's lease expires — otherwise the retry worker may
-// claim the row while the attempt is still running and POST it twice. So
-// start waits for a slot only until the last moment that still allows a
-// whole DeliveryBudget plus MarkTimeout inside the lease, or until wait is
-// done; a delivery that gets no slot is released to the retry worker.
-//
-// ctx bounds the attempt itself; wait bounds only the queueing.
-func (r *runner) start(ctx, wait context.Context, d delivery) {
-	if !d.leased {
-		r.held = true
-		return
-	}
-	gate, cancel := context.WithDeadline(wait, r.p.startBy(d))
-	defer cancel()
-	if r.p.slots.Acquire(gate, 1, 1) == 0 {
-		r.deferDelivery(d.id)
-		return
-	}
-	r.launch(ctx, d)
-}
-
-// startBy is the last moment d's attempt may start.
+// startBy is the last moment d's attempt may start: an attempt must
+// finish, its mark included, before d's lease expires — otherwise the retry
+// worker may claim the row while the attempt is still running and POST it
+// twice — so it must start early enough for a whole DeliveryBudget plus
+// MarkTimeout inside the lease.
 func (p *Dispatcher) startBy(d delivery) time.Time {
 	return d.leaseEnd.Add(-(p.lc.DeliveryBudget + leases.MarkTimeout))
-}
-
-// launch runs d's attempt on its own goroutine in a slot the caller holds,
-// unless it is too late for d's lease or the pipeline is stopping.
-func (r *runner) launch(ctx context.Context, d delivery) {
-	if !r.p.mayStart(d) {
-		r.p.slots.Release(1)
-		r.deferDelivery(d.id)
-		return
-	}
-	r.wg.Go(func() {
-		defer r.p.slots.Release(1)
-		o := r.p.attemptSafely(ctx, d)
-		r.count(o)
-	})
 }
 
 // mayStart reports whether d's attempt may start now.
@@ -128,67 +82,16 @@ func (p *Dispatcher) mayStart(d delivery) bool {
 	return !time.Now().After(p.startBy(d)) && !p.stopped.Load()
 }
 
-// attemptSafely is attempt on a goroutine no River job guards: a panic is
-// recorded on the delivery as a failed attempt carrying the panic value —
-// retried on the schedule like any transient failure — and the process
-// lives on.
-func (p *Dispatcher) attemptSafely(ctx context.Context, d delivery) (t Tally) {
-	defer func() {
-		if v := recover(); v != nil {
-			perr := &engine.PanicError{Value: v}
-			p.logger.Error("panic in webhook attempt; recorded as a failed attempt", "delivery_id", d.id, "panic", pgtext.LastError(perr.Error()))
-			m := DeliveryMark{Attempt: d.attempt, Error: perr.Error()}
-			p.retryOrFail(&m, 0, false)
-			t = p.record(ctx, d, m, false)
-			t.Panics++
-			t.NoteError(perr.Error())
-		}
-	}()
-	return p.attempt(ctx, d)
-}
-
-func (r *runner) deferDelivery(id string) {
-	r.mu.Lock()
-	r.deferred = append(r.deferred, id)
-	r.mu.Unlock()
-}
-
-func (r *runner) count(t Tally) {
-	r.mu.Lock()
-	r.sum.Add(t)
-	r.mu.Unlock()
-}
-
-// finish waits for every attempt started and releases the deferred rows so
-// the retry worker takes them at once instead of after their lease. A
-// released row keeps the attempt its birth or claim counted
-// (claim.Release): like a claim-then-crash, it still advances toward its
-// bound.
-func (r *runner) finish(ctx context.Context) Tally {
-	r.wg.Wait()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.held {
-		r.p.wakeRetries()
-	}
-	if n := len(r.deferred); n > 0 {
-		r.p.metrics.deferred(n)
-		released, _ := claim.Release(ctx, r.p.pool, deliveriesTable, r.deferred,
-			"no attempt slot within the lease, or stopping: left to the retry worker", r.p.logger)
-		r.p.metrics.engine().Released("webhook_deliveries", int(released))
-		r.sum.Released += int(released)
-		r.deferred = nil
-	}
-	return r.sum
-}
-
 // attempt makes one attempt at d, records it with markDelivery, and
-// returns what happened as a one-row Tally.
-func (p *Dispatcher) attempt(ctx context.Context, d delivery) Tally {
-	// A first attempt's span is its fan-out's child; a retry's is the
-	// event's own (tracing.ForRow). Its mark is the attempt's last step.
+// returns what happened as a one-row Tally. fanOut is the span of the
+// fan-out that made a first attempt's delivery, whose child its span is; a
+// retry's span (no fanOut) joins the event's own trace (tracing.ForRow).
+// Its mark is the attempt's last step.
+func (p *Dispatcher) attempt(ctx context.Context, d delivery, fanOut trace.SpanContext) Tally {
 	var opts []trace.SpanStartOption
-	if !isUnderFanOut(ctx) {
+	if fanOut.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, fanOut)
+	} else {
 		ctx, opts = tracing.ForRow(ctx, d.event.traceparent)
 	}
 	ctx, span := p.tracer.Start(ctx, tracing.SpanWebhookAttempt, append(opts, trace.WithSpanKind(trace.SpanKindClient))...)
@@ -232,16 +135,6 @@ func (p *Dispatcher) attempt(ctx context.Context, d delivery) Tally {
 	return t
 }
 
-// fanOutKey marks a context under a fan-out's span, whose first attempts
-// are its children.
-type fanOutKey struct{}
-
-func underFanOut(ctx context.Context) context.Context {
-	return context.WithValue(ctx, fanOutKey{}, true)
-}
-
-func isUnderFanOut(ctx context.Context) bool { return ctx.Value(fanOutKey{}) != nil }
-
 // record writes an attempt's mark, logs and counts it, and disables the
 // endpoint after a 410.
 func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, gone bool) Tally {
@@ -253,7 +146,7 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 	mark.Until = d.leaseEnd
 	out := Tally{Started: 1}
 	mctx, span := p.tracer.Start(ctx, tracing.SpanWebhookMark)
-	closed, err := markDelivery(mctx, p.pool, d.id, mark, &breakerCount{endpointID: d.endpointID, probes: p.cfg.BreakerProbes, window: p.cfg.BreakerWindow})
+	breaker, err := markDelivery(mctx, p.pool, p.marks, d.id, mark, &breakerCount{endpointID: d.endpointID, counts: !gone, settings: p.cfg})
 	if span.IsRecording() {
 		span.SetAttributes(tracing.DeliveryID.String(d.id), tracing.Outcome.String(string(mark.Status)), tracing.MarkApplied.Bool(err == nil))
 		if err != nil && !errors.Is(err, ErrStaleDeliveryMark) {
@@ -296,7 +189,7 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 	if gone {
 		p.disableGone(ctx, d, log)
 	} else {
-		p.noteOutcome(ctx, d, mark, closed, log)
+		p.noteOutcome(ctx, d, breaker, log)
 	}
 	return out
 }

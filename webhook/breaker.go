@@ -44,8 +44,10 @@ import (
 //	           BreakerFailureRate reopens it — the first probe's failure
 //	           does, so an endpoint that is down gets one probe per pause.
 //
-// A success on an endpoint with no window, no failure run and a closed
-// breaker writes nothing: the common case costs no statement. A success
+// Both outcomes are counted by the attempt's own mark (markDelivery), in
+// the order the marks commit, whichever replica made them. A success on an
+// endpoint with no window, no failure run and a closed breaker writes
+// nothing: the common case costs no statement and no write. A success
 // after the window ended clears the counts.
 //
 // An endpoint failing for DisableAfter with no success between is
@@ -71,59 +73,70 @@ type EndpointDisabled struct {
 // breaker.
 const breakerWatching = `(ep.consecutive_failures > 0 OR ep.breaker_window_at IS NOT NULL OR ep.paused_until IS NOT NULL)`
 
-// breakerFailureSQL counts one failed attempt: $1 endpoint, $2 the
-// minimum requests, $3 the failure rate (percent), $4 the window, $5 the
-// first cool-down and $6 its cap (seconds), $7 the disable window. The
-// row is locked and read first, so the counts build on the latest ones.
-const breakerFailureSQL = `WITH old AS (
+// breakerFailureCTE is the CTEs, named breaker_failure last, that count
+// one failed attempt of the endpoint whose id = match (an SQL condition
+// on the bare row's id, as breakerSuccessCTE's), its SQL parameters named
+// by b. The row is locked and read first, so the counts build on the
+// latest ones. breaker_failure returns whether the failure opened the
+// breaker, the window's counts, the pause, and whether the endpoint has
+// failed for the whole disable window.
+func breakerFailureCTE(match string, b breakerParams) string {
+	return `breaker_fold AS (
 	SELECT id, breaker_opens, breaker_requests, breaker_failures, breaker_window_at,
 		coalesce(paused_until > clock_timestamp(), false) AS open,
 		coalesce(paused_until <= clock_timestamp(), false) AS half_open,
-		paused_until IS NULL AND coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => $4::float8), false) AS live
-	FROM webhook_endpoints WHERE id = $1 FOR NO KEY UPDATE
-), counted AS (
+		paused_until IS NULL AND coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => ` + b.window + `::float8), false) AS live
+	FROM webhook_endpoints WHERE id = ` + match + ` FOR NO KEY UPDATE
+), breaker_counted AS (
 	SELECT id, breaker_opens, open, half_open,
 		CASE WHEN open THEN breaker_requests WHEN half_open OR live THEN breaker_requests + 1 ELSE 1 END AS requests,
 		CASE WHEN open THEN breaker_failures WHEN half_open OR live THEN breaker_failures + 1 ELSE 1 END AS failures,
 		CASE WHEN open OR half_open OR live THEN breaker_window_at ELSE clock_timestamp() END AS window_at
-	FROM old
-), t AS (
-	SELECT *, NOT open AND failures * 100 >= $3::int * requests AND (half_open OR requests >= $2::int) AS trips
-	FROM counted
-)
-UPDATE webhook_endpoints ep SET
-	consecutive_failures = ep.consecutive_failures + 1,
-	failing_since = coalesce(ep.failing_since, now()),
-	paused_until = CASE WHEN t.trips
-		THEN clock_timestamp() + make_interval(secs => least($5::float8 * power(2, t.breaker_opens), $6::float8))
-		ELSE ep.paused_until END,
-	breaker_opens = CASE WHEN t.trips THEN least(t.breaker_opens + 1, 30) ELSE ep.breaker_opens END,
-	breaker_requests = CASE WHEN t.trips THEN 0 ELSE t.requests END,
-	breaker_failures = CASE WHEN t.trips THEN 0 ELSE t.failures END,
-	breaker_window_at = CASE WHEN t.trips THEN clock_timestamp() ELSE t.window_at END,
-	probing = CASE WHEN t.trips THEN false ELSE ep.probing END
-FROM t WHERE ep.id = t.id
-RETURNING t.trips, t.requests, t.failures, ep.paused_until, ep.enabled AND ep.failing_since <= now() - $7::interval`
+	FROM breaker_fold
+), breaker_ft AS (
+	SELECT *, NOT open AND failures * 100 >= ` + b.rate + `::int * requests AND (half_open OR requests >= ` + b.minRequests + `::int) AS trips
+	FROM breaker_counted
+), breaker_failure AS (
+	UPDATE webhook_endpoints ep SET
+		consecutive_failures = ep.consecutive_failures + 1,
+		failing_since = coalesce(ep.failing_since, now()),
+		paused_until = CASE WHEN t.trips
+			THEN clock_timestamp() + make_interval(secs => least(` + b.cooldown + `::float8 * power(2, t.breaker_opens), ` + b.maxCooldown + `::float8))
+			ELSE ep.paused_until END,
+		breaker_opens = CASE WHEN t.trips THEN least(t.breaker_opens + 1, 30) ELSE ep.breaker_opens END,
+		breaker_requests = CASE WHEN t.trips THEN 0 ELSE t.requests END,
+		breaker_failures = CASE WHEN t.trips THEN 0 ELSE t.failures END,
+		breaker_window_at = CASE WHEN t.trips THEN clock_timestamp() ELSE t.window_at END,
+		probing = CASE WHEN t.trips THEN false ELSE ep.probing END
+	FROM breaker_ft t WHERE ep.id = t.id
+	RETURNING t.trips, t.requests, t.failures, ep.paused_until, ep.enabled AND ep.failing_since <= now() - ` + b.disableAfter + `::interval AS expire
+)`
+}
+
+// breakerParams names the SQL parameters of the breaker's settings.
+type breakerParams struct {
+	probes, window, minRequests, rate, cooldown, maxCooldown, disableAfter string
+}
 
 // breakerSuccessCTE is the CTEs, named breaker_success last, that count
 // one success of the endpoint whose id = match (an SQL condition on the
-// bare row's id: "$9::uuid AND …"), the probes' successes that close a
-// tripped breaker being probes and the window's length in seconds window
-// (SQL parameters). A success in a window not yet over is counted; one
+// bare row's id: "$9::uuid AND …"), its SQL parameters named by b: the
+// probes' successes that close a tripped breaker, the window's length in
+// seconds. A success in a window not yet over is counted; one
 // after it clears the counts; a tripped breaker's success counts toward
 // closing it, even one that arrives while it is open (the endpoint
 // answers). An endpoint the breaker does not watch is neither locked nor
 // written.
-func breakerSuccessCTE(match, probes, window string) string {
+func breakerSuccessCTE(match string, b breakerParams) string {
 	return `breaker_old AS (
 	SELECT id, paused_until IS NOT NULL AS tripped,
-		coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => ` + window + `::float8), false) AS live,
+		coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => ` + b.window + `::float8), false) AS live,
 		breaker_requests + 1 AS requests, breaker_failures AS failures
 	FROM webhook_endpoints
 	WHERE id = ` + match + ` AND ` + breakerWatchingRow + `
 	FOR NO KEY UPDATE
 ), breaker_t AS (
-	SELECT *, tripped AND requests - failures >= ` + probes + `::int AS closes, NOT tripped AND NOT live AS ended FROM breaker_old
+	SELECT *, tripped AND requests - failures >= ` + b.probes + `::int AS closes, NOT tripped AND NOT live AS ended FROM breaker_old
 ), breaker_success AS (
 	UPDATE webhook_endpoints ep SET
 		consecutive_failures = 0, failing_since = NULL,
@@ -141,40 +154,30 @@ func breakerSuccessCTE(match, probes, window string) string {
 // breakerWatchingRow is breakerWatching on the bare row.
 var breakerWatchingRow = strings.ReplaceAll(breakerWatching, "ep.", "")
 
-// noteOutcome feeds one failed HTTP attempt's outcome to d's endpoint
-// breaker; a success was counted by its mark (markDelivery), and closed
-// reports whether that closed the breaker.
-func (p *Dispatcher) noteOutcome(ctx context.Context, d delivery, m DeliveryMark, closed bool, log *slog.Logger) {
-	if m.Attempt == 0 {
-		return // no request was made
+// breakerOutcome is what an attempt's mark did to its endpoint's breaker
+// (markDelivery): a success may have closed it; a failure may have opened
+// it, or found the endpoint failing for the whole disable window.
+type breakerOutcome struct {
+	closed, opened     bool
+	requests, failures int
+	pausedUntil        *time.Time
+	expire             bool
+}
+
+// noteOutcome logs and counts what d's mark did to its endpoint's breaker,
+// and disables an endpoint failing for too long.
+func (p *Dispatcher) noteOutcome(ctx context.Context, d delivery, b breakerOutcome, log *slog.Logger) {
+	if b.closed {
+		log.Info("endpoint recovered: circuit breaker closed")
 	}
-	if m.Status == StatusSucceeded {
-		if closed {
-			log.Info("endpoint recovered: circuit breaker closed")
-		}
-		return
-	}
-	ctx, cancel := claim.MarkContext(ctx)
-	defer cancel()
-	var (
-		opened             bool
-		requests, failures int
-		pausedUntil        *time.Time
-		expire             bool
-	)
-	err := p.pool.QueryRow(ctx, breakerFailureSQL, d.endpointID, p.cfg.BreakerMinRequests, p.cfg.BreakerFailureRate,
-		p.cfg.BreakerWindow.Seconds(), p.cfg.BreakerCooldown.Seconds(), p.cfg.BreakerMaxCooldown.Seconds(), p.cfg.DisableAfter).
-		Scan(&opened, &requests, &failures, &pausedUntil, &expire)
-	if err != nil {
-		log.Error("count endpoint failure for its circuit breaker", "error", err.Error())
-		return
-	}
-	if opened {
+	if b.opened {
 		p.metrics.breakerOpened()
-		log.Warn("endpoint circuit breaker open: its deliveries wait", "failed", failures, "of_requests", requests,
-			"paused_until", pausedUntil.UTC().Format(time.RFC3339Nano))
+		log.Warn("endpoint circuit breaker open: its deliveries wait", "failed", b.failures, "of_requests", b.requests,
+			"paused_until", b.pausedUntil.UTC().Format(time.RFC3339Nano))
 	}
-	if expire {
+	if b.expire {
+		ctx, cancel := claim.MarkContext(ctx)
+		defer cancel()
 		p.disableFailing(ctx, d, log)
 	}
 }

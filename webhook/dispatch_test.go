@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,7 +141,7 @@ func TestDispatchFromOutbox_HandlerOwnsMark(t *testing.T) {
 		if _, err := pool.Exec(ctx, `UPDATE webhook_outbox SET next_attempt_at = now() - interval '1 hour' WHERE id = $1`, id); err != nil {
 			t.Fatal(err)
 		}
-		sum, err := p.RunBatch(ctx)
+		sum, err := p.Drain(ctx)
 		if err != nil || sum.Claimed != 0 {
 			t.Fatalf("replayed tick: %+v, %v; want nothing claimed", sum, err)
 		}
@@ -149,36 +150,34 @@ func TestDispatchFromOutbox_HandlerOwnsMark(t *testing.T) {
 		}
 	})
 
-	t.Run("late dispatcher after lease expiry", func(t *testing.T) {
-		id := insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 2})
-		// A claims the row, then stalls past its lease; B claims and
-		// fans it out; A comes back.
-		var late string
-		p.hooks.beforeDispatch = func(outboxID string) {
-			if late == "" {
-				late = outboxID
-				if _, err := pool.Exec(ctx, `UPDATE webhook_outbox SET next_attempt_at = now() - interval '1 second' WHERE id = $1`, outboxID); err != nil {
-					t.Error(err)
-				}
-				b := newDispatcher(t, pool, nil)
-				if sum, err := b.RunBatch(ctx); err != nil || sum.Events != 1 {
-					t.Errorf("sibling tick: %+v, %v; want the row dispatched", sum, err)
+	t.Run("two fan-outs of one row at once", func(t *testing.T) {
+		// A row fanned out twice at the same moment — an operator's
+		// DispatchFromOutbox beside a lane's claim, two replicas' row-by-row
+		// fallbacks — yields one event: the second waits for the first's
+		// row lock, then finds the row dispatched and makes nothing.
+		for i := range 20 {
+			id := insertOutbox(t, pool, "invoice.paid", map[string]any{"race": i})
+			errs := make([]error, 2)
+			var wg sync.WaitGroup
+			for j := range errs {
+				wg.Go(func() { _, errs[j] = p.DispatchFromOutbox(ctx, id) })
+			}
+			wg.Wait()
+			stale := 0
+			for _, err := range errs {
+				switch {
+				case errors.Is(err, ErrStaleOutboxMark):
+					stale++
+				case err != nil:
+					t.Fatal(err)
 				}
 			}
-		}
-		defer func() { p.hooks.beforeDispatch = nil }()
-		sum, err := p.RunBatch(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if late != id || sum.Stale != 1 || sum.Events != 0 {
-			t.Fatalf("late dispatcher: %+v (row %s), want one stale mark and nothing dispatched", sum, late)
-		}
-		if n := count(t, pool, `SELECT count(*) FROM webhook_events WHERE outbox_id = $1`, id); n != 1 {
-			t.Fatalf("%d events for one outbox row, want exactly 1", n)
-		}
-		if n := count(t, pool, `SELECT attempts FROM webhook_outbox WHERE id = $1`, id); n != 2 {
-			t.Errorf("attempts = %d, want 2 (two claims, marks never count)", n)
+			if stale != 1 {
+				t.Fatalf("two fan-outs of row %s: %v; want one stale mark", id, errs)
+			}
+			if n := count(t, pool, `SELECT count(*) FROM webhook_events WHERE outbox_id = $1`, id); n != 1 {
+				t.Fatalf("%d events for one outbox row, want exactly 1", n)
+			}
 		}
 	})
 }
@@ -232,7 +231,7 @@ func TestProcessBatch_DefersAttemptsThatWouldOutliveTheBirthLease(t *testing.T) 
 	createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	sum, err := p.RunBatch(ctx)
+	sum, err := p.Drain(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +273,7 @@ func TestPipeline_StopClaimsNothingMore(t *testing.T) {
 		t.Fatalf("%d deliveries due for the retry worker, want 2", n)
 	}
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 3})
-	if sum, err := p.RunBatch(ctx); err != nil || sum.Claimed != 0 {
+	if sum, err := p.Drain(ctx); err != nil || sum.Claimed != 0 {
 		t.Fatalf("ProcessBatch after Stop = %+v, %v; want nothing claimed", sum, err)
 	}
 	if sum, err := p.Retry(ctx); err != nil || sum.Claimed != 0 {

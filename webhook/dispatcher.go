@@ -112,13 +112,18 @@ type Dispatcher struct {
 	client   *http.Client
 	tracer   trace.Tracer
 
-	// slots bound the HTTP attempts in flight across every drain, retry
-	// pass and replay of this Dispatcher: WEBHOOK_CONCURRENCY, the
-	// per-process cap. fanOuts bound the outbox rows being fanned out.
-	slots   *engine.Slots
-	fanOuts *engine.Slots
+	// slots bound the HTTP attempts in flight across every lane, drain,
+	// retry pass and replay of this Dispatcher: WEBHOOK_CONCURRENCY, the
+	// per-process cap.
+	slots *engine.Slots
+
+	// fanOutWidth sizes the outbox lane's claims (outboxSource.Claim).
+	fanOutWidth fanOutWidth
 
 	outboxLane, retryLane *engine.Lane
+
+	// marks is the group commit of the attempts' marks (claim.Group).
+	marks *claim.Group
 
 	// Where each lane's claims start in its table's claim index.
 	outboxWindow, retryWindow claim.Window
@@ -182,7 +187,8 @@ func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
 		client:   newHTTPClient(cfg, lc.DeliveryBudget),
 		tracer:   tracing.Tracer(opts.TracerProvider),
 		slots:    engine.NewSlots(cfg.Concurrency),
-		fanOuts:  engine.NewSlots(cfg.Concurrency),
+
+		marks: claim.NewGroup(pool, claim.Writers(cfg.Concurrency), logger),
 
 		retryWake: make(chan struct{}, 1),
 		stopping:  make(chan struct{}),
@@ -197,7 +203,7 @@ func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
 		return &engine.Gate{DB: pool, Name: t.Name + "_sweep", Owner: "webhook", Lease: engine.DefaultSweepEvery}
 	}
 	p.outboxLane = engine.NewLane(engine.LaneConfig{
-		Name: outboxTable.Name, Source: outboxSource{p}, Slots: p.fanOuts, Wake: opts.Wake, Poll: opts.Poll, Logger: p.logger,
+		Name: outboxTable.Name, Source: outboxSource{p}, Slots: p.slots, Wake: opts.Wake, Poll: opts.Poll, Logger: p.logger,
 		Metrics: opts.Metrics.engine(), SweepGate: sweepGate(outboxTable), Tracer: p.tracer,
 	})
 	p.retryLane = engine.NewLane(engine.LaneConfig{

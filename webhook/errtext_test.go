@@ -43,9 +43,9 @@ func TestDelivery_HugeRedirectErrorTextCapped(t *testing.T) {
 
 	const limit = pgtext.MaxLastError + len("…")
 	var tallies []Tally
-	sum, err := p.RunBatch(ctx)
+	sum, err := p.Drain(ctx)
 	if err != nil || sum.Retried != 1 {
-		t.Fatalf("RunBatch = %+v, %v; want the 302 retried", sum, err)
+		t.Fatalf("Drain = %+v, %v; want the 302 retried", sum, err)
 	}
 	tallies = append(tallies, sum)
 	deadline := time.Now().Add(20 * time.Second)

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -409,5 +410,43 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A delivered head hands its key on in process: the attempt that delivered
+// it claims the key's next delivery into its own slot and sends it at
+// once, so a hot key goes out at the receiver's pace, without the retry
+// lane — here none runs: the outbox lane's drain alone delivers every
+// event of the key, in order. A key whose head fails leaves the rest to
+// the retry lane.
+func TestOrdering_DeliveredHeadHandsItsKeyOnInProcess(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, func(c *Config) { c.Schedule = []time.Duration{time.Hour} })
+	var coldHead atomic.Value
+	coldHead.Store("")
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if r.Header.Get(HeaderID) == coldHead.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	createEndpoint(t, pool, rc.URL)
+	hot := enqueueOrdered(t, pool, "in_hot", 6)
+	coldHead.Store(enqueueOrdered(t, pool, "in_cold", 2)[0])
+	sum, err := p.Drain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := receivedOrder(t, rc.requests()); !slices.Equal(got["in_hot"], []int{0, 1, 2, 3, 4, 5}) {
+		t.Fatalf("the drain delivered in_hot as %v (%+v), want all 6 in order without a retry pass", got["in_hot"], sum)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded' AND event_id = ANY ($1::uuid[])`, hot); n != len(hot) {
+		t.Fatalf("%d of %d delivered", n, len(hot))
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE ordering_key = 'in_cold' AND attempts = 0`); n != 1 {
+		t.Fatalf("%d deliveries of the failing key's tail never attempted, want 1: it waits for its head's retry", n)
 	}
 }

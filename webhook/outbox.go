@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postbox/postbox/internal/claim"
@@ -35,37 +34,6 @@ type Dispatch struct {
 	Deliveries int // one per enabled endpoint subscribed to the event type
 }
 
-// RunBatch claims up to leases BatchSize due webhook_outbox rows in one
-// short statement (lease stamp ClaimLease(n), FOR UPDATE SKIP LOCKED),
-// fans each out with DispatchFromOutbox, and makes the first attempts of
-// the deliveries it created, in process, within the Dispatcher's attempt
-// slots. It returns once those attempts are recorded (or deferred to the
-// retry worker).
-//
-// A River job only triggers it; the row's lease and CAS marks are what keep
-// two concurrent runs from fanning a row out twice.
-func (p *Dispatcher) RunBatch(ctx context.Context) (Tally, error) {
-	n := p.fanOuts.Acquire(ctx, p.lc.BatchSize, p.lc.BatchSize)
-	if n == 0 {
-		return Tally{}, ctx.Err()
-	}
-	defer p.fanOuts.Release(n)
-	c, err := p.claimOutbox(ctx, n)
-	t := Tally{Claims: 1, Claimed: c.Rows}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	for _, u := range c.Units {
-		wg.Go(func() {
-			o := u.Run(ctx)
-			mu.Lock()
-			t.Add(o)
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	return t, err
-}
-
 // Drain runs the webhook_outbox lane until the outbox has no more due rows
 // or the drain window has passed, then waits for the first attempts it
 // started. RunTimeout(DrainWindow) bounds it.
@@ -74,19 +42,17 @@ func (p *Dispatcher) Drain(ctx context.Context) (Tally, error) {
 }
 
 // RunOutbox is one shift of the webhook_outbox lane on this replica: it
-// claims whenever rows are due and fan-out slots are free — woken by
+// claims whenever rows are due and attempt slots are free — woken by
 // Config.Wake, else by its poll — until window ends, ctx ends or the
 // pipeline stops, then waits for what it started.
 func (p *Dispatcher) RunOutbox(ctx context.Context, window time.Duration) (Tally, error) {
 	return p.outboxLane.Run(ctx, engine.RunOptions{Window: window})
 }
 
-// outboxSource is webhook_outbox as the engine's Lane drains it.
+// outboxSource is webhook_outbox as the engine's Lane drains it: each claim
+// fans its rows out in the same statement, and its units are the first
+// attempts of the deliveries born leased to this process.
 type outboxSource struct{ p *Dispatcher }
-
-func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
-	return s.p.claimOutbox(ctx, n)
-}
 
 // Sweep moves the outbox rows due behind the claim window into it.
 func (s outboxSource) Sweep(ctx context.Context) (int, []string, error) {
@@ -101,120 +67,255 @@ func sweep(ctx context.Context, db claim.Batcher, t claim.Table, w *claim.Window
 	return s.Rows, s.First, err
 }
 
-// claimOutbox claims up to n due outbox rows, one fan-out unit each. The
-// chain BatchSize×PerRowBudget ≤ BatchTimeout < ClaimLease(BatchSize)
-// (leases.Validate) means every claimed row is fanned out or released
-// before its lease can expire under a sibling, so claims are made in
-// BatchSize rows at most.
-func (p *Dispatcher) claimOutbox(ctx context.Context, n int) (engine.Claim, error) {
+// fanOutSQL fans out, in ONE statement, the pending webhook_outbox rows
+// whose ids the query rows selects (see docs/design/outbox-transport.md,
+// Atomic fan-out): it CAS-marks each row dispatched (its attempts set to
+// the SQL expression attempts of the row o), copies it into its event —
+// inside the database: the payload makes no round trip through this
+// process first — and creates the event's deliveries (bornSQL), $2 being
+// the birth lease. A crash leaves all of it or none of it; a row that is no
+// longer pending yields nothing, so no row yields a second event (whose
+// primary key, the row's own id, refuses one besides).
+//
+// The event takes the row's own id, so the id Enqueue returns (or plain
+// SQL's INSERT … RETURNING id) is the webhook-id every receiver sees.
+// Events fanned out before this kept ids of their own. An event addressed
+// to one endpoint (the operator notice, webhook_outbox.endpoint_id) goes to
+// that endpoint only.
+//
+// It returns a row per delivery, with its event's columns first, and a row
+// with NULL delivery columns for an event no endpoint subscribed to, in the
+// order the events were enqueued.
+func fanOutSQL(rows, attempts string) string {
+	return `WITH claimed AS (
+	UPDATE webhook_outbox o SET status = 'dispatched', dispatched_at = now(), last_error = NULL, attempts = ` + attempts + `
+	WHERE o.id = ANY (ARRAY(` + rows + `)) AND o.status = 'pending'
+	RETURNING o.id, o.event_type, o.payload, o.endpoint_id, o.traceparent, o.ordering_key, o.ordering_seq
+), inserted AS (
+	INSERT INTO webhook_events (id, event_type, payload, outbox_id, traceparent, ordering_key, ordering_seq)
+	SELECT id, event_type, payload, id, traceparent, ordering_key, coalesce(ordering_seq, nextval('postbox_ordering_seq')) FROM claimed
+	RETURNING id, event_type, payload, created_at, traceparent, ordering_key, ordering_seq
+), ev AS (
+	SELECT i.id, i.event_type, i.ordering_key, i.ordering_seq, c.endpoint_id AS target
+	FROM inserted i JOIN claimed c ON c.id = i.id
+), born AS (
+	` + bornSQL("ev", "$2") + `
+)
+SELECT i.id::text, i.event_type, i.payload, i.created_at, coalesce(i.traceparent, ''), ` + bornColumns + `
+FROM inserted i LEFT JOIN born ON born.event_id = i.id LEFT JOIN webhook_endpoints ep ON ep.id = born.endpoint_id
+ORDER BY i.ordering_seq, ep.created_at`
+}
+
+// The two fan-outs: a lane's claim, which takes its rows as the claim does
+// ($1 rows at most from the window's edge $3, claim.ClaimIDsSQL) and counts
+// their attempt, the claim being the one place attempts go up; and one
+// given row's ($1), already claimed or named by an operator.
+var (
+	claimFanOutSQL = fanOutSQL(outboxTable.ClaimIDsSQL("$1", "$3"), "o.attempts + 1")
+	rowFanOutSQL   = fanOutSQL("SELECT unnest($1::uuid[])", "o.attempts")
+)
+
+// fannedEvent is one event a fan-out made.
+type fannedEvent struct {
+	id          string
+	traceparent string
+}
+
+// fanOut is what a fan-out made: its events, in the order they were
+// enqueued, and their deliveries.
+type fanOut struct {
+	events     []fannedEvent
+	deliveries []delivery
+}
+
+// fanOutRow is one row of fanOutSQL.
+type fanOutRow struct {
+	eventID, eventType, traceparent string
+	payload                         []byte
+	createdAt                       time.Time
+	d                               delivery
+	ok                              bool // d was born
+}
+
+func scanFanOutRow(sent time.Time) pgx.RowToFunc[fanOutRow] {
+	return func(row pgx.CollectableRow) (fanOutRow, error) {
+		var r fanOutRow
+		var err error
+		r.d, r.ok, err = scanBorn(row, sent, &r.eventID, &r.eventType, &r.payload, &r.createdAt, &r.traceparent)
+		return r, err
+	}
+}
+
+// collect turns fanOutSQL's rows into a fanOut, building each event's body
+// once for all its deliveries.
+func collect(rows []fanOutRow) (fanOut, error) {
+	var fan fanOut
+	events := map[string]event{}
+	for _, r := range rows {
+		ev, seen := events[r.eventID]
+		if !seen {
+			var err error
+			if ev, err = newEvent(r.eventType, r.createdAt, r.payload, r.traceparent); err != nil {
+				return fanOut{}, fmt.Errorf("event %s: body: %w", r.eventID, err)
+			}
+			events[r.eventID] = ev
+			fan.events = append(fan.events, fannedEvent{id: r.eventID, traceparent: r.traceparent})
+		}
+		if r.ok {
+			r.d.event = ev
+			fan.deliveries = append(fan.deliveries, r.d)
+		}
+	}
+	return fan, nil
+}
+
+// Claim claims up to about n slots' worth of due outbox rows and fans them
+// out in the same statement (claimFanOutSQL, with the claim window's read of
+// where to start next, one implicit transaction): no row is ever claimed
+// and not yet fanned out, so a replica that dies holds nothing but the
+// leases of the deliveries born to it. Its units are those deliveries'
+// first attempts, more than n when the rows fan out wider than foreseen:
+// the Lane starts the rest as slots free, each within its birth lease
+// (engine.Expiring).
+//
+// If the server refuses the statement — one row cannot be fanned out — the
+// claim falls back to claiming with a lease and fanning each row out on its
+// own (claimRowByRow), so one bad row is recorded and retried on its own
+// schedule while the rest go out.
+func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
+	p := s.p
 	if p.stopped.Load() {
 		return engine.Claim{}, nil
 	}
-	n = min(n, p.lc.BatchSize)
-	deadline := time.Now().Add(p.lc.BatchTimeout)
-	claimCtx, cancel := context.WithDeadline(ctx, deadline)
+	k := p.fanOutWidth.rows(n)
+	began := time.Now()
+	rows, err := claim.ClaimWith(ctx, p.pool, outboxTable, &p.outboxWindow, claimFanOutSQL, k, p.lc.BirthLeaseWindow, scanFanOutRow(began))
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr):
+		p.logger.Warn("batched fan-out refused; fanning the rows out one by one", "error", err.Error())
+		return p.claimRowByRow(ctx, k, began)
+	case err != nil:
+		return engine.Claim{}, fmt.Errorf("webhook: %w", err)
+	}
+	fan, err := collect(rows)
+	if err != nil {
+		return engine.Claim{}, fmt.Errorf("webhook: fan-out: %w", err)
+	}
+	c := p.units(ctx, fan, began)
+	c.Full = len(fan.events) == k
+	return c, nil
+}
+
+// claimRowByRow claims up to k outbox rows (at most BatchSize) under the
+// lease of a batch, then fans each out in a transaction of its own: the
+// path of a batch the server refused. A row whose fan-out fails is
+// recorded (markOutboxFailure) and retried on outboxSchedule. The chain
+// BatchSize×PerRowBudget ≤ BatchTimeout < ClaimLease(BatchSize)
+// (leases.Validate) means every claimed row is fanned out or recorded
+// before its lease can expire under a sibling.
+func (p *Dispatcher) claimRowByRow(ctx context.Context, k int, began time.Time) (engine.Claim, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.lc.BatchTimeout)
 	defer cancel()
-	rows, err := claim.Claim(claimCtx, p.pool, outboxTable, &p.outboxWindow, n, p.lc.ClaimLease(p.lc.BatchSize), pgx.RowToStructByPos[outboxRow])
+	claimed, err := claim.Claim(ctx, p.pool, outboxTable, &p.outboxWindow, min(k, p.lc.BatchSize), p.lc.ClaimLease(p.lc.BatchSize), pgx.RowToStructByPos[outboxRow])
 	if err != nil {
 		return engine.Claim{}, fmt.Errorf("webhook: %w", err)
 	}
-	p.metrics.engine().Claimed("webhook_outbox", len(rows))
-	units := make([]engine.Unit, len(rows))
-	for i, row := range rows {
-		units[i] = &fanOutUnit{p: p, row: row, deadline: deadline}
+	var (
+		fan fanOut
+		t   Tally
+	)
+	for _, row := range claimed {
+		rowCtx, cancelRow := context.WithTimeout(ctx, p.lc.PerRowBudget)
+		one, err := p.dispatch(rowCtx, row.ID)
+		cancelRow()
+		switch {
+		case errors.Is(err, ErrStaleOutboxMark):
+			p.metrics.engine().Stale(outboxTable.Name)
+			p.logger.Warn("stale outbox mark: row already dispatched by a sibling; fan-out rolled back", "outbox_id", row.ID)
+			t.Stale++
+		case err != nil:
+			t.Add(p.markOutboxFailure(ctx, row, err))
+		default:
+			fan.events = append(fan.events, one.events...)
+			fan.deliveries = append(fan.deliveries, one.deliveries...)
+		}
 	}
-	return engine.Claim{Units: units, Rows: len(rows), Full: len(rows) == n}, nil
+	c := p.units(ctx, fan, began)
+	c.Tally.Add(t)
+	c.Rows, c.Full = len(claimed), len(claimed) == min(k, p.lc.BatchSize)
+	return c, nil
 }
 
-// fanOutUnit is one claimed webhook_outbox row: its fan-out, then the first
-// attempts of the deliveries it created.
-type fanOutUnit struct {
-	p        *Dispatcher
-	row      outboxRow
-	deadline time.Time // the claim's BatchTimeout: the fan-out and the attempts' queueing end by then
-
-	dispatched bool
-	runner     *runner
-}
-
-func (u *fanOutUnit) Run(ctx context.Context) Tally {
-	p := u.p
-	batchCtx, cancel := context.WithDeadline(ctx, u.deadline)
-	defer cancel()
-	if h := p.hooks.beforeDispatch; h != nil {
-		h(u.row.ID)
-	}
-	// The fan-out's span joins the trace the event was enqueued in; the
-	// first attempts are its children, and their marks theirs.
-	spanCtx, opts := tracing.ForRow(batchCtx, u.row.Traceparent)
-	spanCtx, span := p.tracer.Start(spanCtx, tracing.SpanWebhookFanOut, opts...)
-	if span.IsRecording() {
-		span.SetAttributes(tracing.RowID.String(u.row.ID), tracing.Attempt.Int(u.row.Attempts))
-	}
-	defer span.End()
-	batchCtx = underFanOut(spanCtx)
-	ctx = underFanOut(trace.ContextWithSpan(ctx, span))
-	rowCtx, cancelRow := context.WithTimeout(batchCtx, p.lc.PerRowBudget)
-	fan, err := p.dispatch(rowCtx, u.row.ID)
-	cancelRow()
-	switch {
-	case !span.IsRecording():
-	case err != nil:
-		span.SetStatus(codes.Error, "fan-out failed")
-	default:
-		span.SetAttributes(tracing.EventID.String(fan.eventID), tracing.Deliveries.Int(len(fan.deliveries)))
-	}
-	switch {
-	case errors.Is(err, ErrStaleOutboxMark):
-		p.metrics.engine().Stale("webhook_outbox")
-		p.logger.Warn("stale outbox mark: row already dispatched by a sibling; fan-out rolled back", "outbox_id", u.row.ID)
-		return Tally{Stale: 1}
-	case err != nil && batchCtx.Err() != nil:
-		// Cut short, not failed: the transaction rolled back and nothing
-		// was sent. Make it due again at once.
-		n, _ := claim.Release(ctx, p.pool, outboxTable, []string{u.row.ID}, "fan-out cut short by the batch deadline", p.logger)
-		p.metrics.engine().Released("webhook_outbox", int(n))
-		return Tally{Released: int(n)}
-	case err != nil:
-		return p.markOutboxFailure(ctx, u.row, err)
-	}
-	u.dispatched = true
-	p.metrics.eventDispatched()
-	p.backstopDispatched(ctx, u.row.ID)
-	u.runner = p.newRunner()
+// units turns what a claim fanned out into the first attempts of the
+// deliveries born leased to this process, each under its event's fan-out
+// span, which joins the trace the event was enqueued in. Deliveries born
+// held wait for the retry lane, which is woken for them.
+//
+// A panic while doing so is recorded on every leased delivery as a failed
+// attempt carrying the panic value, as a unit's would be: no River job
+// guards this goroutine's claim past its commit.
+func (p *Dispatcher) units(ctx context.Context, fan fanOut, began time.Time) (c engine.Claim) {
+	c.Rows = len(fan.events)
+	c.Tally.Events = len(fan.events)
+	p.metrics.engine().Claimed(outboxTable.Name, len(fan.events))
+	p.metrics.engine().Claimed(deliveriesTable.Name, leased(fan.deliveries)) // birth is the first attempt's claim
+	defer func() {
+		if v := recover(); v != nil {
+			c.Units = nil
+			p.logger.Error("panic turning a fan-out into its first attempts; they are recorded as failed attempts", "panic", fmt.Sprint(v))
+			for _, d := range fan.deliveries {
+				if d.leased {
+					c.Tally.Add((&attemptUnit{p: p, d: d}).Panicked(ctx, v))
+				}
+			}
+			c.Tally.Panics++
+			c.Tally.NoteError((&engine.PanicError{Value: v}).Error())
+		}
+	}()
+	spans := make(map[string]trace.SpanContext, len(fan.events))
+	perEvent := map[string]int{}
 	for _, d := range fan.deliveries {
-		u.runner.start(ctx, batchCtx, d)
+		perEvent[d.eventID]++
 	}
-	t := u.runner.finish(ctx)
-	t.Events++
-	return t
-}
-
-// Panicked records a row whose fan-out panicked as a failed fan-out, to be
-// retried on outboxSchedule. A row that was already fanned out is
-// dispatched; its deliveries are born leased and the retry worker takes
-// any whose first attempt did not start.
-func (u *fanOutUnit) Panicked(ctx context.Context, v any) Tally {
-	if !u.dispatched {
-		return u.p.markOutboxFailure(ctx, u.row, &engine.PanicError{Value: v})
+	for _, ev := range fan.events {
+		if h := p.hooks.beforeDispatch; h != nil {
+			h(ev.id)
+		}
+		p.metrics.eventDispatched()
+		spanCtx, opts := tracing.ForRow(ctx, ev.traceparent)
+		_, span := p.tracer.Start(spanCtx, tracing.SpanWebhookFanOut, append(opts, trace.WithTimestamp(began))...)
+		if span.IsRecording() {
+			span.SetAttributes(tracing.RowID.String(ev.id), tracing.EventID.String(ev.id), tracing.Deliveries.Int(perEvent[ev.id]))
+		}
+		span.End()
+		spans[ev.id] = span.SpanContext()
 	}
-	t := Tally{Events: 1}
-	if u.runner != nil {
-		t.Add(u.runner.finish(ctx))
+	held := false
+	for _, d := range fan.deliveries {
+		if !d.leased {
+			held = true
+			continue
+		}
+		c.Units = append(c.Units, &attemptUnit{p: p, d: d, fanOut: spans[d.eventID]})
 	}
-	return t
+	if held {
+		p.wakeRetries()
+	}
+	p.fanOutWidth.observe(len(fan.events), len(c.Units))
+	return c
 }
 
 // DispatchFromOutbox fans one outbox row out in ONE transaction (see
 // docs/design/outbox-transport.md, Atomic fan-out): it CAS-marks the row
 // dispatched, creates its event, and creates a born-leased delivery for every
 // enabled endpoint subscribed to the event type. If the CAS finds the row
-// already resolved, it rolls back and returns ErrStaleOutboxMark: a row
-// yields exactly one event (webhook_events.outbox_id is UNIQUE besides).
+// already resolved, nothing is made and it returns ErrStaleOutboxMark: a
+// row yields exactly one event.
 //
-// It makes no HTTP attempt. ProcessBatch makes the first attempts right
-// after; deliveries of a DispatchFromOutbox called alone wait out their
-// birth lease and are then taken by the retry worker.
+// It makes no HTTP attempt: its deliveries wait out their birth lease and
+// are then taken by the retry worker. The outbox lane fans rows out in its
+// claim and makes the first attempts right after.
 func (p *Dispatcher) DispatchFromOutbox(ctx context.Context, outboxID string) (Dispatch, error) {
 	if err := validateID(outboxID); err != nil {
 		return Dispatch{}, err
@@ -223,66 +324,33 @@ func (p *Dispatcher) DispatchFromOutbox(ctx context.Context, outboxID string) (D
 	if err != nil {
 		return Dispatch{}, err
 	}
-	return Dispatch{EventID: fan.eventID, Deliveries: len(fan.deliveries)}, nil
+	return Dispatch{EventID: fan.events[0].id, Deliveries: len(fan.deliveries)}, nil
 }
 
-// outboxDispatchedSQL is the handler-owned mark. It runs first in the
-// fan-out transaction so it takes the row lock first: a racing dispatcher
-// of the same row waits, then finds it dispatched and rolls back, instead of
-// colliding on the event's unique outbox_id.
-const outboxDispatchedSQL = `UPDATE webhook_outbox SET status = 'dispatched', dispatched_at = now(), last_error = NULL
-WHERE id = $1 AND status = 'pending'`
-
-// insertEventSQL copies the row into its event inside the database: the
-// payload makes no round trip through this process before the fan-out. It
-// returns the row's endpoint_id too: an event addressed to one endpoint
-// (the operator notice) goes to that endpoint only.
-//
-// The event takes the row's own id, so the id Enqueue returns (or plain
-// SQL's INSERT … RETURNING id) is the webhook-id every receiver sees. The
-// primary key then refuses a second event for the row, as outbox_id's
-// UNIQUE does. Events fanned out before this kept ids of their own.
-const insertEventSQL = `WITH row AS (SELECT event_type, payload, id, endpoint_id, traceparent, ordering_key, ordering_seq FROM webhook_outbox WHERE id = $1),
-ev AS (
-	INSERT INTO webhook_events (id, event_type, payload, outbox_id, traceparent, ordering_key, ordering_seq)
-	SELECT id, event_type, payload, id, traceparent, ordering_key, coalesce(ordering_seq, nextval('postbox_ordering_seq')) FROM row
-	RETURNING id, event_type, payload, created_at, traceparent
-)
-SELECT ev.id, ev.event_type, ev.payload, ev.created_at, coalesce(row.endpoint_id::text, ''), coalesce(ev.traceparent, '') FROM ev, row`
-
-type fanOut struct {
-	eventID    string
-	deliveries []delivery
-}
-
+// dispatch fans one row out (rowFanOutSQL) in a transaction of its own.
 func (p *Dispatcher) dispatch(ctx context.Context, outboxID string) (fanOut, error) {
+	if h := p.hooks.beforeDispatch; h != nil {
+		h(outboxID)
+	}
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
 		return fanOut{}, fmt.Errorf("webhook: dispatch %s: %w", outboxID, err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
 
-	tag, err := tx.Exec(ctx, outboxDispatchedSQL, outboxID)
+	sent := time.Now()
+	q, err := tx.Query(ctx, rowFanOutSQL, []string{outboxID}, p.lc.BirthLeaseWindow)
 	if err != nil {
-		return fanOut{}, fmt.Errorf("webhook: dispatch %s: mark: %w", outboxID, err)
+		return fanOut{}, fmt.Errorf("webhook: dispatch %s: %w", outboxID, err)
 	}
-	if tag.RowsAffected() == 0 {
+	rows, err := pgx.CollectRows(q, scanFanOutRow(sent))
+	if err != nil {
+		return fanOut{}, fmt.Errorf("webhook: dispatch %s: %w", outboxID, err)
+	}
+	if len(rows) == 0 {
 		return fanOut{}, fmt.Errorf("%w (outbox row %s)", ErrStaleOutboxMark, outboxID)
 	}
-
-	var (
-		eventID, eventType, target, traceparent string
-		payload                                 []byte
-		createdAt                               time.Time
-	)
-	if err := tx.QueryRow(ctx, insertEventSQL, outboxID).Scan(&eventID, &eventType, &payload, &createdAt, &target, &traceparent); err != nil {
-		return fanOut{}, fmt.Errorf("webhook: dispatch %s: event: %w", outboxID, err)
-	}
-	ev, err := newEvent(eventType, createdAt, payload, traceparent)
-	if err != nil {
-		return fanOut{}, fmt.Errorf("webhook: dispatch %s: body: %w", outboxID, err)
-	}
-	ds, err := p.bornDeliveries(ctx, tx, map[string]event{eventID: ev}, target)
+	fan, err := collect(rows)
 	if err != nil {
 		return fanOut{}, fmt.Errorf("webhook: dispatch %s: %w", outboxID, err)
 	}
@@ -294,27 +362,39 @@ func (p *Dispatcher) dispatch(ctx context.Context, outboxID string) (fanOut, err
 	if err := tx.Commit(ctx); err != nil {
 		return fanOut{}, fmt.Errorf("webhook: dispatch %s: commit: %w", outboxID, err)
 	}
-	return fanOut{eventID: eventID, deliveries: ds}, nil
+	return fan, nil
 }
 
-// outboxBackstopSQL is backstopDispatched's mark: $1 = the row's id.
-const outboxBackstopSQL = `UPDATE webhook_outbox SET status = 'dispatched', dispatched_at = now()
-WHERE id = $1 AND status = 'pending'`
+// fanOutWidth is how many first attempts the outbox's rows have been
+// making each, lately: a claim for n free slots takes about n divided by
+// that many rows, so that a claim of events to ten endpoints each does not
+// take ten times the work its slots can start.
+type fanOutWidth struct {
+	perMille atomic.Int64 // first attempts per row ×1000; zero: none seen yet, one each
+}
 
-// backstopDispatched is the drainer's own success mark. The fan-out
-// transaction already marked the row, so this is a CAS no-op; it exists so
-// that a future change that loses the in-transaction mark leaves rows
-// dispatched instead of re-fanned-out, and says so loudly.
-func (p *Dispatcher) backstopDispatched(ctx context.Context, id string) {
-	ctx, cancel := claim.MarkContext(ctx)
-	defer cancel()
-	tag, err := p.pool.Exec(ctx, outboxBackstopSQL, id)
-	switch {
-	case err != nil:
-		p.logger.Error("outbox backstop mark", "outbox_id", id, "error", err.Error())
-	case tag.RowsAffected() > 0:
-		p.logger.Error("outbox backstop mark applied: the fan-out transaction did not mark its row", "outbox_id", id)
+// rows is how many rows a claim for n slots takes: at least one, at most n.
+func (w *fanOutWidth) rows(n int) int {
+	per := w.perMille.Load()
+	if per <= 0 {
+		return n
 	}
+	return min(max(int(int64(n)*1000/per), 1), n)
+}
+
+// observe folds a claim that made attempts first attempts of rows rows
+// into the width, an eighth at a time.
+func (w *fanOutWidth) observe(rows, attempts int) {
+	if rows == 0 {
+		return
+	}
+	now := int64(attempts) * 1000 / int64(rows)
+	old := w.perMille.Load()
+	if old <= 0 {
+		w.perMille.Store(max(now, 1))
+		return
+	}
+	w.perMille.Store(max(old+(now-old)/8, 1))
 }
 
 // outboxFailureSQL is markOutboxFailure's mark: $1 = the row's id, $2

@@ -72,7 +72,7 @@ func (a *attemptLog) snapshot() map[string]int {
 func drainUntilEmpty(ctx context.Context, t *testing.T, p *Dispatcher) error {
 	t.Helper()
 	for {
-		sum, err := p.RunBatch(ctx)
+		sum, err := p.Drain(ctx)
 		if err != nil {
 			return err
 		}
@@ -214,7 +214,7 @@ func TestOutbox_LateCommitIsClaimedAfterTheSweep(t *testing.T) {
 	src := outboxSource{p}
 	claimed := func() int {
 		t.Helper()
-		c, err := p.claimOutbox(ctx, 10)
+		c, err := src.Claim(ctx, 10)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/postbox/postbox/internal/engine"
 )
 
 // Replay is what ReplayEvent did.
@@ -75,7 +76,7 @@ RETURNING id, event_type, payload, created_at`, rep.ReplayOf).Scan(&rep.EventID,
 	if err != nil {
 		return rep, fmt.Errorf("webhook: replay %s: %w", eventID, err)
 	}
-	ds, err := p.bornDeliveries(ctx, p.pool, map[string]event{rep.EventID: ev}, "")
+	ds, err := p.bornDeliveries(ctx, map[string]event{rep.EventID: ev}, "")
 	if err != nil {
 		return rep, fmt.Errorf("webhook: replay %s (clone %s committed; run the replay again to complete it): %w", eventID, rep.EventID, err)
 	}
@@ -169,7 +170,7 @@ ORDER BY c.replay_of, c.created_at DESC, c.id`, endpointID, since)
 			return rb, err
 		}
 	}
-	ds, err := p.bornDeliveries(ctx, p.pool, events, endpointID)
+	ds, err := p.bornDeliveries(ctx, events, endpointID)
 	if err != nil {
 		return rb, fmt.Errorf("webhook: replay endpoint %s (%d clones committed; run the replay again to complete it): %w", endpointID, len(clones), err)
 	}
@@ -180,12 +181,17 @@ ORDER BY c.replay_of, c.created_at DESC, c.id`, endpointID, since)
 	return rb, nil
 }
 
-// attemptAll makes the first attempts of freshly born deliveries and waits
-// for them.
+// attemptAll makes the first attempts of freshly born deliveries on the
+// attempt slots, as a fan-out's are made, and waits for them; deliveries
+// born held wake the retry lane instead.
 func (p *Dispatcher) attemptAll(ctx context.Context, ds []delivery) Tally {
-	r := p.newRunner()
+	var units []engine.Unit
 	for _, d := range ds {
-		r.start(ctx, ctx, d)
+		if !d.leased {
+			p.wakeRetries()
+			continue
+		}
+		units = append(units, &attemptUnit{p: p, d: d})
 	}
-	return r.finish(ctx)
+	return p.outboxLane.Work(ctx, units)
 }

@@ -30,7 +30,7 @@ func TestReplayEvent(t *testing.T) {
 	createEndpoint(t, pool, rc.URL)
 	createEndpoint(t, pool, rc.URL+"/other-type", "customer.created")
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
-	if sum, err := p.RunBatch(ctx); err != nil || sum.Sent != 1 {
+	if sum, err := p.Drain(ctx); err != nil || sum.Sent != 1 {
 		t.Fatalf("original delivery: %+v, %v", sum, err)
 	}
 	var original string

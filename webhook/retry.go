@@ -2,10 +2,12 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/engine"
@@ -135,20 +137,59 @@ func (s retrySource) Sweep(ctx context.Context) (int, []string, error) {
 	return sweep(ctx, s.p.pool, deliveriesTable, &s.p.retryWindow)
 }
 
-// attemptUnit is one claimed delivery's attempt, in the slot the retry
-// lane holds for it.
+// attemptUnit is one leased delivery's attempt, in a slot its lane holds
+// for it: a first attempt, its delivery born leased by a fan-out or a
+// replay, or a retry the retry lane claimed.
 type attemptUnit struct {
-	p *Dispatcher
-	d delivery
+	p      *Dispatcher
+	d      delivery
+	fanOut trace.SpanContext // a first attempt's fan-out span; none for a retry
 }
 
+// Run makes the attempt. When it delivered an ordered delivery, the unit
+// hands the key on (handOn): it claims the key's next delivery into its
+// own slot and attempts it at once, and so on, for up to a DeliveryBudget
+// of chaining, so a hot key goes out at its receiver's pace rather than
+// one wake-up and retry-lane claim per event. What it cannot chain the
+// trigger of migration 00023 hands to the retry lane as before.
 func (u *attemptUnit) Run(ctx context.Context) Tally {
 	if !u.p.mayStart(u.d) {
-		n, _ := claim.Release(ctx, u.p.pool, deliveriesTable, []string{u.d.id}, "too late for the lease, or stopping", u.p.logger)
-		u.p.metrics.engine().Released("webhook_deliveries", int(n))
-		return Tally{Released: int(n)}
+		return u.release(ctx, "too late for the lease, or stopping")
 	}
-	return u.p.attempt(ctx, u.d)
+	began := time.Now()
+	t := u.p.attempt(ctx, u.d, u.fanOut)
+	for last := t; last.Sent > 0 && u.d.orderingKey != "" && time.Since(began) < u.p.lc.DeliveryBudget; {
+		next, ok := u.p.handOn(ctx, u.d)
+		if !ok {
+			break
+		}
+		u.d, u.fanOut = next, trace.SpanContext{}
+		if !u.p.mayStart(u.d) {
+			t.Add(u.release(ctx, "too late for the lease, or stopping"))
+			break
+		}
+		last = u.p.attempt(ctx, u.d, u.fanOut)
+		t.Add(last)
+	}
+	return t
+}
+
+// StartBy is the last moment the attempt may start within its lease.
+func (u *attemptUnit) StartBy() time.Time { return u.p.startBy(u.d) }
+
+// Release gives the unstarted delivery back to the retry worker at once,
+// instead of after its lease. It keeps the attempt its birth or claim
+// counted (claim.Release): like a claim-then-crash, it still advances
+// toward its bound.
+func (u *attemptUnit) Release(ctx context.Context) Tally {
+	u.p.metrics.deferred(1)
+	return u.release(ctx, "no attempt slot within the lease, or stopping: left to the retry worker")
+}
+
+func (u *attemptUnit) release(ctx context.Context, why string) Tally {
+	n, _ := claim.Release(ctx, u.p.pool, deliveriesTable, []string{u.d.id}, why, u.p.logger)
+	u.p.metrics.engine().Released(deliveriesTable.Name, int(n))
+	return Tally{Released: int(n)}
 }
 
 // Panicked records the attempt as failed with the panic value, retried on
@@ -204,9 +245,38 @@ func (p *Dispatcher) claimRetries(ctx context.Context, n int) (ds []delivery, th
 	return ds, throttled, nil
 }
 
+// loadColumns is what an attempt needs of a claimed delivery (alias d),
+// its event (e) and its endpoint (ep): scanLoaded reads it.
+const loadColumns = `d.id, d.event_id, d.endpoint_id, ep.url, ep.secret, ` + olderSecretsSQL + `, ep.enabled,
+	ep.send_traceparent, e.event_type, e.payload, e.created_at, coalesce(e.traceparent, ''), coalesce(d.ordering_key, '')`
+
+// scanLoaded reads loadColumns, then the columns in after, into a
+// delivery; events caches each event's body for its other deliveries.
+func scanLoaded(row pgx.Row, events map[string]event, after ...any) (delivery, error) {
+	var (
+		d                      delivery
+		eventType, traceparent string
+		payload                []byte
+		createdAt              time.Time
+	)
+	if err := row.Scan(append([]any{&d.id, &d.eventID, &d.endpointID, &d.url, &d.secret, &d.olderSecrets, &d.enabled,
+		&d.sendTraceparent, &eventType, &payload, &createdAt, &traceparent, &d.orderingKey}, after...)...); err != nil {
+		return d, err
+	}
+	ev, ok := events[d.eventID]
+	if !ok {
+		var err error
+		if ev, err = newEvent(eventType, createdAt, payload, traceparent); err != nil {
+			return d, err
+		}
+		events[d.eventID] = ev
+	}
+	d.event = ev
+	return d, nil
+}
+
 func (p *Dispatcher) loadDeliveries(ctx context.Context, ids []string) ([]delivery, error) {
-	rows, err := p.pool.Query(ctx, `SELECT d.id, d.event_id, d.endpoint_id, ep.url, ep.secret, `+olderSecretsSQL+`, ep.enabled,
-	ep.send_traceparent, e.event_type, e.payload, e.created_at, coalesce(e.traceparent, '')
+	rows, err := p.pool.Query(ctx, `SELECT `+loadColumns+`
 FROM webhook_deliveries d
 JOIN webhook_events e ON e.id = d.event_id
 JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
@@ -215,30 +285,60 @@ WHERE d.id = ANY ($1::uuid[])`, ids)
 		return nil, fmt.Errorf("webhook: load claimed deliveries: %w", err)
 	}
 	events := map[string]event{}
-	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (delivery, error) {
-		var (
-			d                      delivery
-			eventType, traceparent string
-			payload                []byte
-			createdAt              time.Time
-		)
-		if err := row.Scan(&d.id, &d.eventID, &d.endpointID, &d.url, &d.secret, &d.olderSecrets, &d.enabled,
-			&d.sendTraceparent, &eventType, &payload, &createdAt, &traceparent); err != nil {
-			return d, err
-		}
-		ev, ok := events[d.eventID]
-		if !ok {
-			var err error
-			if ev, err = newEvent(eventType, createdAt, payload, traceparent); err != nil {
-				return d, err
-			}
-			events[d.eventID] = ev
-		}
-		d.event = ev
-		return d, nil
-	})
+	ds, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (delivery, error) { return scanLoaded(row, events) })
 	if err != nil {
 		return nil, fmt.Errorf("webhook: load claimed deliveries: %w", err)
 	}
 	return ds, nil
+}
+
+// handOnSQL claims, for an attempt that has just delivered an ordered
+// delivery, the next delivery of its endpoint ($1) and key ($2) if it is
+// claimable now — due (the hand-on trigger of migration 00023 made it due
+// at the mark), waiting for nothing else (ordering.go), to an enabled
+// endpoint that needs no admission — under the lease $3, and loads it.
+// The key's order is the claim's: the next is the earliest of the key
+// still pending, and the ordering index finds it.
+var handOnSQL = `WITH next AS (
+	UPDATE webhook_deliveries n SET attempts = n.attempts + 1,
+		next_retry_at = clock_timestamp() + $3::interval, leased_until = clock_timestamp() + $3::interval
+	WHERE n.id = (
+		SELECT d.id FROM webhook_deliveries d
+		JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
+		WHERE d.endpoint_id = $1 AND d.ordering_key = $2 AND d.status = 'pending' AND d.next_retry_at <= now()
+			AND ep.enabled AND NOT ` + needsAdmission + ` AND NOT ` + deliveryWaitsSQL("d") + `
+		ORDER BY d.ordering_seq
+		LIMIT 1
+		FOR UPDATE OF d SKIP LOCKED)
+	RETURNING n.id, n.attempts, EXTRACT(EPOCH FROM n.next_retry_at - clock_timestamp())::float8 AS left
+)
+SELECT ` + loadColumns + `, next.attempts, next.left
+FROM next
+JOIN webhook_deliveries d ON d.id = next.id
+JOIN webhook_events e ON e.id = d.event_id
+JOIN webhook_endpoints ep ON ep.id = d.endpoint_id`
+
+// handOn claims the delivery after d in d's endpoint and key (handOnSQL),
+// if there is one to attempt now; ok is false when there is none, or the
+// claim failed (the retry lane takes the next, woken by the trigger).
+func (p *Dispatcher) handOn(ctx context.Context, d delivery) (next delivery, ok bool) {
+	ctx, cancel := claim.MarkContext(ctx)
+	defer cancel()
+	sent := time.Now()
+	var (
+		attempt int
+		left    *float64
+	)
+	next, err := scanLoaded(p.pool.QueryRow(ctx, handOnSQL, d.endpointID, d.orderingKey, p.lc.RetryClaimLease(1)),
+		map[string]event{}, &attempt, &left)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return next, false
+	case err != nil:
+		p.logger.Warn("handing an ordered key on failed; the retry lane takes the next", "delivery_id", d.id, "error", err.Error())
+		return next, false
+	}
+	p.metrics.engine().Claimed(deliveriesTable.Name, 1)
+	next.attempt, next.leaseEnd, next.leased = attempt, leaseEnd(sent, left), true
+	return next, true
 }

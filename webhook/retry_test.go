@@ -8,6 +8,7 @@ import (
 	"time"
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/leases"
@@ -86,7 +87,7 @@ func TestRetry_FreshTimestampStableID(t *testing.T) {
 	secret = ep.Secret
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	if sum, err := p.RunBatch(ctx); err != nil || sum.Retried != 1 {
+	if sum, err := p.Drain(ctx); err != nil || sum.Retried != 1 {
 		t.Fatalf("first attempt: %+v, %v; want a retry scheduled", sum, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -146,7 +147,7 @@ func TestRetry_TransientFailuresEndInFailed(t *testing.T) {
 	ep := createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	if _, err := p.RunBatch(ctx); err != nil {
+	if _, err := p.Drain(ctx); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -211,7 +212,7 @@ func TestRetry_DisabledEndpointHeldUntilEnabled(t *testing.T) {
 		t.Fatalf("claim after enable = %d rows, %v; want 1", len(ds), err)
 	}
 	ds[0].enabled = false
-	if sum := p.attempt(ctx, ds[0]); sum.Retried != 1 {
+	if sum := p.attempt(ctx, ds[0], trace.SpanContext{}); sum.Retried != 1 {
 		t.Fatalf("attempt on a disabled endpoint = %+v, want held pending", sum)
 	}
 	if got := oneDelivery(t, pool, `id = $1`, d.ID); got.Status != "pending" || str(got.LastError) != heldDisabled {

@@ -42,12 +42,12 @@ WHERE id IN (SELECT id FROM webhook_deliveries LIMIT 6000)`,
 	}
 	const outbox, deliveries = "webhook_outbox", "webhook_deliveries"
 	pgtest.RequireKeyLookups(t, pool, []pgtest.Statement{
-		{Name: "outbox dispatched mark", Table: outbox, SQL: outboxDispatchedSQL, Args: []any{outboxID}},
-		{Name: "outbox backstop mark", Table: outbox, SQL: outboxBackstopSQL, Args: []any{outboxID}},
+		{Name: "outbox row fan-out", Table: outbox, SQL: rowFanOutSQL, Args: []any{[]string{outboxID}, time.Minute},
+			Allow: []string{"webhook_outbox_ordering_idx"}}, // an earlier row of the event's key
 		{Name: "outbox failure mark", Table: outbox, SQL: outboxFailureSQL, Args: []any{outboxID, "e", true, time.Minute}},
 		{Name: "outbox release", Table: outbox, SQL: outboxTable.ReleaseSQL(), Args: []any{[]string{outboxID}}},
 		{Name: "outbox requeue", Table: outbox, SQL: requeueOutboxSQL, Args: []any{outboxID}},
-		{Name: "delivery mark", Table: deliveries, SQL: updateDeliverySQL, Args: []any{deliveryID, 1, 200, 5, "", "ok", "succeeded", time.Duration(0)}},
+		{Name: "delivery mark", Table: deliveries, SQL: updateDeliverySQL, Args: []any{deliveryID, 1, 200, 5, "", "ok", "succeeded", time.Duration(0), ep.ID, 5, 60.0, true, 20, 80, 30.0, 600.0, time.Hour}},
 		{Name: "delivery release", Table: deliveries, SQL: deliveriesTable.ReleaseSQL(), Args: []any{[]string{deliveryID}}},
 		{Name: "delivery landed", Table: deliveries, SQL: deliveriesTable.LandedSQL(), Args: []any{deliveryID}},
 		{Name: "delivery requeue", Table: deliveries, SQL: requeueDeliverySQL, Args: []any{deliveryID}},

@@ -42,8 +42,8 @@ func TestRotateSecret_BothSignDuringRotationOldStopsAfterExpiry(t *testing.T) {
 		t.Helper()
 		before := len(rc.requests())
 		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": before})
-		if sum, err := p.RunBatch(ctx); err != nil || sum.Sent != 1 {
-			t.Fatalf("RunBatch = %+v, %v; want one delivery", sum, err)
+		if sum, err := p.Drain(ctx); err != nil || sum.Sent != 1 {
+			t.Fatalf("Drain = %+v, %v; want one delivery", sum, err)
 		}
 		return rc.requests()[before]
 	}

@@ -41,7 +41,7 @@ func TestDelivery_SSRFRefusedWithoutAllowlist(t *testing.T) {
 	}
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	sum, err := guarded.RunBatch(ctx)
+	sum, err := guarded.Drain(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestDelivery_SSRFRefusedWithoutAllowlist(t *testing.T) {
 	// refusals above were the guard's.
 	open := newDispatcher(t, pool, nil)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 2})
-	sum, err = open.RunBatch(ctx)
+	sum, err = open.Drain(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

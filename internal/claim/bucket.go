@@ -95,7 +95,7 @@ SELECT * FROM claimed`, t.Name, t.DueColumn, due, t.Returning, order, t.claimabl
 // one per row, so concurrent claimers anywhere in the pool never claim
 // more than the bucket allows. It says what it left in the bucket.
 func ClaimLimited[T any](ctx context.Context, db Batcher, t Table, w *Window, n int, lease time.Duration, b Bucket, scan pgx.RowToFunc[T]) ([]T, Held, error) {
-	return claimRows(ctx, db, t, w, n, lease, &b, scan)
+	return claimRows(ctx, db, t, w, "", n, lease, &b, scan)
 }
 
 // held reads what a limited claim of n that took rows left: its limit was

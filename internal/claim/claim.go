@@ -76,21 +76,30 @@ type Table struct {
 // here and nowhere else, so a claim-then-crash row still advances toward
 // failed.
 func (t Table) ClaimSQL() string {
-	due, order := t.Due("", "$3")
-	// id = ANY (ARRAY(…)) rather than id IN (…): the planner cannot turn
-	// it into a join, so the update finds its rows by primary key however
-	// large the batch. As a semi-join, a claim of a few hundred rows (one
-	// for every free batch slot) was planned as a hash join over a
-	// sequential scan of the whole table, whose dispatched rows are kept
-	// forever.
 	return fmt.Sprintf(`UPDATE %[1]s SET attempts = attempts + 1, %[2]s = now() + $2::interval
-WHERE id = ANY (ARRAY(
+WHERE id = ANY (ARRAY(%[3]s))
+RETURNING %[4]s`, t.Name, t.DueColumn, t.ClaimIDsSQL("$1", "$3"), t.Returning)
+}
+
+// ClaimIDsSQL is the claim's choice of rows, a query of their ids: at most
+// limit pending, due, claimable rows from the window's edge low (SQL
+// parameters), oldest due first, locked FOR UPDATE SKIP LOCKED. A
+// statement that claims rows and does more with them in the same
+// transaction (the webhook fan-out) takes its rows here, as ClaimSQL does.
+func (t Table) ClaimIDsSQL(limit, low string) string {
+	due, order := t.Due("", low)
+	// Take them as id = ANY (ARRAY(…)) rather than id IN (…): the planner
+	// cannot turn it into a join, so the update finds its rows by primary
+	// key however large the batch. As a semi-join, a claim of a few
+	// hundred rows (one for every free batch slot) was planned as a hash
+	// join over a sequential scan of the whole table, whose dispatched
+	// rows are kept forever.
+	return fmt.Sprintf(`
 	SELECT id FROM %[1]s
-	WHERE status = 'pending' AND %[3]s%[6]s
-	ORDER BY %[5]s
-	LIMIT $1
-	FOR UPDATE SKIP LOCKED))
-RETURNING %[4]s`, t.Name, t.DueColumn, due, t.Returning, order, t.claimable())
+	WHERE status = 'pending' AND %[2]s%[5]s
+	ORDER BY %[3]s
+	LIMIT %[4]s
+	FOR UPDATE SKIP LOCKED`, t.Name, due, order, limit, t.claimable())
 }
 
 // NextSQL reads, after a claim in the same transaction, the database's
@@ -138,21 +147,40 @@ func (t Table) Due(alias, low string) (due, order string) {
 // "ten pages" looks cheaper than the primary key for a list of ids — would
 // read the whole table for every claim once it had grown: under a held
 // snapshot, every dead tuple of it. With sequential scans off the planner
-// takes the index whatever it thinks the table's size is. It is SET LOCAL,
-// so it ends with the transaction, also the implicit one of a batch.
-const IndexOnlySQL = `SET LOCAL enable_seqscan = off`
+// takes the index whatever it thinks the table's size is. It is local
+// (set_config's third argument), so it ends with the transaction, also the
+// implicit one of a batch.
+//
+// It turns JIT compilation off as well. A sequential scan the planner
+// cannot avoid (the endpoints a fan-out matches an event's type against)
+// costs the planner's "disabled" penalty, which lifts the whole plan past
+// jit_above_cost: JIT then compiled the webhook fan-out's plan on every
+// execution, 2 s a claim on an empty table.
+const IndexOnlySQL = `SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)`
 
 // Claim runs ClaimSQL from w's edge (the table's start when w is nil) and
 // scans each returned row with scan, then moves w's edge to what NextSQL
 // found. All run in one implicit transaction (a batch), so NextSQL sees
 // the claim's own leases and shares its now().
 func Claim[T any](ctx context.Context, db Batcher, t Table, w *Window, n int, lease time.Duration, scan pgx.RowToFunc[T]) ([]T, error) {
-	rows, _, err := claimRows(ctx, db, t, w, n, lease, nil, scan)
+	rows, _, err := claimRows(ctx, db, t, w, t.ClaimSQL(), n, lease, nil, scan)
 	return rows, err
 }
 
-// claimRows is Claim, and ClaimLimited when bucket is set.
-func claimRows[T any](ctx context.Context, db Batcher, t Table, w *Window, n int, lease time.Duration, bucket *Bucket, scan pgx.RowToFunc[T]) ([]T, Held, error) {
+// ClaimWith is Claim with a statement of the caller's in place of
+// ClaimSQL: one that takes its rows with ClaimIDsSQL("$1", "$3") and does
+// more with them in the same transaction (the webhook fan-out makes their
+// events and deliveries), with the same parameters — $1 the most rows, $2
+// a lease, $3 the window's edge — and in the same batch as the window's
+// read of where to start next. scan reads each row the statement returns.
+func ClaimWith[T any](ctx context.Context, db Batcher, t Table, w *Window, sql string, n int, lease time.Duration, scan pgx.RowToFunc[T]) ([]T, error) {
+	rows, _, err := claimRows(ctx, db, t, w, sql, n, lease, nil, scan)
+	return rows, err
+}
+
+// claimRows is Claim (its statement claimSQL), and ClaimLimited when
+// bucket is set.
+func claimRows[T any](ctx context.Context, db Batcher, t Table, w *Window, claimSQL string, n int, lease time.Duration, bucket *Bucket, scan pgx.RowToFunc[T]) ([]T, Held, error) {
 	// A claim commits before its rows reach the caller. Cancelled in
 	// between — a shift's window closing, a stop — it would leave them
 	// under a lease no one works until the lease ran out (minutes). So,
@@ -166,7 +194,7 @@ func claimRows[T any](ctx context.Context, db Batcher, t Table, w *Window, n int
 	b := &pgx.Batch{}
 	b.Queue(IndexOnlySQL)
 	if bucket == nil {
-		b.Queue(t.ClaimSQL(), n, lease, edge)
+		b.Queue(claimSQL, n, lease, edge)
 	} else {
 		b.Queue(bucketLockSQL, bucket.Name)
 		b.Queue(t.LimitedClaimSQL(), n, lease, edge, bucket.Rate, bucket.Burst, bucket.Name)

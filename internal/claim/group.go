@@ -210,3 +210,10 @@ func earlier(a, b context.Context) bool {
 	db, okB := b.Deadline()
 	return okA && (!okB || da.Before(db))
 }
+
+// RunAlone runs m as a statement and commit of its own on db, with the
+// errors Run would give: the exported mark functions, which have no group.
+func RunAlone(ctx context.Context, db DB, m *Mark) error {
+	m.result(db.QueryRow(ctx, m.SQL, m.Args...))
+	return m.err
+}

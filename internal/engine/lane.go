@@ -53,11 +53,34 @@ type Unit interface {
 	Panicked(ctx context.Context, v any) Tally
 }
 
+// Expiring is a Unit that must start by a deadline: its lease leaves room
+// for its work and its mark only until then. A Claim may return more
+// Expiring units than the slots it was given — a webhook fan-out's
+// deliveries, born leased to this process — and the Lane starts the rest
+// as slots free, each by its deadline; one it cannot start in time, or
+// once the Lane stops or its window closes, it releases instead.
+type Expiring interface {
+	Unit
+
+	// StartBy is the last moment the unit may start.
+	StartBy() time.Time
+
+	// Release gives the unit's rows back unstarted, due again at once, and
+	// counts them (Tally.Released).
+	Release(ctx context.Context) Tally
+}
+
 // Claim is what a Source's claim took.
 type Claim struct {
+	// Units hold one slot each. Beyond the slots the claim was given, only
+	// Expiring units may be returned.
 	Units []Unit
 	Rows  int  // rows claimed (an email batch holds several)
 	Full  bool // the claim took all it asked for: more rows may be due
+
+	// Tally is what the claim itself did besides taking rows: the events
+	// a webhook fan-out made, the rows it failed or released.
+	Tally Tally
 
 	// Again, when above zero, says a limit of the Source's own — a
 	// pool-wide rate's token bucket — held due rows back, and when it
@@ -272,7 +295,7 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		}
 		began := time.Now()
 		c, err := l.cfg.Source.Claim(claimCtx, n)
-		l.cfg.Slots.Release(n - len(c.Units))
+		l.cfg.Slots.Release(n - min(len(c.Units), n))
 		r.claimed(c)
 		unitCtx := r.ctx
 		if c.Rows > 0 {
@@ -281,7 +304,10 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 				tracing.Table.String(l.cfg.Name), tracing.Rows.Int(c.Rows), tracing.Units.Int(len(c.Units))))
 			span.End()
 		}
-		for _, u := range c.Units {
+		for i, u := range c.Units {
+			if i >= n && !r.slotFor(claimCtx, u) {
+				continue
+			}
 			r.start(unitCtx, u)
 		}
 		switch {
@@ -317,6 +343,24 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		opts.ClaimsDone()
 	}
 	return r.wait(), errors.Join(errs...)
+}
+
+// Work runs units that no claim of the Lane took (a webhook replay's
+// deliveries, born leased to this process) on the Lane's slots, as a claim's
+// units beyond its slots run: each as a slot frees, by its StartBy if it is
+// Expiring, released if it cannot start in time or once the Lane stops. It
+// returns their tally once they are done.
+func (l *Lane) Work(ctx context.Context, units []Unit) Tally {
+	waitCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(l.stopCtx, cancel)()
+	r := &run{lane: l, ctx: ctx, live: len(units)}
+	for _, u := range units {
+		if r.slotFor(waitCtx, u) {
+			r.start(ctx, u)
+		}
+	}
+	return r.wait()
 }
 
 // sweepEvery sweeps s at once and then every SweepEvery until ctx ends.
@@ -377,8 +421,40 @@ func (r *run) claimed(c Claim) {
 	r.mu.Lock()
 	r.tally.Claims++
 	r.tally.Claimed += c.Rows
+	r.tally.Add(c.Tally)
 	r.live += len(c.Units)
 	r.mu.Unlock()
+}
+
+// slotFor waits for a slot for u, beyond those its claim was given: until
+// u's StartBy, while ctx lasts. It reports whether it got one; if not, u
+// is released (or, not being Expiring, left to wait for a slot on the run's
+// own context).
+func (r *run) slotFor(ctx context.Context, u Unit) bool {
+	e, ok := u.(Expiring)
+	if !ok {
+		return r.lane.cfg.Slots.Acquire(r.ctx, 1, 1) == 1 || r.release(u)
+	}
+	wait, cancel := context.WithDeadline(ctx, e.StartBy())
+	defer cancel()
+	if r.lane.cfg.Slots.Acquire(wait, 1, 1) == 1 {
+		return true
+	}
+	return r.release(u)
+}
+
+// release gives back u, which got no slot, and counts it out of the run;
+// it reports false, so that u is not started.
+func (r *run) release(u Unit) bool {
+	var t Tally
+	if e, ok := u.(Expiring); ok {
+		t = e.Release(r.ctx)
+	}
+	r.mu.Lock()
+	r.tally.Add(t)
+	r.live--
+	r.mu.Unlock()
+	return false
 }
 
 func (r *run) noteError(err error) {

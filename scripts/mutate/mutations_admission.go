@@ -39,8 +39,8 @@ func init() {
 			// $6 stays referenced so the statement still plans.
 			Name:    "admission: breaker cool-down doubles past its cap",
 			File:    breakerGo,
-			Find:    "least($5::float8 * power(2, t.breaker_opens), $6::float8)",
-			Replace: "$5::float8 * power(2, t.breaker_opens) + 0 * $6::float8",
+			Find:    "least(` + b.cooldown + `::float8 * power(2, t.breaker_opens), ` + b.maxCooldown + `::float8)",
+			Replace: "` + b.cooldown + `::float8 * power(2, t.breaker_opens) + 0 * ` + b.maxCooldown + `::float8",
 			Pkg:     pkg,
 			Test:    "TestBreaker_CooldownStopsAtItsCap",
 		},
@@ -80,9 +80,9 @@ func init() {
 		// Outcomes with no request are not the receiver's failures.
 		Mutation{
 			Name:    "admission: an outcome with no request made feeds the breaker",
-			File:    breakerGo,
-			Find:    "\tif m.Attempt == 0 {\n\t\treturn // no request was made\n\t}",
-			Replace: "\tif false {\n\t\treturn // no request was made\n\t}",
+			File:    "webhook/delivery.go",
+			Find:    "b.counts && m.Attempt > 0, b.settings",
+			Replace: "b.counts, b.settings",
 			Pkg:     pkg,
 			Test:    "TestBreaker_NoRequestMadeCountsNoFailure",
 		},

@@ -108,5 +108,21 @@ func init() {
 			Pkg:     pkg,
 			Test:    "TestOrdering_ReplayGoesLastRequeueKeepsItsPlace",
 		},
+		Mutation{
+			Name:    "ordering: a delivered head leaves its key to the retry lane (no hand-on in process)",
+			File:    "webhook/retry.go",
+			Find:    "for last := t; last.Sent > 0 && u.d.orderingKey != \"\"",
+			Replace: "for last := t; last.Sent < 0 && u.d.orderingKey != \"\"",
+			Pkg:     pkg,
+			Test:    "TestOrdering_DeliveredHeadHandsItsKeyOnInProcess",
+		},
+		Mutation{
+			Name:    "ordering: the hand-on takes the key's next delivery while an earlier one still waits",
+			File:    "webhook/retry.go",
+			Find:    "AND ep.enabled AND NOT ` + needsAdmission + ` AND NOT ` + deliveryWaitsSQL(\"d\") + `",
+			Replace: "AND ep.enabled AND NOT ` + needsAdmission + `",
+			Pkg:     pkg,
+			Test:    "TestOrdering_ConcurrentDispatchersDeliverEveryKeyInOrder",
+		},
 	)
 }

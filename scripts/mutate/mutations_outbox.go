@@ -10,16 +10,16 @@ func init() {
 		Mutation{
 			Name:    "outbox claim: drop FOR UPDATE SKIP LOCKED",
 			File:    "internal/claim/claim.go",
-			Find:    "\tFOR UPDATE SKIP LOCKED)",
-			Replace: "\t)",
+			Find:    "\tFOR UPDATE SKIP LOCKED`, t.Name, due, order, limit, t.claimable())",
+			Replace: "\t`, t.Name, due, order, limit, t.claimable())",
 			Pkg:     "./outbox/",
 			Test:    "TestClaim_SkipsRowsLockedBySibling",
 		},
 		Mutation{
 			Name:    "outbox claim: FOR UPDATE without SKIP LOCKED",
 			File:    "internal/claim/claim.go",
-			Find:    "FOR UPDATE SKIP LOCKED)",
-			Replace: "FOR UPDATE)",
+			Find:    "FOR UPDATE SKIP LOCKED`, t.Name, due, order, limit, t.claimable())",
+			Replace: "FOR UPDATE`, t.Name, due, order, limit, t.claimable())",
 			Pkg:     "./outbox/",
 			Test:    "TestClaim_SkipsRowsLockedBySibling",
 		},
@@ -225,8 +225,8 @@ func init() {
 	}, Mutation{
 		Name:    "outbox claim: rows found by a semi-join (a sequential scan for a multi-batch claim)",
 		File:    "internal/claim/claim.go",
-		Find:    "WHERE id = ANY (ARRAY(\n\tSELECT id FROM %[1]s\n\tWHERE status = 'pending' AND %[3]s%[6]s\n\tORDER BY %[5]s\n\tLIMIT $1\n\tFOR UPDATE SKIP LOCKED))",
-		Replace: "WHERE id IN (\n\tSELECT id FROM %[1]s\n\tWHERE status = 'pending' AND %[3]s%[6]s\n\tORDER BY %[5]s\n\tLIMIT $1\n\tFOR UPDATE SKIP LOCKED)",
+		Find:    "WHERE id = ANY (ARRAY(%[3]s))",
+		Replace: "WHERE id IN (%[3]s)",
 		Pkg:     "./outbox/",
 		Test:    "TestClaim_ReadsItsPartialIndex",
 	}, Mutation{

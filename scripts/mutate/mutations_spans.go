@@ -111,8 +111,8 @@ func init() {
 		Mutation{
 			Name:    "spans: a first attempt is not its fan-out's child",
 			File:    "webhook/outbox.go",
-			Find:    "ctx = underFanOut(trace.ContextWithSpan(ctx, span))",
-			Replace: "ctx = trace.ContextWithSpan(ctx, span)",
+			Find:    "c.Units = append(c.Units, &attemptUnit{p: p, d: d, fanOut: spans[d.eventID]})",
+			Replace: "c.Units = append(c.Units, &attemptUnit{p: p, d: d})",
 			Pkg:     "./webhook/",
 			Test:    "TestTracing_EventFanOutAttemptsAndMarksJoinTheEnqueueTrace",
 		},

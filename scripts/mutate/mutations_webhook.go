@@ -10,11 +10,11 @@ package main
 // Each of those two claim tests catches one mechanism, and the other stays
 // green: deleting SKIP LOCKED leaves
 // TestOutbox_ProcessBatch_ConcurrentClaimersDisjoint green (its second
-// dispatcher starts after the first claim committed, so only the lease
-// separates them), and dropping the lease stamp leaves
-// TestOutbox_ProcessBatch_SkipsRowsLockedBySibling green. This runner
-// checks the red half; the green half was checked by hand (see the report
-// in the change that added this file).
+// dispatcher starts after the first claim committed, so only the rows'
+// dispatched status separates them: the claim fans its rows out in the
+// same statement, with no lease in between), and leaving the rows pending
+// leaves TestOutbox_ProcessBatch_SkipsRowsLockedBySibling green. This
+// runner checks the red half.
 func init() {
 	const (
 		claimGo    = "internal/claim/claim.go"
@@ -31,26 +31,26 @@ func init() {
 		Mutation{
 			Name:    "webhook claim: drop FOR UPDATE SKIP LOCKED",
 			File:    claimGo,
-			Find:    "\tFOR UPDATE SKIP LOCKED)",
-			Replace: "\t)",
+			Find:    "\tFOR UPDATE SKIP LOCKED`, t.Name, due, order, limit, t.claimable())",
+			Replace: "\t`, t.Name, due, order, limit, t.claimable())",
 			Pkg:     pkg,
 			Test:    "TestOutbox_ProcessBatch_SkipsRowsLockedBySibling",
 		},
 		Mutation{
 			Name:    "webhook claim: FOR UPDATE without SKIP LOCKED",
 			File:    claimGo,
-			Find:    "FOR UPDATE SKIP LOCKED)",
-			Replace: "FOR UPDATE)",
+			Find:    "FOR UPDATE SKIP LOCKED`, t.Name, due, order, limit, t.claimable())",
+			Replace: "FOR UPDATE`, t.Name, due, order, limit, t.claimable())",
 			Pkg:     pkg,
 			Test:    "TestOutbox_ProcessBatch_SkipsRowsLockedBySibling",
 		},
 		Mutation{
 			// $2 stays referenced so the statement still runs: only the
 			// lease is gone.
-			Name:    "webhook claim: drop the lease stamp",
-			File:    claimGo,
-			Find:    "%[2]s = now() + $2::interval",
-			Replace: "%[2]s = %[2]s + 0 * $2::interval",
+			Name:    "webhook claim: the claim's fan-out leaves its rows pending for the next claim",
+			File:    outboxGo,
+			Find:    "UPDATE webhook_outbox o SET status = 'dispatched', dispatched_at = now()",
+			Replace: "UPDATE webhook_outbox o SET status = o.status, dispatched_at = now()",
 			Pkg:     pkg,
 			Test:    "TestOutbox_ProcessBatch_ConcurrentClaimersDisjoint",
 		},
@@ -60,40 +60,40 @@ func init() {
 		Mutation{
 			Name:    "webhook fan-out: outbox mark outside the fan-out transaction",
 			File:    outboxGo,
-			Find:    "tx.Exec(ctx, outboxDispatchedSQL, outboxID)",
-			Replace: "p.pool.Exec(ctx, outboxDispatchedSQL, outboxID)",
+			Find:    "q, err := tx.Query(ctx, rowFanOutSQL, []string{outboxID}, p.lc.BirthLeaseWindow)",
+			Replace: "q, err := p.pool.Query(ctx, rowFanOutSQL, []string{outboxID}, p.lc.BirthLeaseWindow)",
 			Pkg:     pkg,
 			Test:    "TestDispatchFromOutbox_AllOrNothing",
 		},
 		Mutation{
-			Name:    "webhook fan-out: skip the in-transaction CAS mark (backstop only)",
+			Name:    "webhook fan-out: the fan-out leaves its row pending",
 			File:    outboxGo,
-			Find:    "tx.Exec(ctx, outboxDispatchedSQL, outboxID)",
-			Replace: `tx.Exec(ctx, "SELECT 1")`,
+			Find:    "UPDATE webhook_outbox o SET status = 'dispatched', dispatched_at = now()",
+			Replace: "UPDATE webhook_outbox o SET status = o.status, dispatched_at = now()",
 			Pkg:     pkg,
 			Test:    "TestDispatchFromOutbox_HandlerOwnsMark",
 		},
 		Mutation{
 			Name:    "webhook fan-out: outbox mark without the status = 'pending' guard",
 			File:    outboxGo,
-			Find:    "last_error = NULL\nWHERE id = $1 AND status = 'pending'`",
-			Replace: "last_error = NULL\nWHERE id = $1`",
+			Find:    "WHERE o.id = ANY (ARRAY(` + rows + `)) AND o.status = 'pending'",
+			Replace: "WHERE o.id = ANY (ARRAY(` + rows + `))",
 			Pkg:     pkg,
 			Test:    "TestDispatchFromOutbox_HandlerOwnsMark",
 		},
 		Mutation{
 			Name:    "webhook fan-out: deliveries born unleased (next_retry_at NULL)",
 			File:    fanoutGo,
-			Find:    "THEN now() ELSE now() + $3::interval END,",
-			Replace: "THEN now() ELSE NULL::timestamptz + 0 * $3::interval END,",
+			Find:    "THEN now() ELSE now() + ` + lease + `::interval END,",
+			Replace: "THEN now() ELSE NULL::timestamptz + 0 * ` + lease + `::interval END,",
 			Pkg:     pkg,
 			Test:    "TestDispatchFromOutbox_BornLeased",
 		},
 		Mutation{
 			Name:    "webhook fan-out: deliveries born due at once (next_retry_at now())",
 			File:    fanoutGo,
-			Find:    "THEN now() ELSE now() + $3::interval END,",
-			Replace: "THEN now() ELSE now() + 0 * $3::interval END,",
+			Find:    "THEN now() ELSE now() + ` + lease + `::interval END,",
+			Replace: "THEN now() ELSE now() + 0 * ` + lease + `::interval END,",
 			Pkg:     pkg,
 			Test:    "TestDispatchFromOutbox_BornLeased",
 		},
@@ -118,8 +118,8 @@ func init() {
 		Mutation{
 			Name:    "webhook UpdateDelivery: drop the status = 'pending' guard",
 			File:    deliveryGo,
-			Find:    "WHERE id = $1 AND status = 'pending'`",
-			Replace: "WHERE id = $1`",
+			Find:    "\tWHERE id = $1 AND status = 'pending'\n\tRETURNING 1",
+			Replace: "\tWHERE id = $1\n\tRETURNING 1",
 			Pkg:     pkg,
 			Test:    "TestUpdateDelivery_DropsStaleFailureMarkAfterSiblingSuccess",
 		},
@@ -150,10 +150,10 @@ func init() {
 			Test:    "TestProcessBatch_DefersAttemptsThatWouldOutliveTheBirthLease",
 		},
 		Mutation{
-			Name:    "webhook attempt: deferred deliveries not released to the retry worker",
-			File:    attemptGo,
-			Find:    "claim.Release(ctx, r.p.pool, deliveriesTable, r.deferred,",
-			Replace: "claim.Release(ctx, r.p.pool, deliveriesTable, nil,",
+			Name:    "webhook attempt: deliveries with no slot in their lease not released to the retry worker",
+			File:    "webhook/retry.go",
+			Find:    "return u.release(ctx, \"no attempt slot within the lease, or stopping: left to the retry worker\")",
+			Replace: "return Tally{}",
 			Pkg:     pkg,
 			Test:    "TestProcessBatch_DefersAttemptsThatWouldOutliveTheBirthLease",
 		},

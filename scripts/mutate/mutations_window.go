@@ -11,8 +11,8 @@ func init() {
 			// Today's claim shape: every claim from the start of the index.
 			Name:    "claim window: every claim from the start of the index",
 			File:    "internal/claim/claim.go",
-			Find:    "b.Queue(t.ClaimSQL(), n, lease, edge)",
-			Replace: "b.Queue(t.ClaimSQL(), n, lease, time.Time{})",
+			Find:    "b.Queue(claimSQL, n, lease, edge)",
+			Replace: "b.Queue(claimSQL, n, lease, time.Time{})",
 			Pkg:     "./internal/claim/",
 			Test:    "TestWindow_ClaimReadsPastDeadEntriesUnderHeldSnapshot",
 		},
@@ -51,8 +51,8 @@ func init() {
 		Mutation{
 			Name:    "claim: planned once, it may scan a new table sequentially",
 			File:    "internal/claim/claim.go",
-			Find:    "const IndexOnlySQL = `SET LOCAL enable_seqscan = off`",
-			Replace: "const IndexOnlySQL = `SET LOCAL enable_seqscan = on`",
+			Find:    "set_config('enable_seqscan', 'off', true)",
+			Replace: "set_config('enable_seqscan', 'on', true)",
 			Pkg:     "./internal/claim/",
 			Test:    "TestClaim_ReadsByIndexWhateverThePlanCache",
 		},

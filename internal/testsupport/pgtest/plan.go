@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -61,10 +62,13 @@ func firstLine(sql string) string {
 }
 
 // Statement is one SQL statement that names rows of Table by id, with
-// arguments to plan it with.
+// arguments to plan it with. Allow names other indexes of Table that it
+// may read besides, for rows it does not name by id (the webhook fan-out
+// looks for an earlier row of an event's ordering key).
 type Statement struct {
 	Name, Table, SQL string
 	Args             []any
+	Allow            []string
 }
 
 // RequireKeyLookups runs RequireKeyLookup for each statement, each in a
@@ -74,7 +78,7 @@ func RequireKeyLookups(t *testing.T, db Querier, stmts []Statement) {
 	for _, s := range stmts {
 		t.Run(s.Name, func(t *testing.T) {
 			t.Parallel()
-			RequireKeyLookup(t, db, s.Table, s.SQL, s.Args...)
+			requireKeyLookup(t, db, s.Table, s.Allow, s.SQL, s.Args...)
 		})
 	}
 }
@@ -83,6 +87,11 @@ func RequireKeyLookups(t *testing.T, db Querier, stmts []Statement) {
 // through table's primary key: no other index of table, and no sequential
 // scan of it, appears in the plan.
 func RequireKeyLookup(t testing.TB, db Querier, table, sql string, args ...any) {
+	t.Helper()
+	requireKeyLookup(t, db, table, nil, sql, args...)
+}
+
+func requireKeyLookup(t testing.TB, db Querier, table string, allow []string, sql string, args ...any) {
 	t.Helper()
 	plan := Plan(t, db, sql, args...)
 	rows, err := db.Query(context.Background(), `SELECT indexrelid::regclass::text, indisprimary FROM pg_index WHERE indrelid = $1::regclass`, table)
@@ -98,6 +107,7 @@ func RequireKeyLookup(t testing.TB, db Querier, table, sql string, args ...any) 
 		switch {
 		case primary:
 			keyed = keyed || strings.Contains(plan, " "+name+" ")
+		case slices.Contains(allow, name):
 		case strings.Contains(plan, " "+name+" "):
 			t.Errorf("%s reads %s, not the primary key:\n%s", firstLine(sql), name, plan)
 		}
