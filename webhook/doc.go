@@ -23,18 +23,19 @@ with plain SQL, and is woken the same way:
 # Fan-out
 
 The webhook_outbox lane ([Dispatcher.RunOutbox] in a shift, [Dispatcher.Drain]
-until idle) claims due outbox rows with the claim-lease shared with the
-email outbox (one short statement: FOR UPDATE SKIP LOCKED, a lease
-stamp, attempts+1). For each row, [Dispatcher.DispatchFromOutbox] runs ONE
-transaction that marks the row dispatched (a compare-and-set on status =
-'pending'), creates its event, and creates a delivery for every enabled
-endpoint subscribed to the event type. Deliveries are born leased:
-attempts = 1 and next_retry_at = now() + BirthLeaseWindow, never NULL. The
-birth lease is the claim of the first attempt, which this process makes right
-after commit; the retry worker cannot take a delivery inside it. A crash at
-any point leaves either nothing (the row is claimed again when its lease
-expires) or everything (the event, its deliveries and the mark); never an
-event without deliveries, never a second event for a row.
+until idle) claims due outbox rows the way every outbox claims (FOR UPDATE
+SKIP LOCKED from the claim window's edge, attempts+1) and fans them out in
+the same statement: it marks each row dispatched (a compare-and-set on
+status = 'pending'), creates its event, and creates a delivery for every
+enabled endpoint subscribed to the event type. [Dispatcher.DispatchFromOutbox]
+does the same for one row. Deliveries are born leased: attempts = 1 and
+next_retry_at = now() + BirthLeaseWindow, never NULL. The birth lease is
+the claim of the first attempt, which this process makes right after
+commit, on the same per-process cap (WEBHOOK_CONCURRENCY) as every retry
+and replay; the retry worker cannot take a delivery inside it. A crash at
+any point leaves either nothing (the row is still pending, and the next
+claim takes it) or everything (the event, its deliveries and the mark);
+never an event without deliveries, never a second event for a row.
 
 # Attempts
 
@@ -42,11 +43,13 @@ Each attempt POSTs the event's JSON body with Standard Webhooks headers:
 webhook-id (the event id, stable across attempts so receivers can dedupe),
 webhook-timestamp (fresh per attempt) and webhook-signature (v1, HMAC-SHA256
 of id.timestamp.body under the endpoint's whsec_ secret). It is bounded by
-DeliveryBudget and recorded by [UpdateDelivery]: one attempt-log row (status
-code, duration, error, at most 4 KiB of the response) and a compare-and-set
-mark on status = 'pending', on a context detached from the caller's, so a
-result already obtained is never lost and a stale writer is dropped, never
-applied ([ErrStaleDeliveryMark]).
+DeliveryBudget and recorded as [UpdateDelivery] records it: one attempt-log
+row (status code, duration, error, at most 4 KiB of the response) and a
+compare-and-set mark on status = 'pending', on a context detached from the
+caller's, so a result already obtained is never lost and a stale writer is
+dropped, never applied ([ErrStaleDeliveryMark]). The marks of attempts that
+finish together share one commit, and each counts its attempt toward the
+endpoint's circuit breaker in the same statement.
 
 	2xx                       succeeded
 	410 Gone                  failed, and the endpoint is disabled (logged, reason stored)
