@@ -46,5 +46,21 @@ func init() {
 			Pkg:     "./internal/harness/bench/",
 			Test:    "TestReceivers_Answers",
 		},
+		Mutation{
+			Name:    "bench: an event delivered before an earlier one of its key is no inversion",
+			File:    "internal/harness/bench/pool_webhook_ordered.go",
+			Find:    "ok && p.seq < prev {",
+			Replace: "ok && p.seq < prev && false {",
+			Pkg:     "./internal/harness/bench/",
+			Test:    "TestReadOrder",
+		},
+		Mutation{
+			Name:    "bench: a duplicate counts as a delivery of its key again",
+			File:    "internal/harness/bench/pool_webhook_ordered.go",
+			Find:    "!ok || seen[h.key] {",
+			Replace: "!ok {",
+			Pkg:     "./internal/harness/bench/",
+			Test:    "TestReadOrder",
+		},
 	)
 }

@@ -13,7 +13,8 @@
 // pool-latency, pool-enqueue, pool-leaderkill), counting from process start;
 // --only selects the others (pool-scale, pool-retention, pool-pgbouncer,
 // pool-ratelimit, and the webhook sections pool-webhook,
-// pool-webhook-ratelimit, pool-webhook-retry, pool-webhook-breaker).
+// pool-webhook-ratelimit, pool-webhook-retry, pool-webhook-breaker,
+// pool-webhook-ordered).
 //
 // It is a program of its own so that the production binary does not link
 // the harness. Exit codes: 0 done; 1 a run or check failed; 2 bad flags.

@@ -57,6 +57,12 @@
 //     and per 5 s window; the time from a retry's due time to its arrival;
 //     a flaky, a fail-first and an always-failing receiver with the
 //     endpoint breaker on and off.
+//   - pool-webhook-ordered (only with --only): one endpoint's backlog
+//     unordered, spread over four ordering keys per attempt slot, and the
+//     same beside one hot key; every key's order read at the receiver (an
+//     inversion fails the run), the ratio of ordered to unordered, the hot
+//     key's pace against its receiver's and the other keys' rate beside it,
+//     with the River peer (one job per delivery, unordered) in each trial.
 //
 // Nothing here asserts a timing: the test runs a tiny preset and checks only
 // the correctness counts.

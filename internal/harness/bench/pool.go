@@ -34,12 +34,13 @@ const (
 	SectionPoolWebhookRateLimit = "pool-webhook-ratelimit"
 	SectionPoolWebhookRetry     = "pool-webhook-retry"
 	SectionPoolWebhookBreaker   = "pool-webhook-breaker"
+	SectionPoolWebhookOrdered   = "pool-webhook-ordered"
 )
 
 // PoolSections lists the pool sections in run order.
 var PoolSections = []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLeaderKill, SectionPoolScale, SectionPoolRetention,
 	SectionPoolPgBouncer, SectionPoolRateLimit,
-	SectionPoolWebhook, SectionPoolWebhookRateLimit, SectionPoolWebhookRetry, SectionPoolWebhookBreaker}
+	SectionPoolWebhook, SectionPoolWebhookRateLimit, SectionPoolWebhookRetry, SectionPoolWebhookBreaker, SectionPoolWebhookOrdered}
 
 // DefaultPoolSections are what --pool runs without --only: all but the
 // scale and retention sections, which seed millions of rows and run for
@@ -61,6 +62,7 @@ const (
 	titlePoolWebhookRateLimit = "pool webhook rate limit (webhook_endpoints.rate_limit)"
 	titlePoolWebhookRetry     = "pool webhook retry latency, due → received"
 	titlePoolWebhookBreaker   = "pool webhook breaker"
+	titlePoolWebhookOrdered   = "pool webhook ordered delivery (webhook_outbox.ordering_key)"
 )
 
 // PoolOptions configure the pool sections. Zero fields take
@@ -466,6 +468,7 @@ func RunPoolURL(ctx context.Context, url string, opts PoolOptions) (rep *Report,
 		{opts.want(SectionPoolWebhookRateLimit), pr.webhookRateLimitSection},
 		{opts.want(SectionPoolWebhookRetry), pr.webhookRetrySection},
 		{opts.want(SectionPoolWebhookBreaker), pr.webhookBreakerSection},
+		{opts.want(SectionPoolWebhookOrdered), pr.webhookOrderedSection},
 	}
 	for _, s := range steps {
 		if !s.on {

@@ -191,3 +191,40 @@ func countOf[T comparable](s []T, v T) int {
 	}
 	return n
 }
+
+func TestReadOrder(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	order := map[string]eventPlace{
+		"a1": {"a", 1}, "a2": {"a", 2}, "a3": {"a", 3},
+		"b1": {"b", 10}, "b2": {"b", 20},
+		"h1": {hotKey, 5}, "h2": {hotKey, 6}, "h3": {hotKey, 7},
+	}
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ok := func(id string, ms int) hit { return hit{key: hookKey{0, id}, at: at(ms), status: http.StatusNoContent} }
+	failed := func(id string, ms int) hit { return hit{key: hookKey{0, id}, at: at(ms), status: http.StatusInternalServerError} }
+	for _, tc := range []struct {
+		name       string
+		hits       []hit
+		inversions int
+		hot, other int // spans' deliveries
+		hotRate    float64
+	}{
+		{"in order", []hit{ok("a1", 0), ok("b1", 1), ok("a2", 2), ok("b2", 3), ok("a3", 4)}, 0, 0, 5, 0},
+		{"a later event before an earlier one", []hit{ok("a2", 0), ok("a1", 1), ok("a3", 2)}, 1, 0, 3, 0},
+		{"two keys interleaved are not inversions", []hit{ok("b1", 0), ok("a1", 1), ok("b2", 2), ok("a2", 3)}, 0, 0, 4, 0},
+		{"a failed request is not a delivery", []hit{failed("a2", 0), ok("a1", 1), ok("a2", 2)}, 0, 0, 2, 0},
+		{"a duplicate of a delivered event is no inversion", []hit{ok("a1", 0), ok("a2", 1), ok("a1", 2), ok("a3", 3)}, 0, 0, 3, 0},
+		{"the hot key's span is its own", []hit{ok("h1", 0), ok("a1", 10), ok("h2", 500), ok("h3", 1000)}, 0, 3, 1, 2},
+		{"unkeyed events are left out", []hit{ok("x", 0), ok("a1", 1)}, 0, 0, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			inv, hot, other := readOrder(tc.hits, order)
+			if inv != tc.inversions || hot.n != tc.hot || other.n != tc.other || hot.rate() != tc.hotRate {
+				t.Errorf("readOrder = %d inversions, hot %d (%.2f/s), others %d; want %d, %d (%.2f/s), %d",
+					inv, hot.n, hot.rate(), other.n, tc.inversions, tc.hot, tc.hotRate, tc.other)
+			}
+		})
+	}
+}
