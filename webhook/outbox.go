@@ -169,7 +169,8 @@ func collect(rows []fanOutRow) (fanOut, error) {
 	return fan, nil
 }
 
-// Claim claims up to about n slots' worth of due outbox rows and fans them
+// Claim claims up to about n slots' worth of due outbox rows, and a few
+// more, and fans them
 // out in the same statement (claimFanOutSQL, with the claim window's read of
 // where to start next, one implicit transaction): no row is ever claimed
 // and not yet fanned out, so a replica that dies holds nothing but the
@@ -187,7 +188,10 @@ func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	if p.stopped.Load() {
 		return engine.Claim{}, nil
 	}
-	k := p.fanOutWidth.rows(n)
+	// A few attempts beyond the free slots wait in the lane for the next
+	// slot to free, so a slot whose attempt has just marked starts the
+	// next at once instead of after a claim's round trip.
+	k := p.fanOutWidth.rows(n + max(p.slots.Cap()/8, 1))
 	began := time.Now()
 	rows, err := claim.ClaimWith(ctx, p.pool, outboxTable, &p.outboxWindow, claimFanOutSQL, k, p.lc.BirthLeaseWindow, scanFanOutRow(began))
 	var pgErr *pgconn.PgError
@@ -373,7 +377,8 @@ type fanOutWidth struct {
 	perMille atomic.Int64 // first attempts per row ×1000; zero: none seen yet, one each
 }
 
-// rows is how many rows a claim for n slots takes: at least one, at most n.
+// rows is how many rows a claim for n attempts takes: at least one, at
+// most n.
 func (w *fanOutWidth) rows(n int) int {
 	per := w.perMille.Load()
 	if per <= 0 {
