@@ -202,7 +202,9 @@ func TestReadOrder(t *testing.T) {
 	}
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	ok := func(id string, ms int) hit { return hit{key: hookKey{0, id}, at: at(ms), status: http.StatusNoContent} }
-	failed := func(id string, ms int) hit { return hit{key: hookKey{0, id}, at: at(ms), status: http.StatusInternalServerError} }
+	failed := func(id string, ms int) hit {
+		return hit{key: hookKey{0, id}, at: at(ms), status: http.StatusInternalServerError}
+	}
 	for _, tc := range []struct {
 		name       string
 		hits       []hit
