@@ -145,7 +145,7 @@ type Dispatcher struct {
 // testHooks let white-box tests stop or slow the pipeline at the points the
 // design's tests lock. All nil outside tests.
 type testHooks struct {
-	beforeDispatch   func(outboxID string)       // each claimed outbox row, before its fan-out
+	beforeDispatch   func(outboxID string)       // each outbox row: in dispatch before its transaction, in a claim after the fan-out
 	beforeAttempt    func(deliveryID string)     // each HTTP attempt, before the request
 	afterFanOut      func(outboxID string) error // inside the fan-out tx, before commit
 	afterReplayClone func(cloneIDs []string) error
