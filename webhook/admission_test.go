@@ -306,7 +306,7 @@ func TestBreaker_NoRequestMadeCountsNoFailure(t *testing.T) {
 		}
 		for _, d := range ds {
 			d.enabled = false // as the claim's load would have read it a moment later
-			if sum := p.attempt(ctx, d, trace.SpanContext{}); sum.Retried != 1 {
+			if sum, _ := p.attempt(ctx, d, trace.SpanContext{}, false); sum.Retried != 1 {
 				t.Fatalf("attempt on a disabled endpoint = %+v, want held pending", sum)
 			}
 		}

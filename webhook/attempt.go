@@ -87,7 +87,10 @@ func (p *Dispatcher) mayStart(d delivery) bool {
 // fan-out that made a first attempt's delivery, whose child its span is; a
 // retry's span (no fanOut) joins the event's own trace (tracing.ForRow).
 // Its mark is the attempt's last step.
-func (p *Dispatcher) attempt(ctx context.Context, d delivery, fanOut trace.SpanContext) Tally {
+//
+// handOn asks the mark of a delivered ordered delivery to claim the next
+// of its key (handOnCTE); next is that delivery, nil when none was.
+func (p *Dispatcher) attempt(ctx context.Context, d delivery, fanOut trace.SpanContext, handOn bool) (t Tally, next *handedOn) {
 	var opts []trace.SpanStartOption
 	if fanOut.IsValid() {
 		ctx = trace.ContextWithSpanContext(ctx, fanOut)
@@ -122,7 +125,7 @@ func (p *Dispatcher) attempt(ctx context.Context, d delivery, fanOut trace.SpanC
 		done()
 		p.metrics.attemptDuration(mark.Duration.Seconds())
 	}
-	t := p.record(ctx, d, mark, gone)
+	t, next = p.record(ctx, d, mark, gone, handOn)
 	if recording {
 		span.SetAttributes(tracing.Outcome.String(string(mark.Status)))
 		if mark.StatusCode != 0 {
@@ -132,12 +135,12 @@ func (p *Dispatcher) attempt(ctx context.Context, d delivery, fanOut trace.SpanC
 			span.SetStatus(codes.Error, string(mark.Status))
 		}
 	}
-	return t
+	return t, next
 }
 
 // record writes an attempt's mark, logs and counts it, and disables the
 // endpoint after a 410.
-func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, gone bool) Tally {
+func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, gone, handOn bool) (Tally, *handedOn) {
 	log := p.logger.With("delivery_id", d.id, "event_id", d.eventID, "endpoint_id", d.endpointID, "attempt", d.attempt)
 	// The receiver's text (a Location header, a wrapped error) can be
 	// megabytes: capped once here, it is the same in the row, the attempt
@@ -146,7 +149,15 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 	mark.Until = d.leaseEnd
 	out := Tally{Started: 1}
 	mctx, span := p.tracer.Start(ctx, tracing.SpanWebhookMark)
-	breaker, err := markDelivery(mctx, p.pool, p.marks, d.id, mark, &breakerCount{endpointID: d.endpointID, counts: !gone, settings: p.cfg})
+	var lease time.Duration
+	if handOn && d.orderingKey != "" && mark.Status == StatusSucceeded {
+		lease = p.lc.RetryClaimLease(1)
+	}
+	sent := time.Now()
+	breaker, next, err := markDelivery(mctx, p.pool, p.marks, d.id, mark, &breakerCount{endpointID: d.endpointID, counts: !gone, settings: p.cfg, handOn: lease})
+	if next != nil {
+		next.sent = sent
+	}
 	if span.IsRecording() {
 		span.SetAttributes(tracing.DeliveryID.String(d.id), tracing.Outcome.String(string(mark.Status)), tracing.MarkApplied.Bool(err == nil))
 		if err != nil && !errors.Is(err, ErrStaleDeliveryMark) {
@@ -191,7 +202,7 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 	} else {
 		p.noteOutcome(ctx, d, breaker, log)
 	}
-	return out
+	return out, next
 }
 
 // heldDisabled is the last_error of a delivery held for a disabled endpoint.

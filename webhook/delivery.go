@@ -82,11 +82,53 @@ marked AS (
 		leased_until  = NULL,
 		delivered_at  = CASE WHEN $7 = 'succeeded' THEN now() END
 	WHERE id = $1 AND status = 'pending'
-	RETURNING 1
-)
+	RETURNING id, endpoint_id, ordering_key, ordering_seq
+), ` + handOnCTE + `
 SELECT EXISTS (SELECT 1 FROM marked), coalesce((SELECT closes FROM breaker_success), false),
-	coalesce(f.trips, false), coalesce(f.requests, 0), coalesce(f.failures, 0), f.paused_until, coalesce(f.expire, false)
-FROM (SELECT 1) one LEFT JOIN breaker_failure f ON true`
+	coalesce(f.trips, false), coalesce(f.requests, 0), coalesce(f.failures, 0), f.paused_until, coalesce(f.expire, false),
+	h.id::text, h.attempts, h.left
+FROM (SELECT 1) one LEFT JOIN breaker_failure f ON true LEFT JOIN handed h ON true`
+
+// handOnCTE, when $18 (a lease) is above zero and the mark delivered an
+// ordered delivery, claims the next delivery of its endpoint and key under
+// that lease, in the mark's own statement, if it may go now: the earliest
+// still pending, due, waiting for nothing but the delivery just marked
+// (waitsBehindSQL: the statement's snapshot still sees it pending), to an
+// enabled endpoint that needs no admission. The attempt that made the mark
+// sends it next, in its own slot: a hot key goes at its receiver's pace,
+// one round trip per event. The trigger of migration 00023 then finds the
+// next delivery leased and leaves it alone (no wake-up, no retry-lane
+// claim for it). The next is found through the key's ordering index,
+// whose predicate the statement spells out; its due time is read through
+// coalesce, which implies nothing of the claim index's predicate, so that
+// no plan walks the claim index's entries instead (under a held snapshot,
+// every dead one of them).
+var handOnCTE = `handed AS (
+	UPDATE webhook_deliveries n SET attempts = n.attempts + 1,
+		next_retry_at = clock_timestamp() + $18::interval, leased_until = clock_timestamp() + $18::interval
+	WHERE n.id = (
+		SELECT next.id FROM marked m
+		JOIN webhook_endpoints ep ON ep.id = m.endpoint_id AND ep.enabled AND NOT ` + needsAdmission + `
+		CROSS JOIN LATERAL (
+			SELECT d.id FROM webhook_deliveries d
+			WHERE d.endpoint_id = m.endpoint_id AND d.ordering_key = m.ordering_key AND d.ordering_seq > m.ordering_seq
+				AND d.ordering_key IS NOT NULL AND d.status <> 'succeeded' AND d.status = 'pending'
+				AND coalesce(d.next_retry_at, now()) <= now()
+				AND NOT ` + waitsBehindSQL("d.endpoint_id", "d.ordering_key", "d.ordering_seq", "m.id") + `
+			ORDER BY d.ordering_seq
+			LIMIT 1
+			FOR UPDATE SKIP LOCKED) next
+		WHERE $18::interval > interval '0' AND $7 = 'succeeded')
+	RETURNING n.id, n.attempts, EXTRACT(EPOCH FROM n.next_retry_at - clock_timestamp())::float8 AS left
+)`
+
+// handedOn is the delivery a mark claimed to hand its key on to.
+type handedOn struct {
+	id      string
+	attempt int
+	left    *float64  // its lease, as Postgres measured it (leaseEnd)
+	sent    time.Time // when the mark was sent
+}
 
 // markBreakerParams are updateDeliverySQL's breaker parameters.
 var markBreakerParams = breakerParams{probes: "$10", window: "$11", minRequests: "$13", rate: "$14",
@@ -100,28 +142,30 @@ var markBreakerParams = breakerParams{probes: "$10", window: "$11", minRequests:
 // It returns ErrStaleDeliveryMark when the delivery was no longer pending
 // (the attempt is still logged). Callers log and count it; none discards it.
 func UpdateDelivery(ctx context.Context, db DB, deliveryID string, m DeliveryMark) error {
-	_, err := markDelivery(ctx, db, nil, deliveryID, m, nil)
+	_, _, err := markDelivery(ctx, db, nil, deliveryID, m, nil)
 	return err
 }
 
-// breakerCount is what a mark needs to count its attempt toward the
-// endpoint's circuit breaker: the endpoint, whether the attempt counts,
-// and the Dispatcher's breaker settings.
+// breakerCount is what a Dispatcher's mark does beside the CAS: count the
+// attempt toward the endpoint's circuit breaker (the endpoint, whether the
+// attempt counts, the Dispatcher's breaker settings) and, given a lease,
+// hand an ordered key on (handOnCTE).
 type breakerCount struct {
 	endpointID string
 	counts     bool
 	settings   Settings
+	handOn     time.Duration
 }
 
 // markDelivery is UpdateDelivery through group (the Dispatcher's group
 // commit; nil: a statement of its own on db) that, given b, counts the
 // attempt toward b's endpoint breaker in the same statement and says what
-// that did.
-func markDelivery(ctx context.Context, db DB, group *claim.Group, deliveryID string, m DeliveryMark, b *breakerCount) (out breakerOutcome, err error) {
+// that did, and hands an ordered key on (next, nil when none).
+func markDelivery(ctx context.Context, db DB, group *claim.Group, deliveryID string, m DeliveryMark, b *breakerCount) (out breakerOutcome, next *handedOn, err error) {
 	switch m.Status {
 	case StatusPending, StatusSucceeded, StatusFailed:
 	default:
-		return out, fmt.Errorf("webhook: update delivery %s: unknown status %q", deliveryID, m.Status)
+		return out, nil, fmt.Errorf("webhook: update delivery %s: unknown status %q", deliveryID, m.Status)
 	}
 	until := m.Until
 	if until.IsZero() {
@@ -131,20 +175,30 @@ func markDelivery(ctx context.Context, db DB, group *claim.Group, deliveryID str
 		endpoint *string
 		counts   bool
 		s        = Settings{}.withDefaults()
+		handOn   time.Duration
 	)
 	if b != nil {
-		endpoint, counts, s = &b.endpointID, b.counts && m.Attempt > 0, b.settings
+		endpoint, counts, s, handOn = &b.endpointID, b.counts && m.Attempt > 0, b.settings, b.handOn
 	}
 	ambiguous, err := claim.RetryMark(ctx, until, func(ctx context.Context) error {
 		gm := &claim.Mark{ID: deliveryID, SQL: updateDeliverySQL,
 			Args: []any{deliveryID, m.Attempt, m.StatusCode, max(m.Duration.Milliseconds(), 0), pgtext.LastError(m.Error),
 				nullIfEmpty(m.Excerpt, m.StatusCode), string(m.Status), m.RetryIn, endpoint,
 				s.BreakerProbes, s.BreakerWindow.Seconds(), counts, s.BreakerMinRequests, s.BreakerFailureRate,
-				s.BreakerCooldown.Seconds(), s.BreakerMaxCooldown.Seconds(), s.DisableAfter},
+				s.BreakerCooldown.Seconds(), s.BreakerMaxCooldown.Seconds(), s.DisableAfter, handOn},
 			Result: func(row pgx.Row) error {
-				var marked bool
-				out = breakerOutcome{}
-				err := row.Scan(&marked, &out.closed, &out.opened, &out.requests, &out.failures, &out.pausedUntil, &out.expire)
+				var (
+					marked bool
+					h      handedOn
+					id     *string
+					n      *int
+				)
+				out, next = breakerOutcome{}, nil
+				err := row.Scan(&marked, &out.closed, &out.opened, &out.requests, &out.failures, &out.pausedUntil, &out.expire, &id, &n, &h.left)
+				if err == nil && id != nil {
+					h.id, h.attempt = *id, *n
+					next = &h
+				}
 				if err == nil && !marked {
 					return fmt.Errorf("%w (delivery %s)", ErrStaleDeliveryMark, deliveryID)
 				}
@@ -158,9 +212,11 @@ func markDelivery(ctx context.Context, db DB, group *claim.Group, deliveryID str
 		return claim.RunAlone(ctx, db, gm)
 	})
 	if ambiguous && errors.Is(err, ErrStaleDeliveryMark) && m.Status != StatusPending && claim.Landed(ctx, db, deliveriesTable, deliveryID, string(m.Status)) {
-		return out, nil // an earlier try committed before its answer was lost
+		// An earlier try committed before its answer was lost; a delivery
+		// it handed the key on to waits out its lease for the retry lane.
+		return out, nil, nil
 	}
-	return out, err
+	return out, next, err
 }
 
 // nullIfEmpty stores NULL for "no response" and an empty string for an empty body.

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -50,6 +51,13 @@ func aheadSQL(endpoint, key, seq string) string {
 		AND ahead.status <> 'succeeded'
 		AND (ahead.status = 'pending' OR (ahead.status = 'failed' AND ahead.order_skipped_at IS NULL
 			AND (SELECT o.order_on_failure FROM webhook_endpoints o WHERE o.id = ahead.endpoint_id) = 'block'))`, endpoint, key, seq)
+}
+
+// waitsBehindSQL is orderedWaitSQL as it stands once the delivery whose id
+// is the SQL expression resolved has resolved, in a statement whose
+// snapshot still sees it pending: the mark that hands its key on.
+func waitsBehindSQL(endpoint, key, seq, resolved string) string {
+	return strings.Replace(orderedWaitSQL(endpoint, key, seq), "WHERE ahead.endpoint_id", "WHERE ahead.id <> "+resolved+" AND ahead.endpoint_id", 1)
 }
 
 // deliveryWaitsSQL is orderedWaitSQL for a webhook_deliveries row named

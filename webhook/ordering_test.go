@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
@@ -448,5 +449,38 @@ func TestOrdering_DeliveredHeadHandsItsKeyOnInProcess(t *testing.T) {
 	}
 	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE ordering_key = 'in_cold' AND attempts = 0`); n != 1 {
 		t.Fatalf("%d deliveries of the failing key's tail never attempted, want 1: it waits for its head's retry", n)
+	}
+}
+
+// The mark that hands a key on takes the next delivery only if nothing
+// else holds it: here the next event's outbox row, enqueued between the
+// delivered head and the delivery after it, is not fanned out yet (another
+// claim held it), so the delivery after it waits.
+func TestOrdering_HandOnWaitsForAnEarlierRowNotYetFannedOut(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, nil)
+	rc := newReceiver(t, nil)
+	createEndpoint(t, pool, rc.URL)
+	ids := enqueueOrdered(t, pool, "in_1", 3)
+	for _, id := range []string{ids[0], ids[2]} {
+		if _, err := p.DispatchFromOutbox(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head := oneDelivery(t, pool, `event_id = $1`, ids[0])
+	ds, err := p.loadDeliveries(ctx, []string{head.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := ds[0]
+	d.attempt, d.leaseEnd, d.leased = head.Attempts, time.Now().Add(time.Minute), true
+	sum, next := p.attempt(ctx, d, trace.SpanContext{}, true)
+	if sum.Sent != 1 {
+		t.Fatalf("the head's attempt: %+v", sum)
+	}
+	if next != nil {
+		t.Fatalf("the head's mark handed the key on to %s, past an earlier event not yet fanned out", next.id)
 	}
 }

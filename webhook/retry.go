@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -157,21 +156,44 @@ func (u *attemptUnit) Run(ctx context.Context) Tally {
 		return u.release(ctx, "too late for the lease, or stopping")
 	}
 	began := time.Now()
-	t := u.p.attempt(ctx, u.d, u.fanOut)
-	for last := t; last.Sent > 0 && u.d.orderingKey != "" && time.Since(began) < u.p.lc.DeliveryBudget; {
-		next, ok := u.p.handOn(ctx, u.d)
+	t, next := u.p.attempt(ctx, u.d, u.fanOut, u.handsOn(began))
+	for next != nil {
+		d, ok := u.p.loadHanded(ctx, *next)
 		if !ok {
 			break
 		}
-		u.d, u.fanOut = next, trace.SpanContext{}
+		u.d, u.fanOut = d, trace.SpanContext{}
 		if !u.p.mayStart(u.d) {
 			t.Add(u.release(ctx, "too late for the lease, or stopping"))
 			break
 		}
-		last = u.p.attempt(ctx, u.d, u.fanOut)
+		var last Tally
+		last, next = u.p.attempt(ctx, u.d, u.fanOut, u.handsOn(began))
 		t.Add(last)
 	}
 	return t
+}
+
+// handsOn reports whether the unit's next mark may hand its key on: the
+// delivery is ordered, the unit has chained for less than a DeliveryBudget,
+// and the pipeline is not stopping.
+func (u *attemptUnit) handsOn(began time.Time) bool {
+	return u.d.orderingKey != "" && time.Since(began) < u.p.lc.DeliveryBudget && !u.p.stopped.Load()
+}
+
+// loadHanded loads the delivery a mark handed its key on to; one it cannot
+// load is released to the retry lane.
+func (p *Dispatcher) loadHanded(ctx context.Context, h handedOn) (delivery, bool) {
+	ds, err := p.loadDeliveries(ctx, []string{h.id})
+	if err != nil || len(ds) != 1 {
+		n, _ := claim.Release(ctx, p.pool, deliveriesTable, []string{h.id}, "handed an ordered key on but could not be loaded", p.logger)
+		p.metrics.engine().Released(deliveriesTable.Name, int(n))
+		return delivery{}, false
+	}
+	p.metrics.engine().Claimed(deliveriesTable.Name, 1)
+	d := ds[0]
+	d.attempt, d.leaseEnd, d.leased = h.attempt, leaseEnd(h.sent, h.left), true
+	return d, true
 }
 
 // StartBy is the last moment the attempt may start within its lease.
@@ -197,7 +219,8 @@ func (u *attemptUnit) release(ctx context.Context, why string) Tally {
 func (u *attemptUnit) Panicked(ctx context.Context, v any) Tally {
 	m := DeliveryMark{Attempt: u.d.attempt, Error: (&engine.PanicError{Value: v}).Error()}
 	u.p.retryOrFail(&m, 0, false)
-	return u.p.record(ctx, u.d, m, false)
+	t, _ := u.p.record(ctx, u.d, m, false, false)
+	return t
 }
 
 // claimRetries claims up to n due deliveries through the pool-wide
@@ -290,55 +313,4 @@ WHERE d.id = ANY ($1::uuid[])`, ids)
 		return nil, fmt.Errorf("webhook: load claimed deliveries: %w", err)
 	}
 	return ds, nil
-}
-
-// handOnSQL claims, for an attempt that has just delivered an ordered
-// delivery, the next delivery of its endpoint ($1) and key ($2) if it is
-// claimable now — due (the hand-on trigger of migration 00023 made it due
-// at the mark), waiting for nothing else (ordering.go), to an enabled
-// endpoint that needs no admission — under the lease $3, and loads it.
-// The key's order is the claim's: the next is the earliest of the key
-// still pending, and the ordering index finds it.
-var handOnSQL = `WITH next AS (
-	UPDATE webhook_deliveries n SET attempts = n.attempts + 1,
-		next_retry_at = clock_timestamp() + $3::interval, leased_until = clock_timestamp() + $3::interval
-	WHERE n.id = (
-		SELECT d.id FROM webhook_deliveries d
-		JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
-		WHERE d.endpoint_id = $1 AND d.ordering_key = $2 AND d.status = 'pending' AND d.next_retry_at <= now()
-			AND ep.enabled AND NOT ` + needsAdmission + ` AND NOT ` + deliveryWaitsSQL("d") + `
-		ORDER BY d.ordering_seq
-		LIMIT 1
-		FOR UPDATE OF d SKIP LOCKED)
-	RETURNING n.id, n.attempts, EXTRACT(EPOCH FROM n.next_retry_at - clock_timestamp())::float8 AS left
-)
-SELECT ` + loadColumns + `, next.attempts, next.left
-FROM next
-JOIN webhook_deliveries d ON d.id = next.id
-JOIN webhook_events e ON e.id = d.event_id
-JOIN webhook_endpoints ep ON ep.id = d.endpoint_id`
-
-// handOn claims the delivery after d in d's endpoint and key (handOnSQL),
-// if there is one to attempt now; ok is false when there is none, or the
-// claim failed (the retry lane takes the next, woken by the trigger).
-func (p *Dispatcher) handOn(ctx context.Context, d delivery) (next delivery, ok bool) {
-	ctx, cancel := claim.MarkContext(ctx)
-	defer cancel()
-	sent := time.Now()
-	var (
-		attempt int
-		left    *float64
-	)
-	next, err := scanLoaded(p.pool.QueryRow(ctx, handOnSQL, d.endpointID, d.orderingKey, p.lc.RetryClaimLease(1)),
-		map[string]event{}, &attempt, &left)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return next, false
-	case err != nil:
-		p.logger.Warn("handing an ordered key on failed; the retry lane takes the next", "delivery_id", d.id, "error", err.Error())
-		return next, false
-	}
-	p.metrics.engine().Claimed(deliveriesTable.Name, 1)
-	next.attempt, next.leaseEnd, next.leased = attempt, leaseEnd(sent, left), true
-	return next, true
 }

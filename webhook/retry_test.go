@@ -212,7 +212,7 @@ func TestRetry_DisabledEndpointHeldUntilEnabled(t *testing.T) {
 		t.Fatalf("claim after enable = %d rows, %v; want 1", len(ds), err)
 	}
 	ds[0].enabled = false
-	if sum := p.attempt(ctx, ds[0], trace.SpanContext{}); sum.Retried != 1 {
+	if sum, _ := p.attempt(ctx, ds[0], trace.SpanContext{}, false); sum.Retried != 1 {
 		t.Fatalf("attempt on a disabled endpoint = %+v, want held pending", sum)
 	}
 	if got := oneDelivery(t, pool, `id = $1`, d.ID); got.Status != "pending" || str(got.LastError) != heldDisabled {

@@ -118,8 +118,8 @@ func init() {
 		Mutation{
 			Name:    "webhook UpdateDelivery: drop the status = 'pending' guard",
 			File:    deliveryGo,
-			Find:    "\tWHERE id = $1 AND status = 'pending'\n\tRETURNING 1",
-			Replace: "\tWHERE id = $1\n\tRETURNING 1",
+			Find:    "\tWHERE id = $1 AND status = 'pending'\n\tRETURNING id, endpoint_id, ordering_key, ordering_seq",
+			Replace: "\tWHERE id = $1\n\tRETURNING id, endpoint_id, ordering_key, ordering_seq",
 			Pkg:     pkg,
 			Test:    "TestUpdateDelivery_DropsStaleFailureMarkAfterSiblingSuccess",
 		},
