@@ -149,12 +149,17 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 	mark.Until = d.leaseEnd
 	out := Tally{Started: 1}
 	mctx, span := p.tracer.Start(ctx, tracing.SpanWebhookMark)
+	// A mark that hands an ordered key on does the next delivery's claim
+	// too: it runs on a pool connection of its own rather than in the group
+	// commit, so that many keys handed on at once do not queue behind the
+	// one writer the unordered marks share.
 	var lease time.Duration
+	group := p.marks
 	if handOn && d.orderingKey != "" && mark.Status == StatusSucceeded {
-		lease = p.lc.RetryClaimLease(1)
+		lease, group = p.lc.RetryClaimLease(1), nil
 	}
 	sent := time.Now()
-	breaker, next, err := markDelivery(mctx, p.pool, p.marks, d.id, mark, &breakerCount{endpointID: d.endpointID, counts: !gone, settings: p.cfg, handOn: lease})
+	breaker, next, err := markDelivery(mctx, p.pool, group, d.id, mark, &breakerCount{endpointID: d.endpointID, counts: !gone, settings: p.cfg, handOn: lease})
 	if next != nil {
 		next.sent = sent
 	}
