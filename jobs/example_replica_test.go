@@ -93,7 +93,7 @@ func Example() {
 	if err := client.Start(ctx); err != nil {
 		panic(err)
 	}
-	go shifts.Keep(ctx, client, pool) // inserts each lane's first shift
+	go shifts.Keep(ctx, client) // inserts each lane's first shift
 
 	// The application enqueues; a shift sends.
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {

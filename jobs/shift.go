@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/webhook"
@@ -249,11 +250,13 @@ func (s *Shifts) insert(ctx context.Context, client *river.Client[pgx.Tx], lane 
 // Keep inserts the first shift of every lane, then every keeperInterval
 // inserts one for any lane that has none waiting or running, and deletes
 // shifts left waiting in dead replicas' queues. It returns when ctx ends.
-func (s *Shifts) Keep(ctx context.Context, client *river.Client[pgx.Tx], db DB) {
+// It reads and deletes River's jobs through River's API (JobList,
+// JobDeleteMany), not its tables.
+func (s *Shifts) Keep(ctx context.Context, client *river.Client[pgx.Tx]) {
 	ticker := time.NewTicker(keeperInterval)
 	defer ticker.Stop()
 	for {
-		s.keepOnce(ctx, client, db)
+		s.keepOnce(ctx, client)
 		select {
 		case <-ctx.Done():
 			return
@@ -262,12 +265,7 @@ func (s *Shifts) Keep(ctx context.Context, client *river.Client[pgx.Tx], db DB) 
 	}
 }
 
-// DB is what the keeper needs: a pool.
-type DB interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-func (s *Shifts) keepOnce(ctx context.Context, client *river.Client[pgx.Tx], db DB) {
+func (s *Shifts) keepOnce(ctx context.Context, client *river.Client[pgx.Tx]) {
 	defer func() {
 		// Nothing River guards: a panic here must not end the process.
 		if v := recover(); v != nil {
@@ -280,24 +278,30 @@ func (s *Shifts) keepOnce(ctx context.Context, client *river.Client[pgx.Tx], db 
 	ctx, cancel := context.WithTimeout(ctx, keeperInterval)
 	defer cancel()
 	for lane := range s.lanes {
-		var live bool
-		err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM river_job
-WHERE queue = $1 AND kind = $2 AND args->>'lane' = $3 AND state IN ('available', 'running', 'scheduled', 'pending', 'retryable'))`,
-			s.queue, ShiftArgs{}.Kind(), lane).Scan(&live)
+		res, err := client.JobList(ctx, river.NewJobListParams().Queues(s.queue).Kinds(ShiftArgs{}.Kind()).
+			States(rivertype.JobStateAvailable, rivertype.JobStateRunning, rivertype.JobStateScheduled,
+				rivertype.JobStatePending, rivertype.JobStateRetryable).
+			Where("args->>'lane' = @lane", river.NamedArgs{"lane": lane}).First(1))
 		if err != nil {
 			s.logger.Warn("shift keeper: checking the lane's shift failed", "lane", lane, "error", err.Error())
 			continue
 		}
-		if !live {
+		if len(res.Jobs) == 0 {
 			if err := s.insert(ctx, client, lane); err != nil {
 				s.logger.Warn("shift keeper: inserting a shift failed", "lane", lane, "error", err.Error())
 			}
 		}
 	}
-	var reaped int
-	if err := db.QueryRow(ctx, `WITH gone AS (DELETE FROM river_job
-WHERE kind = $1 AND state = 'available' AND queue <> $2 AND scheduled_at < now() - $3::interval RETURNING 1)
-SELECT count(*) FROM gone`, ShiftArgs{}.Kind(), s.queue, orphanAfter).Scan(&reaped); err != nil {
+	// A dead replica's waiting shifts: available in a queue no live
+	// replica fetches, long past their time.
+	gone, err := client.JobDeleteMany(ctx, river.NewJobDeleteManyParams().Kinds(ShiftArgs{}.Kind()).
+		States(rivertype.JobStateAvailable).
+		Where("queue <> @queue AND scheduled_at < now() - @after::interval", river.NamedArgs{"queue": s.queue, "after": orphanAfter}))
+	reaped := 0
+	if gone != nil {
+		reaped = len(gone.Jobs)
+	}
+	if err != nil {
 		s.logger.Warn("shift keeper: deleting dead replicas' shifts failed", "error", err.Error())
 	} else if reaped > 0 {
 		s.logger.Info("deleted shifts left by replicas that stopped", "shifts", reaped)

@@ -61,7 +61,7 @@ func startReplica(t *testing.T, pool *pgxpool.Pool, name string, sender outbox.S
 	if err := client.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	go shifts.Keep(ctx, client, pool)
+	go shifts.Keep(ctx, client)
 	t.Cleanup(func() {
 		shifts.Stop()
 		d.Stop()

@@ -171,7 +171,7 @@ func (r *replica) start(ctx context.Context) error {
 	if err := r.client.Start(ctx); err != nil {
 		return fmt.Errorf("start River: %w", err)
 	}
-	go r.shifts.Keep(ctx, r.client, r.pool)
+	go r.shifts.Keep(ctx, r.client)
 	return nil
 }
 

@@ -177,8 +177,8 @@ func init() {
 		Mutation{
 			Name:    "keeper: dead replicas' shifts are left behind",
 			File:    shiftGo,
-			Find:    "WHERE kind = $1 AND state = 'available' AND queue <> $2",
-			Replace: "WHERE false AND kind = $1 AND state = 'available' AND queue <> $2",
+			Find:    "Where(\"queue <> @queue AND scheduled_at < now() - @after::interval\"",
+			Replace: "Where(\"false AND queue <> @queue AND scheduled_at < now() - @after::interval\"",
 			Pkg:     "./jobs/",
 			Test:    "TestKeeper_DeletesDeadReplicasShifts",
 		},
