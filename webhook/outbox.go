@@ -185,9 +185,6 @@ func collect(rows []fanOutRow) (fanOut, error) {
 // schedule while the rest go out.
 func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	p := s.p
-	if p.stopped.Load() {
-		return engine.Claim{}, nil
-	}
 	// A few attempts beyond the free slots wait in the lane for the next
 	// slot to free, so a slot whose attempt has just marked starts the
 	// next at once instead of after a claim's round trip.

@@ -160,9 +160,9 @@ func init() {
 
 		Mutation{
 			Name:    "webhook stop: claims go on after Stop",
-			File:    outboxGo,
-			Find:    "if p.stopped.Load() {\n\t\treturn engine.Claim{}, nil",
-			Replace: "if false {\n\t\treturn engine.Claim{}, nil",
+			File:    "internal/engine/lane.go",
+			Find:    "\tdefer context.AfterFunc(l.stopCtx, cancel)()\n\n\tr := &run{lane: l, ctx: ctx}",
+			Replace: "\n\tr := &run{lane: l, ctx: ctx}",
 			Pkg:     pkg,
 			Test:    "TestPipeline_StopClaimsNothingMore",
 		},
@@ -355,7 +355,7 @@ func init() {
 			Name:    "webhook attempt: the error text logged uncapped",
 			File:    "webhook/attempt.go",
 			Find:    "\tmark.Error = pgtext.LastError(mark.Error)\n",
-			Replace: "",
+			Replace: "\t_ = pgtext.LastError\n",
 			Pkg:     pkg,
 			Test:    "TestDelivery_HugeRedirectErrorTextCapped",
 		},
