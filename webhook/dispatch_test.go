@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -281,5 +282,37 @@ func TestPipeline_StopClaimsNothingMore(t *testing.T) {
 	}
 	if n := len(rc.requests()); n != 0 {
 		t.Fatalf("receiver got %d requests after Stop", n)
+	}
+}
+
+// A claim that fans out more first attempts than there are free slots
+// leaves the rest waiting for a slot only while a whole attempt and its
+// mark still fit in their birth lease; one that gets no slot in time is
+// released to the retry worker at once, not left leased to nobody.
+func TestLane_AttemptWithNoSlotInItsLeaseIsReleased(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, func(c *Config) { c.Settings.Concurrency = 1 })
+	// Two seconds of room to start in: the first attempt, which holds the
+	// one slot for five, outlasts it.
+	p.lc.BirthLeaseWindow = p.lc.DeliveryBudget + leases.MarkTimeout + 2*time.Second
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		time.Sleep(5 * time.Second)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	createEndpoint(t, pool, rc.URL)
+	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
+	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 2})
+
+	sum, err := p.Drain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Events != 2 || sum.Sent != 1 || sum.Released != 1 {
+		t.Fatalf("Drain = %+v, want both fanned out, one sent and the other released", sum)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'pending' AND next_retry_at <= now() AND leased_until IS NULL`); n != 1 {
+		t.Fatalf("%d deliveries due for the retry worker, want the released one", n)
 	}
 }

@@ -155,7 +155,7 @@ func init() {
 			Find:    "return u.release(ctx, \"no attempt slot within the lease, or stopping: left to the retry worker\")",
 			Replace: "return Tally{}",
 			Pkg:     pkg,
-			Test:    "TestProcessBatch_DefersAttemptsThatWouldOutliveTheBirthLease",
+			Test:    "TestLane_AttemptWithNoSlotInItsLeaseIsReleased",
 		},
 
 		Mutation{
