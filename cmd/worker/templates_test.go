@@ -134,15 +134,27 @@ func TestRunRefusesBrokenTemplates(t *testing.T) {
 	cmd, out := startWorker(t, env, "run")
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("worker run exited 0 with a broken template")
+	// It must exit; one that says it is running booted with the broken
+	// template (the cleanup kills it), and says so at once rather than
+	// after the wait.
+	deadline := time.After(2 * time.Minute)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("worker run exited 0 with a broken template")
+			}
+			break wait
+		case <-tick.C:
+			if strings.Contains(out.String(), "postbox worker running") {
+				t.Fatalf("worker run booted with a broken template:\n%s", out)
+			}
+		case <-deadline:
+			t.Fatalf("worker run is still running with a broken template:\n%s", out)
 		}
-	case <-time.After(2 * time.Minute):
-		// Still running: it booted with the broken template (the
-		// cleanup kills it).
-		t.Fatalf("worker run is still running with a broken template:\n%s", out)
 	}
 	if s := out.String(); !strings.Contains(s, "EMAIL_TEMPLATES_DIR") || !strings.Contains(s, "receipt/text.tmpl:3:") {
 		t.Fatalf("worker run's refusal does not name the variable and receipt/text.tmpl:3:\n%s", s)
