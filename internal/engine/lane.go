@@ -70,6 +70,14 @@ type Expiring interface {
 	Release(ctx context.Context) Tally
 }
 
+// Ranked is a Unit with an age, lower being older — an ordered delivery's
+// place in its key. One that waits for a slot beyond its claim's waits in
+// rank (Slots.AcquireRanked), so that older work goes first; Rank's false
+// means it has none, and waits as any other.
+type Ranked interface {
+	Rank() (rank int64, ok bool)
+}
+
 // Claim is what a Source's claim took.
 type Claim struct {
 	// Units hold one slot each. Beyond the slots the claim was given, only
@@ -437,10 +445,20 @@ func (r *run) slotFor(ctx context.Context, u Unit) bool {
 	}
 	wait, cancel := context.WithDeadline(ctx, e.StartBy())
 	defer cancel()
+	if rank, ok := rankOf(u); ok {
+		return r.lane.cfg.Slots.AcquireRanked(wait, rank) || r.release(u)
+	}
 	if r.lane.cfg.Slots.Acquire(wait, 1, 1) == 1 {
 		return true
 	}
 	return r.release(u)
+}
+
+func rankOf(u Unit) (int64, bool) {
+	if r, ok := u.(Ranked); ok {
+		return r.Rank()
+	}
+	return 0, false
 }
 
 // release gives back u, which got no slot, and counts it out of the run;

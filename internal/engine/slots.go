@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 )
 
@@ -9,12 +10,20 @@ import (
 // batches (each on its own connection) or WEBHOOK_CONCURRENCY HTTP
 // attempts. Every Lane, drain and replay of a transport in one process
 // takes its slots here, so the cap holds however many run at once.
+//
+// Work that has an age — an ordered delivery, ranked by its place in its
+// key — may wait for a slot in order of rank (AcquireRanked), and a unit
+// that holds a slot and has more of the same to do can ask whether older
+// work waits (OlderWaits) and leave its slot to it: a hot key keeps its
+// slot while nothing older waits, and many keys on fewer slots take
+// turns, oldest first.
 type Slots struct {
 	mu    sync.Mutex
 	cap   int
 	used  int
 	peak  int
 	freed chan struct{} // closed and replaced whenever slots are released
+	ranks []int64       // the ranks of the goroutines in AcquireRanked
 }
 
 // NewSlots returns n slots (at least one).
@@ -42,13 +51,14 @@ func (s *Slots) Peak() int {
 
 // Acquire waits until at least least slots are free (clamped to 1..Cap),
 // then takes as many free ones as it may, up to most. It returns how many
-// it took: 0 when ctx ended first.
+// it took: 0 when ctx ended first. Slots freed while ranked waiters wait
+// are theirs first: work already claimed goes before a claim of more.
 func (s *Slots) Acquire(ctx context.Context, least, most int) int {
 	least = min(max(least, 1), s.cap)
 	most = max(most, least)
 	for {
 		s.mu.Lock()
-		if free := s.cap - s.used; free >= least {
+		if free := s.cap - s.used - len(s.ranks); free >= least {
 			n := min(free, most)
 			s.used += n
 			s.peak = max(s.peak, s.used)
@@ -71,12 +81,74 @@ func (s *Slots) Release(n int) {
 		return
 	}
 	s.mu.Lock()
+	s.release(n)
+	s.mu.Unlock()
+}
+
+func (s *Slots) release(n int) {
 	s.used -= n
 	if s.used < 0 {
 		s.mu.Unlock()
 		panic("engine: Slots released more than acquired")
 	}
+	s.wake()
+}
+
+// wake tells every waiter that something changed.
+func (s *Slots) wake() {
 	close(s.freed)
 	s.freed = make(chan struct{})
-	s.mu.Unlock()
+}
+
+// AcquireRanked waits for one slot, which it takes only while no ranked
+// waiter of a lower rank waits too. It reports whether it took one: false
+// when ctx ended first. Acquire's waiters are not ranked: they take a
+// free slot whenever they find one.
+func (s *Slots) AcquireRanked(ctx context.Context, rank int64) bool {
+	s.mu.Lock()
+	s.ranks = append(s.ranks, rank)
+	for {
+		if s.used < s.cap && s.lowest() == rank {
+			s.leave(rank)
+			s.used++
+			s.peak = max(s.peak, s.used)
+			if s.used < s.cap && len(s.ranks) > 0 {
+				s.wake() // the next in rank may take another free slot
+			}
+			s.mu.Unlock()
+			return true
+		}
+		freed := s.freed
+		s.mu.Unlock()
+		select {
+		case <-freed:
+			s.mu.Lock()
+		case <-ctx.Done():
+			s.mu.Lock()
+			s.leave(rank)
+			s.wake() // the next in rank may now be the lowest
+			s.mu.Unlock()
+			return false
+		}
+	}
+}
+
+// OlderWaits reports whether a ranked waiter older (lower) than rank
+// waits for a slot: a unit that holds a slot and has work of rank rank to
+// go on with leaves it to that waiter instead.
+func (s *Slots) OlderWaits(rank int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.ranks) > 0 && s.lowest() < rank
+}
+
+// lowest is the lowest rank waiting; s.ranks is not empty.
+func (s *Slots) lowest() int64 {
+	return slices.Min(s.ranks)
+}
+
+// leave takes one waiter of rank rank out of s.ranks.
+func (s *Slots) leave(rank int64) {
+	i := slices.Index(s.ranks, rank)
+	s.ranks = slices.Delete(s.ranks, i, i+1)
 }

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -60,5 +61,107 @@ func TestSlots_AcquireWaitsForLeast(t *testing.T) {
 	defer cancel()
 	if n := s.Acquire(ctx, 1, 1); n != 0 {
 		t.Fatalf("Acquire on a full set = %d after ctx ended, want 0", n)
+	}
+}
+
+// Ranked waiters take freed slots oldest (lowest rank) first, whatever
+// order they came in; OlderWaits sees them.
+func TestSlots_RankedWaitersGoOldestFirst(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := engine.NewSlots(1)
+	if s.Acquire(ctx, 1, 1) != 1 {
+		t.Fatal("no slot")
+	}
+	if s.OlderWaits(0) {
+		t.Fatal("OlderWaits with no waiter")
+	}
+	var (
+		mu    sync.Mutex
+		order []int64
+		wg    sync.WaitGroup
+	)
+	for _, rank := range []int64{5, 3, 9} {
+		wg.Go(func() {
+			if !s.AcquireRanked(ctx, rank) {
+				t.Errorf("rank %d got no slot", rank)
+				return
+			}
+			mu.Lock()
+			order = append(order, rank)
+			mu.Unlock()
+			s.Release(1)
+		})
+		// Each waits before the next comes, so arrival order is 5, 3, 9.
+		waitUntil(t, func() bool { return s.OlderWaits(rank + 1) })
+	}
+	if !s.OlderWaits(4) || s.OlderWaits(3) {
+		t.Fatal("OlderWaits does not see the waiting rank 3 as the oldest")
+	}
+	s.Release(1)
+	wg.Wait()
+	if want := []int64{3, 5, 9}; !slices.Equal(order, want) {
+		t.Fatalf("slots went to ranks %v, want %v", order, want)
+	}
+}
+
+// A ranked waiter whose context ends leaves the queue: the next in rank
+// takes the slot.
+func TestSlots_RankedWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := engine.NewSlots(1)
+	s.Acquire(ctx, 1, 1)
+	early, giveUp := context.WithCancel(ctx)
+	gaveUp := make(chan bool)
+	go func() { gaveUp <- s.AcquireRanked(early, 1) }()
+	waitUntil(t, func() bool { return s.OlderWaits(2) })
+	got := make(chan bool)
+	go func() { got <- s.AcquireRanked(ctx, 2) }()
+	waitUntil(t, func() bool { return s.OlderWaits(3) })
+	giveUp()
+	if <-gaveUp {
+		t.Fatal("a waiter whose context ended took a slot")
+	}
+	s.Release(1)
+	if !<-got {
+		t.Fatal("the next in rank got no slot once the older waiter left")
+	}
+	if s.OlderWaits(100) || s.InUse() != 1 {
+		t.Fatalf("after: OlderWaits %v, in use %d", s.OlderWaits(100), s.InUse())
+	}
+}
+
+// A slot freed while a ranked waiter waits is the waiter's: a plain
+// Acquire (a lane about to claim more work) does not take it first.
+func TestSlots_FreedSlotGoesToARankedWaiterBeforeAPlainAcquire(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s := engine.NewSlots(1)
+	s.Acquire(ctx, 1, 1)
+	got := make(chan bool)
+	go func() { got <- s.AcquireRanked(ctx, 7) }()
+	waitUntil(t, func() bool { return s.OlderWaits(8) })
+	done, stop := context.WithCancel(ctx)
+	stop()
+	s.Release(1)
+	if n := s.Acquire(done, 1, 1); n != 0 {
+		t.Fatalf("a plain Acquire took %d slot(s) a ranked waiter was waiting for", n)
+	}
+	if !<-got {
+		t.Fatal("the ranked waiter got no slot")
+	}
+}
+
+// waitUntil polls cond for up to 5 s, and fails the test if it never holds.
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a ranked waiter never showed: OlderWaits does not see it")
+		}
 	}
 }
