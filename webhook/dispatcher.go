@@ -125,8 +125,14 @@ type Dispatcher struct {
 	// marks is the group commit of the attempts' marks (claim.Group).
 	marks *claim.Group
 
-	// Where each lane's claims start in its table's claim index.
-	outboxWindow, retryWindow claim.Window
+	// Where each lane's claims start in its table's claim index, and the
+	// outbox lane's claims of ordered deliveries whose turn has come.
+	outboxWindow, retryWindow, turnWindow claim.Window
+
+	// orderedAt is when this replica last saw an ordered delivery
+	// (UnixNano): until a minute after, its outbox lane also claims
+	// deliveries whose key has come to them (claimTurns).
+	orderedAt atomic.Int64
 
 	// retryWake tells this replica's retry lane that deliveries were born
 	// held (bornDeliveriesSQL) and are due for admission now.

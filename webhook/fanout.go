@@ -50,15 +50,30 @@ func bornSQL(events, lease string) string {
 		OR (ev.ordering_key IS NOT NULL AND EXISTS (SELECT 1 FROM ` + events + ` before
 			WHERE before.ordering_key = ev.ordering_key AND before.ordering_seq < ev.ordering_seq)) AS held) h
 	ON CONFLICT (event_id, endpoint_id) DO NOTHING
-	RETURNING id, event_id, endpoint_id, attempts, next_retry_at, ordering_key`
+	RETURNING id, event_id, endpoint_id, attempts, next_retry_at, ordering_key, ordering_seq`
 }
 
 // bornColumns is what a first attempt needs of a born delivery (alias
 // born) and its endpoint (ep), with the lease left as Postgres measures
 // it, so no clock skew between this host and the database can stretch an
-// attempt past the lease (see leaseEnd).
+// attempt past the lease (see leaseEnd); then whether it was born held
+// for its key's order alone (waits), and whether that birth may have
+// raced the mark of an earlier delivery it waits for (raced).
+//
+// A birth races a mark when each statement's snapshot misses the other's
+// commit: the birth sees the earlier delivery pending and is born held,
+// while the mark's hand-on (handOnCTE) and migration 00023's trigger never
+// see the birth, and nothing would hand the key on until the sweep,
+// seconds later. The version of the earlier delivery the birth saw then
+// carries the mark's transaction id in its xmax, which no lock has to be
+// taken to read: raced is that test, a superset (a row lock or an aborted
+// update sets xmax too) that takeRaced settles after the birth commits.
 const bornColumns = `born.id::text, born.event_id::text, born.endpoint_id::text, ep.url, ep.secret, ` + olderSecretsSQL + `,
-	ep.send_traceparent, born.attempts, EXTRACT(EPOCH FROM born.next_retry_at - clock_timestamp())::float8, born.ordering_key`
+	ep.send_traceparent, born.attempts, EXTRACT(EPOCH FROM born.next_retry_at - clock_timestamp())::float8, born.ordering_key, born.ordering_seq,
+	born.attempts = 0 AND NOT ` + needsAdmission + `,
+	born.attempts = 0 AND NOT ` + needsAdmission + ` AND EXISTS (SELECT 1 FROM webhook_deliveries ahead
+		WHERE ahead.endpoint_id = born.endpoint_id AND ahead.ordering_key = born.ordering_key
+			AND ahead.ordering_seq < born.ordering_seq AND ahead.status <> 'succeeded' AND ahead.xmax <> 0)`
 
 // scanBorn reads bornColumns, after the columns in before, into a
 // delivery whose statement was sent at sent; the caller sets its event. ok
@@ -71,15 +86,18 @@ func scanBorn(row pgx.Row, sent time.Time, before ...any) (d delivery, ok bool, 
 		attempt                              *int
 		left                                 *float64
 		orderingKey                          *string
+		orderingSeq                          *int64
+		waits, raced                         *bool
 	)
-	err = row.Scan(append(before, &id, &eventID, &endpointID, &url, &secret, &d.olderSecrets, &sendTraceparent, &attempt, &left, &orderingKey)...)
+	err = row.Scan(append(before, &id, &eventID, &endpointID, &url, &secret, &d.olderSecrets, &sendTraceparent, &attempt, &left, &orderingKey, &orderingSeq, &waits, &raced)...)
 	if err != nil || id == nil {
 		return d, false, err
 	}
 	d.id, d.eventID, d.endpointID, d.url, d.secret = *id, *eventID, *endpointID, *url, *secret
 	d.sendTraceparent, d.attempt, d.enabled = *sendTraceparent, *attempt, true
+	d.waits, d.raced = *waits, *raced
 	if orderingKey != nil {
-		d.orderingKey = *orderingKey
+		d.orderingKey, d.orderingSeq = *orderingKey, *orderingSeq
 	}
 	d.leaseEnd = leaseEnd(sent, left)
 	d.leased = d.attempt > 0 // a held delivery waits for the retry lane's admission

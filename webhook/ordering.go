@@ -2,11 +2,15 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/engine"
 )
 
 // Ordered delivery (see docs/design/outbox-transport.md, Ordered delivery):
@@ -36,11 +40,24 @@ import (
 // one of its endpoint and key. Its three arguments are SQL expressions:
 // the delivery's endpoint id, its ordering key and its place.
 func orderedWaitSQL(endpoint, key, seq string) string {
-	return fmt.Sprintf(`(%[2]s IS NOT NULL AND (EXISTS (SELECT 1 %[4]s)
+	return orderedWait(endpoint, key, seq, "")
+}
+
+// lockingWaitSQL is orderedWaitSQL for takeRaced, which locks the earlier
+// delivery it finds (FOR SHARE): a mark in progress on that delivery makes
+// it wait for the mark's commit and then read the row's newest version.
+// The outbox half takes no lock: a row another claim is fanning out must
+// keep its later rows waiting until its deliveries are visible.
+func lockingWaitSQL(endpoint, key, seq string) string {
+	return orderedWait(endpoint, key, seq, " FOR SHARE OF ahead")
+}
+
+func orderedWait(endpoint, key, seq, lock string) string {
+	return fmt.Sprintf(`(%[2]s IS NOT NULL AND (EXISTS (SELECT 1 %[4]s%[5]s)
 	OR EXISTS (
 	SELECT 1 FROM webhook_outbox ob
 	WHERE ob.ordering_key = %[2]s AND ob.status = 'pending' AND ob.ordering_seq < %[3]s
-		AND (ob.attempts > 0 OR ob.next_attempt_at <= now()))))`, endpoint, key, seq, aheadSQL(endpoint, key, seq))
+		AND (ob.attempts > 0 OR ob.next_attempt_at <= now()))))`, endpoint, key, seq, aheadSQL(endpoint, key, seq), lock)
 }
 
 // aheadSQL is the FROM and WHERE of the earlier deliveries (alias ahead)
@@ -189,4 +206,127 @@ func CountBlockedKeys(ctx context.Context, db DB) (int, error) {
 		return 0, fmt.Errorf("webhook: count blocked keys: %w", err)
 	}
 	return n, nil
+}
+
+// takeRacedSQL claims born-held delivery $1 for a first attempt under the
+// lease $2 if it may go now: never claimed, to an enabled endpoint that
+// needs no admission, and waiting for nothing, the earlier delivery it
+// found locked (lockingWaitSQL) so that a mark in progress on it is waited
+// for rather than missed.
+var takeRacedSQL = `UPDATE webhook_deliveries n SET attempts = n.attempts + 1,
+	next_retry_at = clock_timestamp() + $2::interval, leased_until = clock_timestamp() + $2::interval
+WHERE n.id = (
+	SELECT d.id FROM webhook_deliveries d
+	JOIN webhook_endpoints ep ON ep.id = d.endpoint_id AND ep.enabled AND NOT ` + needsAdmission + `
+	WHERE d.id = $1 AND d.status = 'pending' AND d.attempts = 0
+		AND NOT ` + lockingWaitSQL("d.endpoint_id", "d.ordering_key", "d.ordering_seq") + `
+	FOR UPDATE OF d SKIP LOCKED)
+RETURNING n.attempts, EXTRACT(EPOCH FROM n.next_retry_at - clock_timestamp())::float8`
+
+// takeRaced settles a delivery born held behind an earlier one whose mark
+// may have raced its birth (delivery.raced), once its birth has committed:
+// if it may go now, it is claimed for this process's attempt, in a
+// statement of its own that holds no other lock while it waits for the
+// mark in progress — so it cannot deadlock with a group of marks — and d
+// comes back leased. It reports whether d was taken; one that still waits
+// is left to the marks.
+func (p *Dispatcher) takeRaced(ctx context.Context, d *delivery) bool {
+	// Detached like a claim: a claimed row must reach its attempt.
+	ctx, cancel := claim.MarkContext(ctx)
+	defer cancel()
+	sent := time.Now()
+	var left *float64
+	err := p.pool.QueryRow(ctx, takeRacedSQL, d.id, p.lc.RetryClaimLease(1)).Scan(&d.attempt, &left)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// It still waits: the mark of the delivery ahead hands the key on.
+		return false
+	case err != nil:
+		p.logger.Warn("could not look again at a delivery born behind a mark in progress; the sweep will", "delivery_id", d.id, "error", err.Error())
+		return false
+	}
+	d.leaseEnd, d.leased = leaseEnd(sent, left), true
+	p.metrics.engine().Claimed(deliveriesTable.Name, 1)
+	return true
+}
+
+// turnsTable is webhook_deliveries as the outbox lanes claim the ordered
+// deliveries whose turn has come: never attempted and due — made due when
+// the delivery ahead resolved (migration 00023's trigger), or given back by
+// passTurn — to an enabled endpoint that needs no admission, waiting for
+// nothing. Retries are the retry lane's; they have a last error.
+var turnsTable = claim.Table{
+	Name:        deliveriesTable.Name,
+	DueColumn:   deliveriesTable.DueColumn,
+	LeaseColumn: deliveriesTable.LeaseColumn,
+	Claimable: "webhook_deliveries.ordering_key IS NOT NULL AND webhook_deliveries.last_error IS NULL" +
+		" AND EXISTS (SELECT 1 FROM webhook_endpoints ep WHERE ep.id = webhook_deliveries.endpoint_id AND ep.enabled AND NOT " + needsAdmission + ")" +
+		" AND NOT " + deliveryWaitsSQL("webhook_deliveries"),
+}
+
+// claimTurnsSQL claims up to $1 of turnsTable's rows from the window's edge
+// $3 under the lease $2 (attempts + 1, as every claim), and loads what
+// their attempts need in the same statement.
+var claimTurnsSQL = `WITH claimed AS (
+	UPDATE webhook_deliveries n SET attempts = n.attempts + 1,
+		next_retry_at = clock_timestamp() + $2::interval, leased_until = clock_timestamp() + $2::interval
+	WHERE n.id = ANY (ARRAY(` + turnsTable.ClaimIDsSQL("$1", "$3") + `)) AND n.status = 'pending'
+	RETURNING n.id, n.attempts, EXTRACT(EPOCH FROM n.next_retry_at - clock_timestamp())::float8 AS left
+)
+SELECT ` + loadColumns + `, c.attempts, c.left
+FROM claimed c
+JOIN webhook_deliveries d ON d.id = c.id
+JOIN webhook_events e ON e.id = d.event_id
+JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
+ORDER BY d.ordering_seq`
+
+// orderedRecently reports whether this replica saw an ordered delivery in
+// the last minute: only then do its outbox claims look for turns, so that
+// a pool with no ordering keys runs no statement for them.
+func (p *Dispatcher) orderedRecently() bool {
+	return time.Since(time.Unix(0, p.orderedAt.Load())) < time.Minute
+}
+
+// sawOrdered notes that this replica handled an ordered delivery.
+func (p *Dispatcher) sawOrdered() { p.orderedAt.Store(time.Now().UnixNano()) }
+
+// claimTurns claims up to n ordered deliveries whose turn has come
+// (turnsTable) as first attempts for this replica: the outbox lanes of
+// every replica take them, so a key goes on wherever a slot is free.
+func (p *Dispatcher) claimTurns(ctx context.Context, n int) ([]engine.Unit, error) {
+	sent := time.Now()
+	events := map[string]event{}
+	ds, err := claim.ClaimWith(ctx, p.pool, turnsTable, &p.turnWindow, claimTurnsSQL, n, p.lc.RetryClaimLease(1),
+		func(row pgx.CollectableRow) (delivery, error) {
+			var left *float64
+			var attempt int
+			d, err := scanLoaded(row, events, &attempt, &left)
+			d.attempt, d.leaseEnd, d.leased = attempt, leaseEnd(sent, left), true
+			return d, err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("webhook: claim ordered turns: %w", err)
+	}
+	p.metrics.engine().Claimed(deliveriesTable.Name, len(ds))
+	units := make([]engine.Unit, len(ds))
+	for i, d := range ds {
+		units[i] = &attemptUnit{p: p, d: d}
+	}
+	return units, nil
+}
+
+// passTurn gives the delivery a mark handed its key on to back, due now
+// and unleased with the attempt its hand-on counted, for any replica's
+// claimTurns: see attemptUnit.Run.
+func (p *Dispatcher) passTurn(ctx context.Context, id string) Tally {
+	ctx, cancel := claim.MarkContext(ctx)
+	defer cancel()
+	tag, err := p.pool.Exec(ctx, deliveriesTable.ReleaseSQL(), []string{id})
+	if err != nil {
+		// It waits out its lease, then the retry lane takes it.
+		p.logger.Warn("could not pass an ordered key's turn on; it waits out its lease", "delivery_id", id, "error", err.Error())
+		return Tally{}
+	}
+	p.metrics.engine().Released(deliveriesTable.Name, int(tag.RowsAffected()))
+	return Tally{Released: int(tag.RowsAffected())}
 }

@@ -491,3 +491,133 @@ func TestOrdering_HandOnWaitsForAnEarlierRowNotYetFannedOut(t *testing.T) {
 		t.Fatalf("the head's mark handed the key on to %s, past an earlier event not yet fanned out", next.id)
 	}
 }
+
+// A birth that races the mark of the delivery ahead of it — each
+// statement's snapshot misses the other's commit, so neither the mark's
+// hand-on nor its trigger sees the birth — is taken once that mark
+// commits, not left for the sweep. Here the mark is held open in a
+// transaction while the outbox lane fans the next event out behind it.
+func TestOrdering_BirthRacingTheMarkAheadIsTakenOnceItCommits(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, nil)
+	rc := newReceiver(t, nil)
+	createEndpoint(t, pool, rc.URL)
+	ids := enqueueOrdered(t, pool, "in_1", 2)
+	if _, err := p.DispatchFromOutbox(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	head := oneDelivery(t, pool, `event_id = $1`, ids[0])
+	mark, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = mark.Rollback(ctx) }()
+	if _, err := mark.Exec(ctx, `UPDATE webhook_deliveries SET status = 'succeeded', delivered_at = now(), leased_until = NULL WHERE id = $1`, head.ID); err != nil {
+		t.Fatal(err)
+	}
+	drained := make(chan Tally, 1)
+	go func() {
+		sum, err := p.Drain(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		drained <- sum
+	}()
+	for count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE event_id = $1`, ids[1]) == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := mark.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sum := <-drained
+	if got := receivedOrder(t, rc.requests()); !slices.Equal(got["in_1"], []int{1}) {
+		t.Fatalf("the drain sent %v (%+v), want the event born behind the racing mark", got["in_1"], sum)
+	}
+	if d := oneDelivery(t, pool, `event_id = $1`, ids[1]); d.Status != string(StatusSucceeded) {
+		t.Fatalf("the delivery born behind the racing mark is %s", d.Status)
+	}
+}
+
+// A key's turn goes to any replica: a delivery whose turn has come — due,
+// never attempted, nothing ahead of it, as the trigger leaves the next
+// one when a head resolves — is claimed by the outbox lane of a replica
+// that handles ordered events, with no retry pass.
+func TestOrdering_AnyReplicasOutboxLaneTakesAKeysTurn(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, nil)
+	rc := newReceiver(t, nil)
+	ep := createEndpoint(t, pool, rc.URL)
+	turn := orderedDelivery(t, pool, ep.ID, "in_turn", string(StatusPending), 0, -time.Second)
+	enqueueOrdered(t, pool, "in_other", 1) // an ordered event: this replica sees ordering in use
+	sum, err := p.Drain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := oneDelivery(t, pool, `id = $1`, turn); d.Status != string(StatusSucceeded) {
+		t.Fatalf("the delivery whose turn had come is %s after the outbox drain (%+v)", d.Status, sum)
+	}
+}
+
+// A unit that has a key's next delivery to go on with leaves its slot to
+// older ordered work waiting for one in its process, and passes the key's
+// turn to any replica (due now, unleased, its attempt kept) — here the
+// same replica's next claim takes it — rather than keep the slot while
+// older work waits.
+func TestOrdering_ChainLeavesItsSlotToOlderWork(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, func(c *Config) { c.Settings.Concurrency = 1 })
+	olderRan := make(chan time.Time, 1)
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			// While the head is out, older ordered work comes to wait for
+			// the one slot.
+			go func() {
+				if p.slots.AcquireRanked(ctx, 0) {
+					olderRan <- time.Now()
+					p.slots.Release(1)
+				}
+			}()
+			for !p.slots.OlderWaits(1) {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	createEndpoint(t, pool, rc.URL)
+	enqueueOrdered(t, pool, "in_1", 2)
+	sum, err := p.Drain(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rc.requests()
+	if order := receivedOrder(t, got); !slices.Equal(order["in_1"], []int{0, 1}) || sum.Released != 1 {
+		t.Fatalf("sent %v (%+v), want both in order, the second after its turn was passed on", order["in_1"], sum)
+	}
+	if at := <-olderRan; !at.Before(got[1].At) {
+		t.Fatalf("the older work got the slot %s after the key's next delivery was sent: the chain kept the slot", at.Sub(got[1].At))
+	}
+}
+
+// An ordered delivery's attempt waits for a slot by its place in the
+// order, oldest first (engine.Ranked); an unordered one by no rank.
+func TestOrdering_AttemptIsRankedByItsPlace(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		d        delivery
+		rank     int64
+		isRanked bool
+	}{
+		{delivery{orderingKey: "in_1", orderingSeq: 42}, 42, true},
+		{delivery{}, 0, false},
+	} {
+		if rank, ok := (&attemptUnit{d: tc.d}).Rank(); rank != tc.rank || ok != tc.isRanked {
+			t.Errorf("Rank of %+v = %d, %v; want %d, %v", tc.d, rank, ok, tc.rank, tc.isRanked)
+		}
+	}
+}

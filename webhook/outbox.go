@@ -204,6 +204,14 @@ func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 		return engine.Claim{}, fmt.Errorf("webhook: fan-out: %w", err)
 	}
 	c := p.units(ctx, fan, began)
+	if free := n - len(c.Units); free > 0 && p.orderedRecently() {
+		turns, err := p.claimTurns(ctx, free)
+		if err != nil {
+			return c, err
+		}
+		c.Units = append(c.Units, turns...)
+		c.Rows += len(turns)
+	}
 	c.Full = len(fan.events) == k
 	return c, nil
 }
@@ -251,7 +259,10 @@ func (p *Dispatcher) claimRowByRow(ctx context.Context, k int, began time.Time) 
 // units turns what a claim fanned out into the first attempts of the
 // deliveries born leased to this process, each under its event's fan-out
 // span, which joins the trace the event was enqueued in. Deliveries born
-// held wait for the retry lane, which is woken for them.
+// held for admission wait for the retry lane, which is woken for them;
+// those held for their key's order wait for the mark of the delivery ahead
+// to hand the key on; one whose birth may have raced that mark is a unit
+// that looks again (racedUnit).
 //
 // A panic while doing so is recorded on every leased delivery as a failed
 // attempt carrying the panic value, as a unit's would be: no River job
@@ -294,11 +305,17 @@ func (p *Dispatcher) units(ctx context.Context, fan fanOut, began time.Time) (c 
 	}
 	held := false
 	for _, d := range fan.deliveries {
-		if !d.leased {
-			held = true
-			continue
+		if d.orderingKey != "" {
+			p.sawOrdered()
 		}
-		c.Units = append(c.Units, &attemptUnit{p: p, d: d, fanOut: spans[d.eventID]})
+		switch {
+		case d.raced:
+			c.Units = append(c.Units, p.racedUnit(d, began, spans[d.eventID]))
+		case !d.leased:
+			held = held || !d.waits
+		default:
+			c.Units = append(c.Units, &attemptUnit{p: p, d: d, fanOut: spans[d.eventID]})
+		}
 	}
 	if held {
 		p.wakeRetries()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/postbox/postbox/internal/engine"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Replay is what ReplayEvent did.
@@ -186,12 +187,16 @@ ORDER BY c.replay_of, c.created_at DESC, c.id`, endpointID, since)
 // born held wake the retry lane instead.
 func (p *Dispatcher) attemptAll(ctx context.Context, ds []delivery) Tally {
 	var units []engine.Unit
+	began := time.Now()
 	for _, d := range ds {
-		if !d.leased {
+		switch {
+		case d.raced:
+			units = append(units, p.racedUnit(d, began, trace.SpanContext{}))
+		case !d.leased:
 			p.wakeRetries()
-			continue
+		default:
+			units = append(units, &attemptUnit{p: p, d: d})
 		}
-		units = append(units, &attemptUnit{p: p, d: d})
 	}
 	return p.outboxLane.Work(ctx, units)
 }

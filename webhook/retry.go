@@ -145,6 +145,16 @@ type attemptUnit struct {
 	fanOut trace.SpanContext // a first attempt's fan-out span; none for a retry
 }
 
+// racedUnit is the unit of a delivery born held whose birth may have raced
+// the mark ahead of it (delivery.raced): it takes the delivery
+// (takeRaced) before its attempt, if it may go, and does nothing if not.
+// Until then it holds no lease: it waits for a slot as a birth does, by
+// the birth lease it would have had.
+func (p *Dispatcher) racedUnit(d delivery, began time.Time, fanOut trace.SpanContext) *attemptUnit {
+	d.leaseEnd = began.Add(p.lc.BirthLeaseWindow)
+	return &attemptUnit{p: p, d: d, fanOut: fanOut}
+}
+
 // Run makes the attempt. When it delivered an ordered delivery, the unit
 // hands the key on (handOn): it claims the key's next delivery into its
 // own slot and attempts it at once, and so on, for up to a DeliveryBudget
@@ -154,6 +164,9 @@ type attemptUnit struct {
 func (u *attemptUnit) Run(ctx context.Context) Tally {
 	if !u.p.mayStart(u.d) {
 		return u.release(ctx, "too late for the lease, or stopping")
+	}
+	if !u.d.leased && (!u.d.raced || !u.p.takeRaced(ctx, &u.d)) {
+		return Tally{}
 	}
 	began := time.Now()
 	t, next := u.p.attempt(ctx, u.d, u.fanOut, u.handsOn(began))
@@ -167,12 +180,25 @@ func (u *attemptUnit) Run(ctx context.Context) Tally {
 			t.Add(u.release(ctx, "too late for the lease, or stopping"))
 			break
 		}
+		if u.p.slots.OlderWaits(u.d.orderingSeq) {
+			// Older ordered work waits for a slot here: this slot goes
+			// to it, and the key to whichever replica claims its turn
+			// first (claimTurns), so that many keys on few slots take
+			// turns oldest first, and no replica keeps more keys than
+			// its slots while another has slots free.
+			t.Add(u.p.passTurn(ctx, u.d.id))
+			break
+		}
 		var last Tally
 		last, next = u.p.attempt(ctx, u.d, u.fanOut, u.handsOn(began))
 		t.Add(last)
 	}
 	return t
 }
+
+// Rank is an ordered delivery's place in its key: waiting for a slot,
+// older ones go first (engine.Ranked).
+func (u *attemptUnit) Rank() (int64, bool) { return u.d.orderingSeq, u.d.orderingKey != "" }
 
 // handsOn reports whether the unit's next mark may hand its key on: the
 // delivery is ordered, the unit has chained for less than a DeliveryBudget,
@@ -209,6 +235,9 @@ func (u *attemptUnit) Release(ctx context.Context) Tally {
 }
 
 func (u *attemptUnit) release(ctx context.Context, why string) Tally {
+	if !u.d.leased {
+		return Tally{} // a raced unit not yet taken holds nothing
+	}
 	n, _ := claim.Release(ctx, u.p.pool, deliveriesTable, []string{u.d.id}, why, u.p.logger)
 	u.p.metrics.engine().Released(deliveriesTable.Name, int(n))
 	return Tally{Released: int(n)}
@@ -217,6 +246,9 @@ func (u *attemptUnit) release(ctx context.Context, why string) Tally {
 // Panicked records the attempt as failed with the panic value, retried on
 // the schedule like any transient failure.
 func (u *attemptUnit) Panicked(ctx context.Context, v any) Tally {
+	if !u.d.leased {
+		return Tally{} // a raced unit that panicked before it took its delivery
+	}
 	m := DeliveryMark{Attempt: u.d.attempt, Error: (&engine.PanicError{Value: v}).Error()}
 	u.p.retryOrFail(&m, 0, false)
 	t, _ := u.p.record(ctx, u.d, m, false, false)
@@ -271,7 +303,7 @@ func (p *Dispatcher) claimRetries(ctx context.Context, n int) (ds []delivery, th
 // loadColumns is what an attempt needs of a claimed delivery (alias d),
 // its event (e) and its endpoint (ep): scanLoaded reads it.
 const loadColumns = `d.id, d.event_id, d.endpoint_id, ep.url, ep.secret, ` + olderSecretsSQL + `, ep.enabled,
-	ep.send_traceparent, e.event_type, e.payload, e.created_at, coalesce(e.traceparent, ''), coalesce(d.ordering_key, '')`
+	ep.send_traceparent, e.event_type, e.payload, e.created_at, coalesce(e.traceparent, ''), coalesce(d.ordering_key, ''), coalesce(d.ordering_seq, 0)`
 
 // scanLoaded reads loadColumns, then the columns in after, into a
 // delivery; events caches each event's body for its other deliveries.
@@ -283,7 +315,7 @@ func scanLoaded(row pgx.Row, events map[string]event, after ...any) (delivery, e
 		createdAt              time.Time
 	)
 	if err := row.Scan(append([]any{&d.id, &d.eventID, &d.endpointID, &d.url, &d.secret, &d.olderSecrets, &d.enabled,
-		&d.sendTraceparent, &eventType, &payload, &createdAt, &traceparent, &d.orderingKey}, after...)...); err != nil {
+		&d.sendTraceparent, &eventType, &payload, &createdAt, &traceparent, &d.orderingKey, &d.orderingSeq}, after...)...); err != nil {
 		return d, err
 	}
 	ev, ok := events[d.eventID]
