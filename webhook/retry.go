@@ -207,9 +207,16 @@ func (u *attemptUnit) handsOn(began time.Time) bool {
 	return u.d.orderingKey != "" && time.Since(began) < u.p.lc.DeliveryBudget && !u.p.stopped.Load()
 }
 
-// loadHanded loads the delivery a mark handed its key on to; one it cannot
-// load is released to the retry lane.
+// loadHanded is the delivery a mark handed its key on to, as the mark read
+// it or, failing that, loaded again; one it cannot load is released to the
+// retry lane.
 func (p *Dispatcher) loadHanded(ctx context.Context, h handedOn) (delivery, bool) {
+	if h.loaded {
+		p.metrics.engine().Claimed(deliveriesTable.Name, 1)
+		d := h.d
+		d.attempt, d.leaseEnd, d.leased = h.attempt, leaseEnd(h.sent, h.left), true
+		return d, true
+	}
 	ds, err := p.loadDeliveries(ctx, []string{h.id})
 	if err != nil || len(ds) != 1 {
 		n, _ := claim.Release(ctx, p.pool, deliveriesTable, []string{h.id}, "handed an ordered key on but could not be loaded", p.logger)

@@ -188,5 +188,13 @@ func init() {
 			Pkg:     pkg,
 			Test:    "TestOrdering_AttemptIsRankedByItsPlace",
 		},
+		Mutation{
+			Name:    "ordering: the hand-on's mark does not read the next delivery (a second round trip)",
+			File:    "webhook/delivery.go",
+			Find:    "\th.loaded = true\n",
+			Replace: "",
+			Pkg:     pkg,
+			Test:    "TestOrdering_HandOnReadsTheNextDeliveryInTheMark",
+		},
 	)
 }
