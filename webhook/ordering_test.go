@@ -528,6 +528,14 @@ func TestOrdering_BirthRacingTheMarkAheadIsTakenOnceItCommits(t *testing.T) {
 	for count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE event_id = $1`, ids[1]) == 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
+	// The look again waits on the mark's row lock; the mark commits once it
+	// does (or after 3 s, when nothing looks again), after the drain's claim
+	// is over: only the look again can then take the delivery.
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0 {
+			break
+		}
+	}
 	if err := mark.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
