@@ -66,8 +66,10 @@ type DeliveryMark struct {
 // replica, after the failures before it and before those after it; and an
 // endpoint nobody watches costs a primary-key probe and no write.
 //
-// The statement always returns one row: whether the mark applied, then
-// what it did to the breaker.
+// The statement always returns one row: whether the mark applied, what it
+// did to the breaker, then the delivery it handed the key on to as the
+// attempt needs it (loadColumns, read in the same statement: one round
+// trip per event of a hot key, not two), NULL when it handed nothing on.
 var updateDeliverySQL = `WITH attempt AS (
 	INSERT INTO webhook_delivery_attempts (delivery_id, attempt, status_code, duration_ms, error, response_excerpt)
 	SELECT $1::uuid, $2::int, NULLIF($3::int, 0), $4::int, NULLIF($5::text, ''), $6::text
@@ -86,16 +88,9 @@ marked AS (
 ), ` + handOnCTE + `
 SELECT EXISTS (SELECT 1 FROM marked), coalesce((SELECT closes FROM breaker_success), false),
 	coalesce(f.trips, false), coalesce(f.requests, 0), coalesce(f.failures, 0), f.paused_until, coalesce(f.expire, false),
-	h.id::text, h.attempts, h.left, ` + handedColumns + `
-FROM (SELECT 1) one LEFT JOIN breaker_failure f ON true LEFT JOIN handed h ON true
-LEFT JOIN webhook_events e ON e.id = h.event_id LEFT JOIN webhook_endpoints ep ON ep.id = h.endpoint_id`
-
-// handedColumns is what the attempt needs of the delivery a mark handed
-// its key on to (h), its event (e) and endpoint (ep), read in the mark's
-// own statement: one round trip per event of a hot key, not two. NULL
-// when the mark handed nothing on.
-const handedColumns = `h.event_id::text, h.endpoint_id::text, ep.url, ep.secret, ` + olderSecretsSQL + `, ep.enabled, ep.send_traceparent,
-	e.event_type, e.payload, e.created_at, coalesce(e.traceparent, ''), h.ordering_key, h.ordering_seq`
+	d.attempts, d.left, ` + loadColumns + `
+FROM (SELECT 1) one LEFT JOIN breaker_failure f ON true LEFT JOIN handed d ON true
+LEFT JOIN webhook_events e ON e.id = d.event_id LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id`
 
 // handOnCTE, when $18 (a lease) is above zero and the mark delivered an
 // ordered delivery, claims the next delivery of its endpoint and key under
@@ -137,24 +132,8 @@ type handedOn struct {
 	attempt int
 	left    *float64  // its lease, as Postgres measured it (leaseEnd)
 	sent    time.Time // when the mark was sent
-	d       delivery  // what its attempt needs (handedColumns), but the lease
+	d       delivery  // what its attempt needs, but the lease
 	loaded  bool      // d was read; if not, loadHanded reads it
-}
-
-// scan reads handedColumns into h.d, for the delivery h.id.
-func (h *handedOn) scan(eventID, endpointID, url, secret *string, older []string, enabled, sendTraceparent *bool,
-	eventType *string, payload []byte, createdAt *time.Time, traceparent, key *string, seq *int64) error {
-	if eventID == nil || endpointID == nil || url == nil {
-		return fmt.Errorf("delivery %s: handed on, but its event or endpoint was not read", h.id)
-	}
-	ev, err := newEvent(*eventType, *createdAt, payload, *traceparent)
-	if err != nil {
-		return err
-	}
-	h.d = delivery{id: h.id, eventID: *eventID, endpointID: *endpointID, url: *url, secret: *secret, olderSecrets: older, enabled: *enabled,
-		sendTraceparent: *sendTraceparent, event: ev, orderingKey: *key, orderingSeq: *seq}
-	h.loaded = true
-	return nil
 }
 
 // markBreakerParams are updateDeliverySQL's breaker parameters.
@@ -215,27 +194,21 @@ func markDelivery(ctx context.Context, db DB, group *claim.Group, deliveryID str
 				s.BreakerCooldown.Seconds(), s.BreakerMaxCooldown.Seconds(), s.DisableAfter, handOn},
 			Result: func(row pgx.Row) error {
 				var (
-					marked                   bool
-					h                        handedOn
-					id, eventID, endpointID  *string
-					url, secret, eventType   *string
-					traceparent, key         *string
-					n                        *int
-					older                    []string
-					payload                  []byte
-					enabled, sendTraceparent *bool
-					createdAt                *time.Time
-					seq                      *int64
+					marked bool
+					h      handedOn
+					n      *int
+					l      loaded
 				)
 				out, next = breakerOutcome{}, nil
-				err := row.Scan(&marked, &out.closed, &out.opened, &out.requests, &out.failures, &out.pausedUntil, &out.expire, &id, &n, &h.left,
-					&eventID, &endpointID, &url, &secret, &older, &enabled, &sendTraceparent, &eventType, &payload, &createdAt, &traceparent, &key, &seq)
-				if err == nil && id != nil {
-					h.id, h.attempt = *id, *n
+				err := row.Scan(append([]any{&marked, &out.closed, &out.opened, &out.requests, &out.failures, &out.pausedUntil, &out.expire,
+					&n, &h.left}, l.targets()...)...)
+				if err == nil && l.id != nil {
 					// A delivery whose columns do not make an attempt is
 					// loaded again (loadHanded), which releases it if
 					// it still cannot: the mark itself stands.
-					_ = h.scan(eventID, endpointID, url, secret, older, enabled, sendTraceparent, eventType, payload, createdAt, traceparent, key, seq)
+					var derr error
+					h.d, derr = l.delivery(map[string]event{})
+					h.id, h.attempt, h.loaded = *l.id, *n, derr == nil
 					next = &h
 				}
 				if err == nil && !marked {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/postbox/postbox/internal/engine"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // bornSQL is the INSERT that creates the deliveries of the events in the
@@ -143,6 +145,30 @@ func (p *Dispatcher) bornDeliveries(ctx context.Context, events map[string]event
 	}
 	p.metrics.engine().Claimed("webhook_deliveries", leased(ds)) // birth is the first attempt's claim
 	return ds, nil
+}
+
+// firstAttempts are the units of freshly born deliveries ds: the first
+// attempts of those born leased to this process, each under its event's
+// fan-out span when spans has one, and a unit that looks again for each one
+// born held whose birth may have raced the mark ahead of it (racedUnit).
+// wake reports deliveries born held for admission, whose first attempt is
+// the retry lane's to make; those held for their key's order wait for the
+// mark of the delivery ahead to hand the key on.
+func (p *Dispatcher) firstAttempts(ds []delivery, began time.Time, spans map[string]trace.SpanContext) (units []engine.Unit, wake bool) {
+	for _, d := range ds {
+		if d.orderingKey != "" {
+			p.sawOrdered()
+		}
+		switch {
+		case d.raced:
+			units = append(units, p.racedUnit(d, began, spans[d.eventID]))
+		case !d.leased:
+			wake = wake || !d.waits
+		default:
+			units = append(units, &attemptUnit{p: p, d: d, fanOut: spans[d.eventID]})
+		}
+	}
+	return units, wake
 }
 
 // leased counts the deliveries born leased, whose first attempt is this

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -319,14 +320,15 @@ func (p *Dispatcher) claimTurns(ctx context.Context, n int) ([]engine.Unit, erro
 // and unleased with the attempt its hand-on counted, for any replica's
 // claimTurns: see attemptUnit.Run.
 func (p *Dispatcher) passTurn(ctx context.Context, id string) Tally {
-	ctx, cancel := claim.MarkContext(ctx)
-	defer cancel()
-	tag, err := p.pool.Exec(ctx, deliveriesTable.ReleaseSQL(), []string{id})
+	// Turns pass often under load: only a failure is worth a log line.
+	n, err := claim.Release(ctx, p.pool, deliveriesTable, []string{id}, "an ordered key's turn passed on", quiet)
 	if err != nil {
 		// It waits out its lease, then the retry lane takes it.
 		p.logger.Warn("could not pass an ordered key's turn on; it waits out its lease", "delivery_id", id, "error", err.Error())
-		return Tally{}
 	}
-	p.metrics.engine().Released(deliveriesTable.Name, int(tag.RowsAffected()))
-	return Tally{Released: int(tag.RowsAffected())}
+	p.metrics.engine().Released(deliveriesTable.Name, int(n))
+	return Tally{Released: int(n)}
 }
+
+// quiet discards claim.Release's own log lines where the caller logs.
+var quiet = slog.New(slog.DiscardHandler)

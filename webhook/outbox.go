@@ -258,11 +258,7 @@ func (p *Dispatcher) claimRowByRow(ctx context.Context, k int, began time.Time) 
 
 // units turns what a claim fanned out into the first attempts of the
 // deliveries born leased to this process, each under its event's fan-out
-// span, which joins the trace the event was enqueued in. Deliveries born
-// held for admission wait for the retry lane, which is woken for them;
-// those held for their key's order wait for the mark of the delivery ahead
-// to hand the key on; one whose birth may have raced that mark is a unit
-// that looks again (racedUnit).
+// span, which joins the trace the event was enqueued in (firstAttempts).
 //
 // A panic while doing so is recorded on every leased delivery as a failed
 // attempt carrying the panic value, as a unit's would be: no River job
@@ -303,21 +299,9 @@ func (p *Dispatcher) units(ctx context.Context, fan fanOut, began time.Time) (c 
 		span.End()
 		spans[ev.id] = span.SpanContext()
 	}
-	held := false
-	for _, d := range fan.deliveries {
-		if d.orderingKey != "" {
-			p.sawOrdered()
-		}
-		switch {
-		case d.raced:
-			c.Units = append(c.Units, p.racedUnit(d, began, spans[d.eventID]))
-		case !d.leased:
-			held = held || !d.waits
-		default:
-			c.Units = append(c.Units, &attemptUnit{p: p, d: d, fanOut: spans[d.eventID]})
-		}
-	}
-	if held {
+	var wake bool
+	c.Units, wake = p.firstAttempts(fan.deliveries, began, spans)
+	if wake {
 		p.wakeRetries()
 	}
 	p.fanOutWidth.observe(len(fan.events), len(c.Units))

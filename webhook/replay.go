@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/postbox/postbox/internal/engine"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Replay is what ReplayEvent did.
@@ -186,17 +184,9 @@ ORDER BY c.replay_of, c.created_at DESC, c.id`, endpointID, since)
 // attempt slots, as a fan-out's are made, and waits for them; deliveries
 // born held wake the retry lane instead.
 func (p *Dispatcher) attemptAll(ctx context.Context, ds []delivery) Tally {
-	var units []engine.Unit
-	began := time.Now()
-	for _, d := range ds {
-		switch {
-		case d.raced:
-			units = append(units, p.racedUnit(d, began, trace.SpanContext{}))
-		case !d.leased:
-			p.wakeRetries()
-		default:
-			units = append(units, &attemptUnit{p: p, d: d})
-		}
+	units, wake := p.firstAttempts(ds, time.Now(), nil)
+	if wake {
+		p.wakeRetries()
 	}
 	return p.outboxLane.Work(ctx, units)
 }

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -312,29 +313,53 @@ func (p *Dispatcher) claimRetries(ctx context.Context, n int) (ds []delivery, th
 const loadColumns = `d.id, d.event_id, d.endpoint_id, ep.url, ep.secret, ` + olderSecretsSQL + `, ep.enabled,
 	ep.send_traceparent, e.event_type, e.payload, e.created_at, coalesce(e.traceparent, ''), coalesce(d.ordering_key, ''), coalesce(d.ordering_seq, 0)`
 
-// scanLoaded reads loadColumns, then the columns in after, into a
-// delivery; events caches each event's body for its other deliveries.
-func scanLoaded(row pgx.Row, events map[string]event, after ...any) (delivery, error) {
-	var (
-		d                      delivery
-		eventType, traceparent string
-		payload                []byte
-		createdAt              time.Time
-	)
-	if err := row.Scan(append([]any{&d.id, &d.eventID, &d.endpointID, &d.url, &d.secret, &d.olderSecrets, &d.enabled,
-		&d.sendTraceparent, &eventType, &payload, &createdAt, &traceparent, &d.orderingKey, &d.orderingSeq}, after...)...); err != nil {
-		return d, err
+// loaded is loadColumns as scanned. Its pointers let a mark's LEFT JOIN
+// scan too: NULL there when the mark handed no key on (updateDeliverySQL).
+type loaded struct {
+	id, eventID, endpointID, url, secret *string
+	olderSecrets                         []string
+	enabled, sendTraceparent             *bool
+	eventType, traceparent, orderingKey  *string
+	payload                              []byte
+	createdAt                            *time.Time
+	orderingSeq                          *int64
+}
+
+// targets are the scan targets of loadColumns, in order.
+func (l *loaded) targets() []any {
+	return []any{&l.id, &l.eventID, &l.endpointID, &l.url, &l.secret, &l.olderSecrets, &l.enabled,
+		&l.sendTraceparent, &l.eventType, &l.payload, &l.createdAt, &l.traceparent, &l.orderingKey, &l.orderingSeq}
+}
+
+// delivery is the delivery l read; events caches each event's body for its
+// other deliveries.
+func (l *loaded) delivery(events map[string]event) (delivery, error) {
+	if l.id == nil || l.eventID == nil || l.url == nil {
+		return delivery{}, errors.New("a delivery, its event or its endpoint was not read")
 	}
+	d := delivery{id: *l.id, eventID: *l.eventID, endpointID: *l.endpointID, url: *l.url, secret: *l.secret,
+		olderSecrets: l.olderSecrets, enabled: *l.enabled, sendTraceparent: *l.sendTraceparent,
+		orderingKey: *l.orderingKey, orderingSeq: *l.orderingSeq}
 	ev, ok := events[d.eventID]
 	if !ok {
 		var err error
-		if ev, err = newEvent(eventType, createdAt, payload, traceparent); err != nil {
+		if ev, err = newEvent(*l.eventType, *l.createdAt, l.payload, *l.traceparent); err != nil {
 			return d, err
 		}
 		events[d.eventID] = ev
 	}
 	d.event = ev
 	return d, nil
+}
+
+// scanLoaded reads loadColumns, then the columns in after, into a
+// delivery; events caches each event's body for its other deliveries.
+func scanLoaded(row pgx.Row, events map[string]event, after ...any) (delivery, error) {
+	var l loaded
+	if err := row.Scan(append(l.targets(), after...)...); err != nil {
+		return delivery{}, err
+	}
+	return l.delivery(events)
 }
 
 func (p *Dispatcher) loadDeliveries(ctx context.Context, ids []string) ([]delivery, error) {

@@ -166,7 +166,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "ordering: a replica that fans ordered events out does not note it",
-			File:    "webhook/outbox.go",
+			File:    "webhook/fanout.go",
 			Find:    "\t\tif d.orderingKey != \"\" {\n\t\t\tp.sawOrdered()\n\t\t}\n",
 			Replace: "",
 			Pkg:     pkg,
@@ -191,8 +191,8 @@ func init() {
 		Mutation{
 			Name:    "ordering: the hand-on's mark does not read the next delivery (a second round trip)",
 			File:    "webhook/delivery.go",
-			Find:    "\th.loaded = true\n",
-			Replace: "",
+			Find:    "h.id, h.attempt, h.loaded = *l.id, *n, derr == nil",
+			Replace: "h.id, h.attempt, h.loaded = *l.id, *n, derr == nil && false",
 			Pkg:     pkg,
 			Test:    "TestOrdering_HandOnReadsTheNextDeliveryInTheMark",
 		},

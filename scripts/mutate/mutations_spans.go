@@ -110,9 +110,9 @@ func init() {
 		},
 		Mutation{
 			Name:    "spans: a first attempt is not its fan-out's child",
-			File:    "webhook/outbox.go",
-			Find:    "c.Units = append(c.Units, &attemptUnit{p: p, d: d, fanOut: spans[d.eventID]})",
-			Replace: "c.Units = append(c.Units, &attemptUnit{p: p, d: d})",
+			File:    "webhook/fanout.go",
+			Find:    "units = append(units, &attemptUnit{p: p, d: d, fanOut: spans[d.eventID]})",
+			Replace: "units = append(units, &attemptUnit{p: p, d: d})",
 			Pkg:     "./webhook/",
 			Test:    "TestTracing_EventFanOutAttemptsAndMarksJoinTheEnqueueTrace",
 		},
