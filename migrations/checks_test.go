@@ -303,6 +303,10 @@ var checkCases = []checkCase{
 			setEndpoint(`breaker_window_at = now(), breaker_requests = 3, breaker_failures = 3`),
 			setEndpoint(`breaker_window_at = NULL, breaker_requests = 0, breaker_failures = 0`),
 		}},
+	// 00024: the breaker's slow start after it closes.
+	{"webhook_endpoints_breaker_recovering_check",
+		[]string{setEndpoint(`breaker_recovering = true, paused_until = now()`)},
+		[]string{setEndpoint(`breaker_recovering = true, paused_until = NULL`), setEndpoint(`breaker_recovering = false, paused_until = now()`)}},
 	{"webhook_endpoint_secrets_secret_check",
 		[]string{`INSERT INTO webhook_endpoint_secrets (endpoint_id, secret, expires_at) VALUES (` + fxEndpoint + `, 'whsecXc2Vjb25k', now())`},
 		[]string{`INSERT INTO webhook_endpoint_secrets (endpoint_id, secret, expires_at) VALUES (` + fxEndpoint + `, 'whsec_c2Vjb25k', now())`}},

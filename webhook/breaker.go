@@ -71,7 +71,7 @@ type EndpointDisabled struct {
 // breakerWatching is the SQL test of an endpoint (alias ep) whose next
 // success must be counted: it has a failure run, a window or a tripped
 // breaker.
-const breakerWatching = `(ep.consecutive_failures > 0 OR ep.breaker_window_at IS NOT NULL OR ep.paused_until IS NOT NULL)`
+const breakerWatching = `(ep.consecutive_failures > 0 OR ep.breaker_window_at IS NOT NULL OR ep.paused_until IS NOT NULL OR ep.breaker_recovering)`
 
 // breakerFailureCTE is the CTEs, named breaker_failure last, that count
 // one failed attempt of the endpoint whose id = match (an SQL condition
@@ -82,14 +82,15 @@ const breakerWatching = `(ep.consecutive_failures > 0 OR ep.breaker_window_at IS
 // failed for the whole disable window.
 func breakerFailureCTE(match string, b breakerParams) string {
 	return `breaker_fold AS (
-	SELECT id, breaker_opens, breaker_requests, breaker_failures, breaker_window_at,
+	SELECT id, breaker_opens, breaker_requests, breaker_failures, breaker_window_at, breaker_recovering,
 		coalesce(paused_until > clock_timestamp(), false) AS open,
 		coalesce(paused_until <= clock_timestamp(), false) AS half_open,
 		paused_until IS NULL AND coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => ` + b.window + `::float8), false) AS live
 	FROM webhook_endpoints WHERE id = ` + match + ` FOR NO KEY UPDATE
 ), breaker_counted AS (
 	SELECT id, breaker_opens, open, half_open,
-		CASE WHEN open THEN breaker_requests WHEN half_open OR live THEN breaker_requests + 1 ELSE 1 END AS requests,
+		CASE WHEN open THEN breaker_requests WHEN half_open OR live THEN breaker_requests + 1
+			WHEN breaker_recovering THEN ` + b.probes + `::int + 1 ELSE 1 END AS requests,
 		CASE WHEN open THEN breaker_failures WHEN half_open OR live THEN breaker_failures + 1 ELSE 1 END AS failures,
 		CASE WHEN open OR half_open OR live THEN breaker_window_at ELSE clock_timestamp() END AS window_at
 	FROM breaker_fold
@@ -107,7 +108,8 @@ func breakerFailureCTE(match string, b breakerParams) string {
 		breaker_requests = CASE WHEN t.trips THEN 0 ELSE t.requests END,
 		breaker_failures = CASE WHEN t.trips THEN 0 ELSE t.failures END,
 		breaker_window_at = CASE WHEN t.trips THEN clock_timestamp() ELSE t.window_at END,
-		probing = CASE WHEN t.trips THEN false ELSE ep.probing END
+		probing = CASE WHEN t.trips THEN false ELSE ep.probing END,
+		breaker_recovering = ep.breaker_recovering AND NOT t.trips
 	FROM breaker_ft t WHERE ep.id = t.id
 	RETURNING t.trips, t.requests, t.failures, ep.paused_until, ep.enabled AND ep.failing_since <= now() - ` + b.disableAfter + `::interval AS expire
 )`
@@ -129,23 +131,31 @@ type breakerParams struct {
 // written.
 func breakerSuccessCTE(match string, b breakerParams) string {
 	return `breaker_old AS (
-	SELECT id, paused_until IS NOT NULL AS tripped,
+	SELECT id, paused_until IS NOT NULL AS tripped, breaker_recovering AS recovering,
 		coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => ` + b.window + `::float8), false) AS live,
-		breaker_requests + 1 AS requests, breaker_failures AS failures
+		breaker_requests, breaker_failures, breaker_requests + 1 AS requests, breaker_failures AS failures
 	FROM webhook_endpoints
 	WHERE id = ` + match + ` AND ` + breakerWatchingRow + `
 	FOR NO KEY UPDATE
 ), breaker_t AS (
-	SELECT *, tripped AND requests - failures >= ` + b.probes + `::int AS closes, NOT tripped AND NOT live AS ended FROM breaker_old
+	SELECT *, tripped AND requests - failures >= ` + b.probes + `::int AS closes,
+		NOT tripped AND NOT live AS ended,
+		recovering AND NOT live AND breaker_requests - breaker_failures >= ` + b.minRequests + `::int
+			AND breaker_failures * 200 < ` + b.rate + `::int * breaker_requests AS recovered
+	FROM breaker_old
 ), breaker_success AS (
 	UPDATE webhook_endpoints ep SET
 		consecutive_failures = 0, failing_since = NULL,
 		paused_until = CASE WHEN t.closes THEN NULL ELSE ep.paused_until END,
-		breaker_opens = CASE WHEN t.closes THEN 0 ELSE ep.breaker_opens END,
+		breaker_opens = CASE WHEN t.recovered THEN 0 ELSE ep.breaker_opens END,
 		probing = CASE WHEN t.closes THEN false ELSE ep.probing END,
-		breaker_requests = CASE WHEN t.closes OR t.ended THEN 0 ELSE t.requests END,
+		breaker_recovering = CASE WHEN t.closes THEN true WHEN t.recovered THEN false ELSE ep.breaker_recovering END,
+		breaker_requests = CASE WHEN t.closes THEN t.requests - t.failures
+			WHEN t.ended AND t.recovering AND NOT t.recovered THEN ` + b.probes + `::int + 1
+			WHEN t.ended THEN 0 ELSE t.requests END,
 		breaker_failures = CASE WHEN t.closes OR t.ended THEN 0 ELSE t.failures END,
-		breaker_window_at = CASE WHEN t.closes OR t.ended THEN NULL ELSE ep.breaker_window_at END
+		breaker_window_at = CASE WHEN t.closes OR t.ended AND t.recovering AND NOT t.recovered THEN clock_timestamp()
+			WHEN t.ended THEN NULL ELSE ep.breaker_window_at END
 	FROM breaker_t t WHERE ep.id = t.id
 	RETURNING t.closes
 )`

@@ -36,15 +36,16 @@ type breakerState struct {
 	Reason         string
 	Requests       int // the window's (or the half-open trial's) counts
 	WindowFailures int
+	Recovering     bool
 }
 
 func endpointBreaker(t *testing.T, db DB, id string) breakerState {
 	t.Helper()
 	var b breakerState
 	if err := db.QueryRow(context.Background(), `SELECT consecutive_failures, breaker_opens, paused_until, probing, enabled, coalesce(disabled_reason, ''),
-	breaker_requests, breaker_failures
+	breaker_requests, breaker_failures, breaker_recovering
 FROM webhook_endpoints WHERE id = $1`, id).Scan(&b.Failures, &b.Opens, &b.PausedUntil, &b.Probing, &b.Enabled, &b.Reason,
-		&b.Requests, &b.WindowFailures); err != nil {
+		&b.Requests, &b.WindowFailures, &b.Recovering); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -192,8 +193,10 @@ func TestBreaker_OpensOnFailureRateAndProbesClose(t *testing.T) {
 			t.Fatalf("a request %s after the first probe, before its answer: want one probe out at first", d)
 		}
 	}
-	if b := endpointBreaker(t, pool, ep.ID); b.Failures != 0 || b.Opens != 0 || b.PausedUntil != nil || b.Probing || b.Requests != 0 {
-		t.Fatalf("after the probes succeeded: %+v, want closed with no window", b)
+	// Closed, recovering for a window: its successes counted, the pause's
+	// doubling kept until the phase ends.
+	if b := endpointBreaker(t, pool, ep.ID); b.Failures != 0 || b.Opens != 2 || b.PausedUntil != nil || b.Probing || !b.Recovering || b.Requests != 8 || b.WindowFailures != 0 {
+		t.Fatalf("after the probes succeeded: %+v, want closed and recovering, 8 successes counted", b)
 	}
 }
 
@@ -252,16 +255,12 @@ func TestBreaker_FlakyEndpointIsNotPaused(t *testing.T) {
 	}
 }
 
-// An endpoint that fails the first attempt of every message and accepts
-// the retry: its first failures open the breaker, and the probes — taken
-// from the deliveries already attempted — succeed, so it closes, and every
-// message is delivered.
-func TestBreaker_FailFirstAttemptEndpointGetsEveryMessage(t *testing.T) {
-	t.Parallel()
-	pool := pgtest.NewPool(t)
+// failFirstReceiver answers 500 to the first request of every event and
+// 204 to the ones after.
+func failFirstReceiver(t *testing.T) *receiver {
 	var mu sync.Mutex
 	seen := map[string]bool{}
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+	return newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		mu.Lock()
 		first := !seen[r.Header.Get(HeaderID)]
 		seen[r.Header.Get(HeaderID)] = true
@@ -272,6 +271,16 @@ func TestBreaker_FailFirstAttemptEndpointGetsEveryMessage(t *testing.T) {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// An endpoint that fails the first attempt of every message and accepts
+// the retry: its first failures open the breaker, and the probes — taken
+// from the deliveries already attempted — succeed, so it closes, and every
+// message is delivered.
+func TestBreaker_FailFirstAttemptEndpointGetsEveryMessage(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	rc := failFirstReceiver(t)
 	createEndpoint(t, pool, rc.URL)
 	opens := deliverAll(t, pool, 30, func(o *Config) {
 		o.Settings.BreakerMinRequests = 3
@@ -283,6 +292,57 @@ func TestBreaker_FailFirstAttemptEndpointGetsEveryMessage(t *testing.T) {
 	}
 	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE attempts > 2`); n != 0 {
 		t.Fatalf("%d deliveries needed more than two attempts: a probe was a first attempt", n)
+	}
+}
+
+// A breaker that has just closed lets the deliveries held while it was
+// open out in a slow start. To an endpoint that fails every first attempt
+// and accepts the retry, all of them at once would fail together and
+// reopen it (measured in the pool: 21 of 300 messages delivered in 120 s).
+// Recovering, the first claim sends only as many first attempts as could
+// all fail without the window's failed share reaching the opening rate —
+// 7 after the 2 probe successes that closed it, at 80 % — each retry's
+// success lets more out, and every message is delivered without the
+// breaker opening again.
+func TestBreaker_ClosedBreakerLetsHeldFirstAttemptsOutInASlowStart(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	rc := failFirstReceiver(t)
+	ep := createEndpoint(t, pool, rc.URL)
+	p := newDispatcher(t, pool, func(o *Config) {
+		o.Settings.BreakerMinRequests = 3
+		o.Settings.BreakerProbes = 2
+		o.Schedule = shortSchedule
+	})
+	// As the second probe's success leaves it.
+	if _, err := pool.Exec(ctx, `UPDATE webhook_endpoints SET breaker_recovering = true, breaker_window_at = now(), breaker_requests = 2
+	WHERE id = $1`, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	const held = 40
+	insertDueDeliveries(t, pool, ep.ID, held, time.Second)
+	if _, err := p.Retry(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rc.requests()); n != 7 {
+		t.Fatalf("the first claim after the breaker closed sent %d first attempts of %d held, want 7", n, held)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) < held {
+		if b := endpointBreaker(t, pool, ep.ID); b.PausedUntil != nil {
+			t.Fatalf("the breaker opened again (%+v) after %d requests", b, len(rc.requests()))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d delivered within 60 s", count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`), held)
+		}
+		if _, err := p.Retry(ctx); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := len(rc.requests()); n != 2*held {
+		t.Fatalf("%d requests for %d messages, want two each", n, held)
 	}
 }
 
@@ -429,5 +489,107 @@ func TestBreaker_SuccessMarkedElsewhereCounts(t *testing.T) {
 	sibling.record(ctx, loaded, DeliveryMark{Attempt: 1, Status: StatusSucceeded, StatusCode: 204}, false, false)
 	if b := endpointBreaker(t, pool, d.EndpointID); b.Requests != 2 || b.WindowFailures != 1 || b.Failures != 0 {
 		t.Fatalf("breaker %+v, want the window's 1 failure and 1 success counted and the failure run reset", b)
+	}
+}
+
+// Each of the recovering phase's edges, one mark on an endpoint in a
+// prepared state (BreakerProbes 1, BreakerMinRequests 5, rate 80 %): the
+// probe's success that closes a half-open breaker starts the slow start
+// with the trial's successes; in a window not yet over, successes are
+// counted however many (early in the phase they are mostly retries, and
+// ending it on them let the held first attempts out together: measured in
+// the pool, the breaker reopened); a window that ended with the minimum's
+// successes and under half the opening share failed ends it, and the
+// doubling of the pause with it; one that ended half failed starts again
+// at the closing counts, on a success or a failure; a failure that reaches
+// the rate reopens the breaker and ends the phase.
+func TestBreaker_RecoveringEdges(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	settings := Settings{BreakerProbes: 1, BreakerMinRequests: 5}.withDefaults()
+	type counts struct {
+		recovering, paused bool
+		requests, failures int
+		opens              int
+	}
+	const ended = `breaker_window_at = now() - interval '2 minutes'`
+	for _, tc := range []struct {
+		name    string
+		state   string // SET clause on the endpoint
+		status  DeliveryStatus
+		want    counts
+		wantWin bool // a window after the mark
+	}{
+		{"half-open probe succeeds: recovering", `paused_until = now() - interval '1 second', breaker_opens = 2, breaker_window_at = now()`,
+			StatusSucceeded, counts{recovering: true, requests: 1, opens: 2}, true},
+		{"window not over, all succeeded: still recovering", `breaker_recovering = true, breaker_opens = 2, breaker_window_at = now(), breaker_requests = 30`,
+			StatusSucceeded, counts{recovering: true, requests: 31, opens: 2}, true},
+		{"window over, healthy: recovered", `breaker_recovering = true, breaker_opens = 2, ` + ended + `, breaker_requests = 10, breaker_failures = 3`,
+			StatusSucceeded, counts{}, false},
+		{"window over, half failed: the closing counts again", `breaker_recovering = true, ` + ended + `, breaker_requests = 10, breaker_failures = 4`,
+			StatusSucceeded, counts{recovering: true, requests: 2}, true},
+		{"window over, a failure: the closing counts again", `breaker_recovering = true, ` + ended + `, breaker_requests = 10, breaker_failures = 4`,
+			StatusPending, counts{recovering: true, requests: 2, failures: 1}, true},
+		{"half failed: still recovering", `breaker_recovering = true, breaker_window_at = now(), breaker_requests = 9, breaker_failures = 4`,
+			StatusSucceeded, counts{recovering: true, requests: 10, failures: 4}, true},
+		{"a failure at the rate: open, not recovering", `breaker_recovering = true, breaker_window_at = now(), breaker_requests = 19, breaker_failures = 15`,
+			StatusPending, counts{paused: true, opens: 1}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testCtx(t)
+			ep := createEndpoint(t, pool, "https://example.com/hook/"+strings.ReplaceAll(tc.name, " ", "-"))
+			if _, err := pool.Exec(ctx, `UPDATE webhook_endpoints SET `+tc.state+` WHERE id = $1`, ep.ID); err != nil {
+				t.Fatal(err)
+			}
+			id := insertDueDeliveries(t, pool, ep.ID, 1, time.Second)[0]
+			m := DeliveryMark{Status: tc.status, Attempt: 1, StatusCode: 204}
+			if tc.status != StatusSucceeded {
+				m.StatusCode, m.Error, m.RetryIn = 500, "HTTP 500", time.Minute
+			}
+			if _, _, err := markDelivery(ctx, pool, nil, id, m, &breakerCount{endpointID: ep.ID, counts: true, settings: settings}); err != nil {
+				t.Fatal(err)
+			}
+			var got counts
+			var win bool
+			if err := pool.QueryRow(ctx, `SELECT breaker_recovering, paused_until IS NOT NULL, breaker_requests, breaker_failures, breaker_opens, breaker_window_at IS NOT NULL
+	FROM webhook_endpoints WHERE id = $1`, ep.ID).Scan(&got.recovering, &got.paused, &got.requests, &got.failures, &got.opens, &win); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want || win != tc.wantWin {
+				t.Fatalf("after a %s mark: %+v (window %t), want %+v (window %t)", tc.status, got, win, tc.want, tc.wantWin)
+			}
+			if tc.want.recovering {
+				eps, err := ListEndpoints(ctx, pool)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range eps {
+					if e.ID == ep.ID && e.Breaker.State != "recovering" {
+						t.Fatalf("listed as %q, want recovering", e.Breaker.State)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A recovering breaker's first attempts are the most that could all fail,
+// with everything in flight, and leave the window's failed share under the
+// rate: one more would reach it.
+func TestBreaker_FirstAttemptsStayUnderTheRate(t *testing.T) {
+	t.Parallel()
+	for _, rate := range []int{1, 50, 80, 99} {
+		for s := range 30 {
+			for f := range 30 {
+				for inFlight := range 5 {
+					b := bucket{recovering: true, successes: s, failures: f, inFlight: inFlight}
+					n := b.firstAttempts(rate)
+					failed := func(k int) bool { return (f+inFlight+k)*100 >= rate*(s+f+inFlight+k) }
+					if n < 0 || n > 0 && failed(n) || !failed(n+1) {
+						t.Fatalf("rate %d%%, %d successes, %d failures, %d in flight: %d first attempts", rate, s, f, inFlight, n)
+					}
+				}
+			}
+		}
 	}
 }

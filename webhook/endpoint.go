@@ -55,8 +55,9 @@ type Endpoint struct {
 // Breaker is an endpoint's circuit breaker as ListEndpoints reads it.
 type Breaker struct {
 	// State is "closed", "open" (deliveries held until PausedUntil),
-	// "probing" (half-open, its probes have gone out) or "half-open"
-	// (the next claim sends a probe).
+	// "probing" (half-open, its probes have gone out), "half-open"
+	// (the next claim sends a probe), "recovering" (closed, first
+	// attempts in a slow start) or "closed".
 	State               string     `json:"state"`
 	ConsecutiveFailures int        `json:"consecutive_failures"`
 	FailingSince        *time.Time `json:"failing_since,omitempty"`
@@ -107,6 +108,7 @@ const endpointColumns = `id, url, event_types, enabled, coalesce(disabled_reason
 	CASE WHEN paused_until > now() THEN 'open'
 		WHEN probing AND paused_until IS NOT NULL THEN 'probing'
 		WHEN paused_until IS NOT NULL THEN 'half-open'
+		WHEN breaker_recovering THEN 'recovering'
 		ELSE 'closed' END, send_traceparent, order_on_failure`
 
 func scanEndpoint(row pgx.CollectableRow) (Endpoint, error) {

@@ -60,9 +60,9 @@ const (
 )
 
 // needsAdmission is the SQL test of an endpoint (alias ep) that the claim
-// must admit deliveries to one by one: it has a limit or its breaker
-// tripped (open or half-open).
-const needsAdmission = `(ep.rate_limit IS NOT NULL OR ep.max_in_flight IS NOT NULL OR ep.paused_until IS NOT NULL)`
+// must admit deliveries to one by one: it has a limit, or its breaker
+// tripped (open or half-open) or is recovering.
+const needsAdmission = `(ep.rate_limit IS NOT NULL OR ep.max_in_flight IS NOT NULL OR ep.paused_until IS NOT NULL OR ep.breaker_recovering)`
 
 // inFlightOf is the SQL count of endpoint ep's leased deliveries.
 const inFlightOf = `(SELECT count(*) FROM webhook_deliveries f
@@ -91,6 +91,10 @@ LIMIT $1
 FOR UPDATE OF d SKIP LOCKED`, needsAdmission, due, probeSlots, inFlightOf, inFlightOf, deliveryWaitsSQL("d"), order)
 }()
 
+// breakerLive is the SQL test, in admitLockSQL ($3: BreakerWindow in
+// seconds), that the breaker's counts are of a window not yet over.
+const breakerLive = `coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => $3::float8), false)`
+
 // Step 2's statements. The lock returns the latest committed bucket (a
 // locking read in READ COMMITTED follows the row to its newest version);
 // the count runs after the lock is held.
@@ -99,7 +103,10 @@ const (
 	greatest(EXTRACT(EPOCH FROM clock_timestamp() - rl_at), 0)::float8,
 	paused_until IS NOT NULL,
 	coalesce(paused_until > clock_timestamp(), false),
-	` + probeSlots + `
+	` + probeSlots + `,
+	breaker_recovering,
+	CASE WHEN ` + breakerLive + ` THEN breaker_requests - breaker_failures ELSE $2::int END,
+	CASE WHEN ` + breakerLive + ` THEN breaker_failures ELSE 0 END
 FROM webhook_endpoints WHERE id = ANY ($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`
 
 	inFlightSQL = `SELECT endpoint_id, count(*) FROM webhook_deliveries
@@ -177,6 +184,30 @@ type bucket struct {
 	paused      bool    // open: its pause is not over
 	probeSlots  int     // half-open: the probes it lets out at once
 	inFlight    int
+
+	// recovering: the breaker closed and first attempts go out in a slow
+	// start (firstAttempts), counted on the window's successes and
+	// failures.
+	recovering          bool
+	successes, failures int
+}
+
+// firstAttempts is how many first attempts a recovering breaker lets out
+// now: as many as could all fail, with every attempt in flight failing
+// too, and leave the window's failed share under rate percent — so first
+// attempts alone never reopen it, and each success lets out rate ÷ (100 −
+// rate) more (four at the default 80 %). An endpoint that fails every
+// first attempt and accepts the retry goes on at about half its requests
+// failed, below the rate. Counts whose window has ended read as the
+// breaker's closing ones (BreakerProbes successes, no failure), so failures
+// with no retry to come hold first attempts for one window at most.
+func (b bucket) firstAttempts(rate int) int {
+	if rate >= 100 {
+		return math.MaxInt32 // only failing everything reopens it
+	}
+	// (failures + inFlight + n) × 100 < rate × (successes + failures + inFlight + n)
+	n := (rate*b.successes-(100-rate)*(b.failures+b.inFlight)+(100-rate)-1)/(100-rate) - 1
+	return max(n, 0)
 }
 
 // admit decides how many of want deliveries bucket b lets through now,
@@ -185,11 +216,20 @@ type bucket struct {
 // rest back (they are then pushed to when tokens will be there; rows held
 // by the in-flight cap or the breaker stay due, and the candidates'
 // filter skips them while the cap, the probe slots or the pause last).
-func (b bucket) admit(want int) (n int, tokens float64, probe, byRate bool) {
+//
+// attempted is how many of want, placed first, were attempted before: a
+// recovering breaker lets those through and holds first attempts to
+// firstAttempts(rate), counting those retries as in flight.
+func (b bucket) admit(want, attempted, rate int) (n int, tokens float64, probe, byRate bool) {
 	if b.paused {
 		return 0, b.tokens, false, false
 	}
 	n = want
+	if b.recovering {
+		withRetries := b
+		withRetries.inFlight += min(attempted, want)
+		n = min(want, attempted+withRetries.firstAttempts(rate))
+	}
 	tokens = b.tokens
 	if b.rate != nil {
 		burst := math.Max(1, *b.rate*burstSeconds)
@@ -291,7 +331,7 @@ func (p *Dispatcher) admit(ctx context.Context, tx pgx.Tx, cands []candidate, le
 	}
 	var pushes []push
 	if len(want) > 0 {
-		buckets, err := lockBuckets(ctx, tx, want, p.cfg.BreakerProbes)
+		buckets, err := lockBuckets(ctx, tx, want, p.cfg.BreakerProbes, p.cfg.BreakerWindow)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -299,10 +339,15 @@ func (p *Dispatcher) admit(ctx context.Context, tx pgx.Tx, cands []candidate, le
 		var tokens []float64
 		var probes []bool
 		for _, b := range buckets {
-			ds := want[b.id]
-			k, left, probe, byRate := b.admit(len(ds))
+			ds, attempted := want[b.id], 0
+			if b.recovering {
+				if ds, attempted, err = attemptedFirst(ctx, tx, b.id, ds, len(ds)); err != nil {
+					return nil, 0, err
+				}
+			}
+			k, left, probe, byRate := b.admit(len(ds), attempted, p.cfg.BreakerFailureRate)
 			if probe {
-				if ds, err = probesFirst(ctx, tx, b.id, ds, k); err != nil {
+				if ds, _, err = attemptedFirst(ctx, tx, b.id, ds, k); err != nil {
 					return nil, 0, err
 				}
 			}
@@ -357,38 +402,39 @@ func (p *Dispatcher) nextInRetryWindow(ctx context.Context, tx pgx.Tx, edge time
 	return func() { p.retryWindow.Advance(token, now, next) }, nil
 }
 
-// probesFirst returns the candidates ds of a half-open endpoint with up
-// to k deliveries attempted before put first, in the claim's transaction
-// (locked by probesSQL); the first k of the result are its probes. The
-// candidates left behind stay due.
-func probesFirst(ctx context.Context, tx pgx.Tx, endpointID string, ds []string, k int) ([]string, error) {
+// attemptedFirst returns the candidates ds of an endpoint with up to k
+// deliveries attempted before put first, in the claim's transaction
+// (locked by probesSQL), and how many were: a half-open breaker's probes,
+// a recovering one's retries. The candidates left behind stay due.
+func attemptedFirst(ctx context.Context, tx pgx.Tx, endpointID string, ds []string, k int) ([]string, int, error) {
 	rows, err := tx.Query(ctx, probesSQL, endpointID, k)
 	if err != nil {
-		return nil, wrapClaim(err)
+		return nil, 0, wrapClaim(err)
 	}
 	first, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, wrapClaim(err)
+		return nil, 0, wrapClaim(err)
 	}
 	rest := slices.DeleteFunc(slices.Clone(ds), func(id string) bool { return slices.Contains(first, id) })
-	return append(first, rest...), nil
+	return append(first, rest...), len(first), nil
 }
 
 // lockBuckets locks the endpoints of want and reads their buckets and
 // in-flight counts, in id order.
-func lockBuckets(ctx context.Context, tx pgx.Tx, want map[string][]string, probes int) ([]bucket, error) {
+func lockBuckets(ctx context.Context, tx pgx.Tx, want map[string][]string, probes int, window time.Duration) ([]bucket, error) {
 	ids := make([]string, 0, len(want))
 	for id := range want {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	rows, err := tx.Query(ctx, admitLockSQL, ids, probes)
+	rows, err := tx.Query(ctx, admitLockSQL, ids, probes, window.Seconds())
 	if err != nil {
 		return nil, wrapClaim(err)
 	}
 	buckets, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (bucket, error) {
 		var b bucket
-		err := row.Scan(&b.id, &b.rate, &b.maxInFlight, &b.tokens, &b.elapsed, &b.tripped, &b.paused, &b.probeSlots)
+		err := row.Scan(&b.id, &b.rate, &b.maxInFlight, &b.tokens, &b.elapsed, &b.tripped, &b.paused, &b.probeSlots,
+			&b.recovering, &b.successes, &b.failures)
 		return b, err
 	})
 	if err != nil {

@@ -50,7 +50,7 @@ func init() {
 		Name:    "endpoints list",
 		Summary: "every endpoint: id, state, breaker, limits, health, event types, URL",
 		Help: "Lists every endpoint with its id, whether it is enabled (and why not), its circuit breaker " +
-			"(closed, open, probing, half-open; consecutive failures; paused until), its limits, its last hour's " +
+			"(closed, recovering, open, probing, half-open; consecutive failures; paused until), its limits, its last hour's " +
 			"success rate and p50/p99 attempt duration (--json: the last hour and day, the last error), whether " +
 			"its attempts carry a traceparent header, event types and URL.",
 		Flags: func(fs *flag.FlagSet) runFunc {
