@@ -74,7 +74,8 @@ const inFlightOf = `(SELECT count(*) FROM webhook_deliveries f
 const probeSlots = `least(1 + breaker_requests - breaker_failures, $2::int)`
 
 // claimCandidatesSQL is step 1: $1 rows at most, $2 the breaker's probes,
-// $3 the claim window's edge (claim.Window).
+// $3 the claim window's edge (claim.Window), $4 and $5 the breaker's
+// opening rate and window (firstAttemptFits).
 var claimCandidatesSQL = func() string {
 	due, order := deliveriesTable.Due("d", "$3")
 	return fmt.Sprintf(`SELECT d.id, d.endpoint_id, %s
@@ -83,32 +84,50 @@ JOIN webhook_endpoints ep ON ep.id = d.endpoint_id
 WHERE d.status = 'pending' AND %s
 	AND ep.enabled
 	AND (ep.paused_until IS NULL OR (ep.paused_until <= now() AND %s > %s))
+	AND (NOT ep.breaker_recovering OR d.attempts > 0 OR %s)
 	AND (ep.rate_limit IS NULL OR ep.rl_tokens + greatest(EXTRACT(EPOCH FROM now() - ep.rl_at), 0) * ep.rate_limit >= 1)
 	AND (ep.max_in_flight IS NULL OR ep.max_in_flight > %s)
 	AND NOT %s
 ORDER BY %s
 LIMIT $1
-FOR UPDATE OF d SKIP LOCKED`, needsAdmission, due, probeSlots, inFlightOf, inFlightOf, deliveryWaitsSQL("d"), order)
+FOR UPDATE OF d SKIP LOCKED`, needsAdmission, due, probeSlots, inFlightOf, firstAttemptFits, inFlightOf, deliveryWaitsSQL("d"), order)
 }()
 
-// breakerLive is the SQL test, in admitLockSQL ($3: BreakerWindow in
-// seconds), that the breaker's counts are of a window not yet over.
-const breakerLive = `coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => $3::float8), false)`
+// firstAttemptFits is the SQL test, in claimCandidatesSQL, that recovering
+// endpoint ep would let one more first attempt out now
+// (bucket.firstAttempts is at least one): $2 BreakerProbes, $4 the opening
+// rate, $5 BreakerWindow in seconds. Its first attempts are skipped while
+// it would not, as a half-open endpoint's rows are while its probe slots
+// are full, so a backlog of them cannot fill the claim and starve other
+// endpoints' rows behind them.
+var firstAttemptFits = func() string {
+	live := breakerLive("ep.", "$5")
+	successes := `CASE WHEN ` + live + ` THEN ep.breaker_requests - ep.breaker_failures ELSE $2::int END`
+	failures := `CASE WHEN ` + live + ` THEN ep.breaker_failures ELSE 0 END`
+	return `(` + failures + ` + ` + inFlightOf + ` + 1) * 100 < $4::int * (` + successes + ` + ` + failures + ` + ` + inFlightOf + ` + 1)`
+}()
+
+// breakerLive is the SQL test that the breaker's counts, on the endpoint
+// row named by alias ("ep." or ""), are of a window not yet over: window
+// is the parameter holding BreakerWindow in seconds.
+func breakerLive(alias, window string) string {
+	return `coalesce(` + alias + `breaker_window_at > clock_timestamp() - make_interval(secs => ` + window + `::float8), false)`
+}
 
 // Step 2's statements. The lock returns the latest committed bucket (a
 // locking read in READ COMMITTED follows the row to its newest version);
 // the count runs after the lock is held.
-const (
-	admitLockSQL = `SELECT id, rate_limit, max_in_flight, rl_tokens,
+var admitLockSQL = `SELECT id, rate_limit, max_in_flight, rl_tokens,
 	greatest(EXTRACT(EPOCH FROM clock_timestamp() - rl_at), 0)::float8,
 	paused_until IS NOT NULL,
 	coalesce(paused_until > clock_timestamp(), false),
 	` + probeSlots + `,
 	breaker_recovering,
-	CASE WHEN ` + breakerLive + ` THEN breaker_requests - breaker_failures ELSE $2::int END,
-	CASE WHEN ` + breakerLive + ` THEN breaker_failures ELSE 0 END
+	CASE WHEN ` + breakerLive("", "$3") + ` THEN breaker_requests - breaker_failures ELSE $2::int END,
+	CASE WHEN ` + breakerLive("", "$3") + ` THEN breaker_failures ELSE 0 END
 FROM webhook_endpoints WHERE id = ANY ($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`
 
+const (
 	inFlightSQL = `SELECT endpoint_id, count(*) FROM webhook_deliveries
 WHERE endpoint_id = ANY ($1::uuid[]) AND status = 'pending' AND leased_until > clock_timestamp()
 GROUP BY endpoint_id`
@@ -202,8 +221,11 @@ type bucket struct {
 // breaker's closing ones (BreakerProbes successes, no failure), so failures
 // with no retry to come hold first attempts for one window at most.
 func (b bucket) firstAttempts(rate int) int {
-	if rate >= 100 {
-		return math.MaxInt32 // only failing everything reopens it
+	if rate >= 100 { // only every attempt failing reopens it
+		if b.successes > 0 {
+			return math.MaxInt32
+		}
+		return 0
 	}
 	// (failures + inFlight + n) × 100 < rate × (successes + failures + inFlight + n)
 	n := (rate*b.successes-(100-rate)*(b.failures+b.inFlight)+(100-rate)-1)/(100-rate) - 1
@@ -272,7 +294,7 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 	edge, token := p.retryWindow.Start()
 	b := &pgx.Batch{}
 	b.Queue(claim.IndexOnlySQL) // for the whole claim: see there
-	b.Queue(claimCandidatesSQL, n, p.cfg.BreakerProbes, edge)
+	b.Queue(claimCandidatesSQL, n, p.cfg.BreakerProbes, edge, p.cfg.BreakerFailureRate, p.cfg.BreakerWindow.Seconds())
 	br := tx.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		br.Close()

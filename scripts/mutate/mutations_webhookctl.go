@@ -334,5 +334,13 @@ func init() {
 			Pkg:     "./webhook/",
 			Test:    "TestBreaker_RecoveringEdges",
 		},
+		Mutation{
+			Name:    "breaker: a recovering endpoint's held first attempts fill the retry claim",
+			File:    "webhook/throttle.go",
+			Find:    "\tAND (NOT ep.breaker_recovering OR d.attempts > 0 OR %s)\n",
+			Replace: "\tAND (true OR %s)\n",
+			Pkg:     "./webhook/",
+			Test:    "TestBreaker_RecoveringBacklogDoesNotStarveOthers",
+		},
 	)
 }
