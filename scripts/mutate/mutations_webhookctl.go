@@ -153,7 +153,7 @@ func init() {
 			Find:    "AND (ep.paused_until IS NULL OR (ep.paused_until <= now() AND %s > %s))",
 			Replace: "AND (ep.paused_until IS NULL OR (ep.paused_until <= now() AND %s > 0 * %s))",
 			Pkg:     "./webhook/",
-			Test:    "TestBreaker_HalfOpenBacklogDoesNotStarveOthers",
+			Test:    "TestBreaker_BacklogDoesNotStarveOthers",
 		},
 		Mutation{
 			Name:    "breaker: probes taken in the claim's order, not attempted deliveries first",
@@ -340,7 +340,7 @@ func init() {
 			Find:    "\tAND (NOT ep.breaker_recovering OR d.attempts > 0 OR %s)\n",
 			Replace: "\tAND (true OR %s)\n",
 			Pkg:     "./webhook/",
-			Test:    "TestBreaker_RecoveringBacklogDoesNotStarveOthers",
+			Test:    "TestBreaker_BacklogDoesNotStarveOthers",
 		},
 	)
 }
