@@ -26,7 +26,7 @@ func TestAttempts_EveryMarkLogsItsAttempt(t *testing.T) {
 		return nil
 	}))
 	for range 2 {
-		if _, err := d.RunBatch(ctx); err != nil {
+		if _, err := d.runBatch(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := db.Exec(ctx, `UPDATE email_outbox SET next_attempt_at = now() WHERE id = $1`, id); err != nil {
@@ -98,7 +98,7 @@ func TestAttempts_LogGoesOnAfterARequeue(t *testing.T) {
 		if _, err := db.Exec(ctx, `UPDATE email_outbox SET next_attempt_at = now() WHERE status = 'pending'`); err != nil {
 			t.Fatal(err)
 		}
-		if res, err := d.RunBatch(ctx); err != nil || !want(res) {
+		if res, err := d.runBatch(ctx); err != nil || !want(res) {
 			t.Fatalf("batch: %+v, %v", res, err)
 		}
 	}

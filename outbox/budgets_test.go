@@ -38,7 +38,7 @@ func blockUntilDone(ctx context.Context) error {
 	}
 }
 
-// runBatchBounded runs RunBatch and fails the test if it has not returned
+// runBatchBounded runs runBatch and fails the test if it has not returned
 // within limit; release, if not nil, is called then to unblock it.
 func runBatchBounded(t *testing.T, d *Dispatcher, limit time.Duration, release func()) (Tally, error) {
 	t.Helper()
@@ -48,14 +48,14 @@ func runBatchBounded(t *testing.T, d *Dispatcher, limit time.Duration, release f
 	}
 	done := make(chan result, 1)
 	go func() {
-		sum, err := d.RunBatch(testCtx(t))
+		sum, err := d.runBatch(testCtx(t))
 		done <- result{sum, err}
 	}()
 	select {
 	case r := <-done:
 		return r.t, r.err
 	case <-time.After(limit):
-		t.Errorf("RunBatch has not returned after %s", limit)
+		t.Errorf("runBatch has not returned after %s", limit)
 		if release != nil {
 			release()
 		}
@@ -69,7 +69,7 @@ func runBatchBounded(t *testing.T, d *Dispatcher, limit time.Duration, release f
 func wantRetriedWith(t *testing.T, db DB, sum Tally, err error, id string, want ...string) {
 	t.Helper()
 	if err != nil || sum.Retried != 1 || sum.Sent != 0 {
-		t.Errorf("RunBatch = %+v, %v; want the row retried", sum, err)
+		t.Errorf("runBatch = %+v, %v; want the row retried", sum, err)
 	}
 	r := getRow(t, db, id)
 	if r.Status != "pending" || r.Attempts != 1 {

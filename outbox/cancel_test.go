@@ -248,7 +248,7 @@ func TestCancel_AfterTheLeaseOfASlowWorkerExpired(t *testing.T) {
 		}
 		cancelErr = Cancel(ctx, pool, r.ID, "alice")
 	}
-	if _, err := d.RunBatch(ctx); err != nil {
+	if _, err := d.runBatch(ctx); err != nil {
 		t.Logf("batch: %v", err)
 	}
 	if cancelErr != nil {

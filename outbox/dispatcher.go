@@ -53,7 +53,7 @@ type Config struct {
 	Leases leases.Config
 
 	// Concurrency is the most batches in flight in this Dispatcher — each
-	// on its own SMTP connection — across every Run, Drain and RunBatch at
+	// on its own SMTP connection — across every Run and Drain at
 	// once; 0 means DefaultConcurrency. It is EMAIL_CONCURRENCY, the
 	// per-process cap.
 	Concurrency int
@@ -120,7 +120,7 @@ type Config struct {
 type Tally = engine.Tally
 
 // Dispatcher claims, sends and marks email_outbox rows. It is safe for
-// concurrent use: any number of Run, Drain and RunBatch calls, in this
+// concurrent use: any number of Run and Drain calls, in this
 // process or others, share the table through the claim lease and CAS
 // marks, and share this Dispatcher's Concurrency slots.
 type Dispatcher struct {
@@ -247,8 +247,8 @@ func (d *Dispatcher) Slots() *engine.Slots { return d.slots }
 // Stop asks the dispatcher to wind down, for graceful shutdown: no batch is
 // claimed after it, no further row of a running batch is started (those
 // rows are released at once), and rows already started finish and mark
-// under their own budgets. Call it before stopping River; Run, Drain and
-// RunBatch return as soon as their started rows are recorded. Stop is
+// under their own budgets. Call it before stopping River; Run and Drain
+// return as soon as their started rows are recorded. Stop is
 // idempotent; a stopped Dispatcher stays stopped.
 func (d *Dispatcher) Stop() {
 	d.stopOnce.Do(func() {
@@ -283,7 +283,7 @@ func (d *Dispatcher) Drain(ctx context.Context, window time.Duration) (Tally, er
 	return d.lane.Run(ctx, engine.RunOptions{Window: window, UntilIdle: true})
 }
 
-// RunBatch claims one batch (up to Leases.BatchSize rows) and works it:
+// runBatch claims one batch (up to Leases.BatchSize rows) and works it:
 // a batch context of Leases.BatchTimeout, then each row in turn under its
 // own PerRowBudget, each followed by its detached CAS mark. A row starts
 // only while a full PerRowBudget remains in the batch (and the dispatcher
@@ -292,7 +292,11 @@ func (d *Dispatcher) Drain(ctx context.Context, window time.Duration) (Tally, er
 //
 // The error is a claim failure, or the joined errors of marks that could
 // not run. Stale marks are not errors: they are counted and logged.
-func (d *Dispatcher) RunBatch(ctx context.Context) (Tally, error) {
+//
+// It is the package's tests' way to work exactly one batch, outside a
+// Lane's rhythm; the product runs batches only through the Lane (Run,
+// Drain), which also recovers a batch's panic.
+func (d *Dispatcher) runBatch(ctx context.Context) (Tally, error) {
 	if why := d.cannotStart(ctx); why != "" {
 		return Tally{}, nil
 	}

@@ -56,7 +56,7 @@ func TestDispatch_PlainSQLInsertIsSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	sender := newFakeSender(nil)
-	res, err := newDispatcher(t, pool, sender).RunBatch(ctx)
+	res, err := newDispatcher(t, pool, sender).runBatch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestDispatch_PermanentErrorFailsAfterOneAttempt(t *testing.T) {
 			sender := newFakeSender(func(context.Context, smtp.Message) error { return tc.sendErr })
 			d := newDispatcher(t, pool, sender, func(c *Config) { c.Renderer = tc.renderer })
 
-			res, err := d.RunBatch(ctx)
+			res, err := d.runBatch(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +120,7 @@ func TestDispatch_PermanentErrorFailsAfterOneAttempt(t *testing.T) {
 			if got := sender.callsFor(id); got != tc.wantSends {
 				t.Errorf("Send called %d times, want %d", got, tc.wantSends)
 			}
-			if again, _ := d.RunBatch(ctx); again.Claimed != 0 {
+			if again, _ := d.runBatch(ctx); again.Claimed != 0 {
 				t.Errorf("a failed row was claimed again: %+v", again)
 			}
 		})
@@ -155,7 +155,7 @@ RETURNING id::text`, tc.kind, tc.payload).Scan(&id); err != nil {
 				t.Fatal(err)
 			}
 			sender := newFakeSender(nil)
-			if _, err := newDispatcher(t, pool, sender).RunBatch(ctx); err != nil {
+			if _, err := newDispatcher(t, pool, sender).runBatch(ctx); err != nil {
 				t.Fatal(err)
 			}
 			st := getRow(t, pool, id)
@@ -184,7 +184,7 @@ func TestDispatch_SuppressedRecipientFails(t *testing.T) {
 	suppressed := insertRow(t, pool, "raw", rawPayload("Bounce Me <BOUNCED@example.COM>"))
 	fine := insertRow(t, pool, "raw", rawPayload("ada@example.com"))
 	sender := newFakeSender(nil)
-	res, err := newDispatcher(t, pool, sender).RunBatch(ctx)
+	res, err := newDispatcher(t, pool, sender).runBatch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestDispatch_TransientBackoffThenFailedWhenSlotsRunOut(t *testing.T) {
 
 	var waited time.Duration
 	for attempt := 1; attempt <= len(leases.EmailBackoff); attempt++ {
-		res, err := d.RunBatch(ctx)
+		res, err := d.runBatch(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,7 +238,7 @@ func TestDispatch_TransientBackoffThenFailedWhenSlotsRunOut(t *testing.T) {
 		t.Errorf("the 15 backoff waits total %s, want about 72h", waited)
 	}
 
-	res, err := d.RunBatch(ctx)
+	res, err := d.runBatch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +282,7 @@ func TestDispatch_TLSConfigErrorsAreTransientAndLoggedAsErrors(t *testing.T) {
 			logs := newLogRecorder()
 			sender := newFakeSender(func(context.Context, smtp.Message) error { return fmt.Errorf("relay.example.com: %w", sentinel) })
 			d := newDispatcher(t, pool, sender, func(c *Config) { c.Logger = slog.New(logs) })
-			if _, err := d.RunBatch(ctx); err != nil {
+			if _, err := d.runBatch(ctx); err != nil {
 				t.Fatal(err)
 			}
 			st := getRow(t, pool, id)
@@ -422,7 +422,7 @@ func TestDispatch_UnstartedRowsReleased(t *testing.T) {
 		return nil
 	})
 	d := newDispatcher(t, pool, sender, func(c *Config) { c.Leases = cfg })
-	res, err := d.RunBatch(batch)
+	res, err := d.runBatch(batch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,7 +463,7 @@ func TestDispatch_StopReleasesUnstartedRows(t *testing.T) {
 		return ctx.Err()
 	})
 	d = newDispatcher(t, pool, sender)
-	res, err := d.RunBatch(ctx)
+	res, err := d.runBatch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,7 +585,7 @@ func TestDispatch_AfterSendReportsEveryOutcome(t *testing.T) {
 			}
 		}
 	})
-	if _, err := d.RunBatch(ctx); err != nil {
+	if _, err := d.runBatch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for id, want := range map[string]Outcome{ok: OutcomeSent, perm: OutcomeFailed, temp: OutcomeRetry} {

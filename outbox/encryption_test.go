@@ -196,8 +196,8 @@ func TestEncryption_SealedRowSendsCompleteEmailThenScrubbed(t *testing.T) {
 
 	sender, capture := newFakeSender(nil), newCaptureRenderer()
 	d := newDispatcher(t, pool, sender, func(c *Config) { c.Keys, c.Renderer = ring, capture })
-	if res, err := d.RunBatch(ctx); err != nil || res.Sent != 1 {
-		t.Fatalf("RunBatch: %+v, %v", res, err)
+	if res, err := d.runBatch(ctx); err != nil || res.Sent != 1 {
+		t.Fatalf("runBatch: %+v, %v", res, err)
 	}
 	got, _ := capture.payload(id)
 	if !reflect.DeepEqual(got, email.Payload) {
@@ -260,7 +260,7 @@ WHERE id = $1`, victim, ids[tc.fromRow], tc.from); err != nil {
 				c.Keys = ring
 				c.AfterSend = func(_ context.Context, r Result) { mu.Lock(); results[r.RowID] = r; mu.Unlock() }
 			})
-			if _, err := d.RunBatch(ctx); err != nil {
+			if _, err := d.runBatch(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if st := getRow(t, pool, ids["donor"]); st.Status != "dispatched" {
@@ -317,8 +317,8 @@ func TestEncryption_UnknownKeyIDFailsPermanently(t *testing.T) {
 				c.Keys = tc.ring
 				c.AfterSend = func(_ context.Context, r Result) { result = r }
 			})
-			if res, err := d.RunBatch(ctx); err != nil || res.Failed != 1 {
-				t.Fatalf("RunBatch: %+v, %v; want the row failed", res, err)
+			if res, err := d.runBatch(ctx); err != nil || res.Failed != 1 {
+				t.Fatalf("runBatch: %+v, %v; want the row failed", res, err)
 			}
 			st := getRow(t, pool, id)
 			if st.Status != "failed" || st.Attempts != 1 || sender.callsFor(id) != 0 {
@@ -342,7 +342,7 @@ func TestEncryption_UnknownKeyIDFailsPermanently(t *testing.T) {
 			}
 			capture := newCaptureRenderer()
 			fixed := newDispatcher(t, pool, sender, func(c *Config) { c.Keys, c.Renderer = keys.ring(t, "k2", "k1"), capture })
-			if res, err := fixed.RunBatch(ctx); err != nil || res.Sent != 1 {
+			if res, err := fixed.runBatch(ctx); err != nil || res.Sent != 1 {
 				t.Fatalf("after restoring the key: %+v, %v", res, err)
 			}
 			if got, _ := capture.payload(id); secretsOf(got) != secretsOf(email.Payload) {
@@ -383,7 +383,7 @@ func TestEncryption_PlainSQLRowSealedByTheMarkThatKeepsItWaiting(t *testing.T) {
 			capture := newCaptureRenderer()
 			sender := newFakeSender(func(context.Context, smtp.Message) error { return tc.sendErr })
 			d := newDispatcher(t, pool, sender, func(c *Config) { c.Keys, c.Renderer, c.Logger = ring, capture, slog.New(logs) })
-			if _, err := d.RunBatch(ctx); err != nil {
+			if _, err := d.runBatch(ctx); err != nil {
 				t.Fatal(err)
 			}
 			st := getRow(t, pool, id)
@@ -429,7 +429,7 @@ func TestEncryption_PlainSQLRowSealedByTheMarkThatKeepsItWaiting(t *testing.T) {
 				t.Fatal(err)
 			}
 			ok := newFakeSender(nil)
-			if res, err := newDispatcher(t, pool, ok, func(c *Config) { c.Keys, c.Renderer = ring, capture }).RunBatch(ctx); err != nil || res.Sent != 1 {
+			if res, err := newDispatcher(t, pool, ok, func(c *Config) { c.Keys, c.Renderer = ring, capture }).runBatch(ctx); err != nil || res.Sent != 1 {
 				t.Fatalf("second attempt: %+v, %v", res, err)
 			}
 			got, _ := capture.payload(id)
@@ -459,7 +459,7 @@ func TestEncryption_RequeueAfterFailureSendsFullEmail(t *testing.T) {
 	reject := newFakeSender(func(context.Context, smtp.Message) error {
 		return &smtp.ReplyError{Code: 550, Text: "mailbox unavailable"}
 	})
-	if res, err := newDispatcher(t, pool, reject, func(c *Config) { c.Keys = ring }).RunBatch(ctx); err != nil || res.Failed != 1 {
+	if res, err := newDispatcher(t, pool, reject, func(c *Config) { c.Keys = ring }).runBatch(ctx); err != nil || res.Failed != 1 {
 		t.Fatalf("first attempt: %+v, %v; want failed", res, err)
 	}
 	assertNoPlaintext(t, pool, id, secretNeedles(email.Payload))
@@ -468,7 +468,7 @@ func TestEncryption_RequeueAfterFailureSendsFullEmail(t *testing.T) {
 	}
 
 	sink, mailer := newSinkMailer(t)
-	if res, err := newDispatcher(t, pool, mailer, func(c *Config) { c.Keys = ring }).RunBatch(ctx); err != nil || res.Sent != 1 {
+	if res, err := newDispatcher(t, pool, mailer, func(c *Config) { c.Keys = ring }).runBatch(ctx); err != nil || res.Sent != 1 {
 		t.Fatalf("after the requeue: %+v, %v; want sent", res, err)
 	}
 	if err := sink.WaitFor(ctx, 1); err != nil {

@@ -42,7 +42,7 @@ func TestEvents_RelayRefusalSuppressesUntilLifted(t *testing.T) {
 	d := newDispatcher(t, pool, mailer, func(c *Config) { c.Metrics = NewMetrics(nil) })
 
 	first := insertRow(t, pool, "raw", rawPayload("Gone <GONE@example.com>"))
-	if _, err := d.RunBatch(ctx); err != nil {
+	if _, err := d.runBatch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	st := getRow(t, pool, first)
@@ -63,7 +63,7 @@ func TestEvents_RelayRefusalSuppressesUntilLifted(t *testing.T) {
 	}
 
 	second := insertRow(t, pool, "raw", rawPayload(gone))
-	if _, err := d.RunBatch(ctx); err != nil {
+	if _, err := d.runBatch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	st = getRow(t, pool, second)
@@ -88,7 +88,7 @@ func TestEvents_RelayRefusalSuppressesUntilLifted(t *testing.T) {
 		t.Errorf("lifting logged actor %q (%v); want ops@example.com", actor, err)
 	}
 	third := insertRow(t, pool, "raw", rawPayload(gone))
-	if _, err := d.RunBatch(ctx); err != nil {
+	if _, err := d.runBatch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if st := getRow(t, pool, third); st.Status != "dispatched" {
@@ -132,7 +132,7 @@ func TestDispatch_SuppressionAddedMidBatchStopsTheSend(t *testing.T) {
 			}
 		}
 	}
-	sum, err := d.RunBatch(ctx)
+	sum, err := d.runBatch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestDispatch_SuppressionViewFreshWithinMaxAge(t *testing.T) {
 			}
 		}
 	}
-	if _, err := d.RunBatch(ctx); err != nil {
+	if _, err := d.runBatch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if sender.callsFor(b) != 1 {
@@ -203,7 +203,7 @@ func TestDispatch_PreSendRecheckFailureIsTransient(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if _, err := d.RunBatch(ctx); err != nil {
+	if _, err := d.runBatch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	_ = lock.Rollback(ctx)
@@ -510,7 +510,7 @@ func TestDispatch_SuppressedRowIsNotRendered(t *testing.T) {
 			return DefaultRenderer().Render(ctx, row)
 		})
 	})
-	if _, err := d.RunBatch(ctx); err != nil {
+	if _, err := d.runBatch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if st := getRow(t, pool, id); st.Status != "failed" || rendered.Load() != 0 {

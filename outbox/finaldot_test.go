@@ -56,7 +56,7 @@ func TestDispatch_FinalDotUnansweredCostsOneCopy(t *testing.T) {
 		if _, err := pool.Exec(ctx, `UPDATE email_outbox SET next_attempt_at = now() WHERE id = $1 AND status = 'pending'`, id); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := d.RunBatch(ctx); err != nil {
+		if _, err := d.runBatch(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -130,9 +130,9 @@ func TestMark_RetriedAcrossAConnectionCut(t *testing.T) {
 		return nil
 	})
 	d := newDispatcher(t, pool, sender)
-	res, err := d.RunBatch(ctx)
+	res, err := d.runBatch(ctx)
 	if err != nil || res.Sent != 3 || res.MarkErrors != 0 {
-		t.Fatalf("RunBatch = %+v, %v; want all 3 recorded as sent despite the cut", res, err)
+		t.Fatalf("runBatch = %+v, %v; want all 3 recorded as sent despite the cut", res, err)
 	}
 	for _, id := range ids {
 		if st := getRow(t, pool, id); st.Status != "dispatched" || sender.callsFor(id) != 1 {

@@ -68,7 +68,7 @@ func TestPayload_PDFNotBase64NamesTheField(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	id := insertRow(t, pool, "invoice", map[string]any{"to": "ada@example.com", "subject": "Invoice", "invoice_number": "INV-1", "pdf": "not base64!"})
 	sender := newFakeSender(nil)
-	if _, err := newDispatcher(t, pool, sender).RunBatch(ctx); err != nil {
+	if _, err := newDispatcher(t, pool, sender).runBatch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	st := getRow(t, pool, id)

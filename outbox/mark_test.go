@@ -52,9 +52,9 @@ func TestMark_SurvivesBatchContextDeath(t *testing.T) {
 				return nil
 			})
 			d := newDispatcher(t, pool, sender, func(c *Config) { c.Leases = fastLeases(time.Second) })
-			res, err := d.RunBatch(batch)
+			res, err := d.runBatch(batch)
 			if err != nil {
-				t.Fatalf("RunBatch: %v", err)
+				t.Fatalf("runBatch: %v", err)
 			}
 			if batch.Err() == nil {
 				t.Fatal("the batch context is still alive: the test did not kill it")
@@ -77,9 +77,9 @@ func TestMark_ReplyWithNULAndInvalidUTF8IsRecorded(t *testing.T) {
 	sender := newFakeSender(func(context.Context, smtp.Message) error {
 		return errors.New("451 4.3.0 busy\x00 \xff try later")
 	})
-	res, err := newDispatcher(t, pool, sender).RunBatch(testCtx(t))
+	res, err := newDispatcher(t, pool, sender).runBatch(testCtx(t))
 	if err != nil {
-		t.Fatalf("RunBatch: %v", err)
+		t.Fatalf("runBatch: %v", err)
 	}
 	st := getRow(t, pool, id)
 	if res.Retried != 1 || st.Status != "pending" || lastErr(st) != "451 4.3.0 busy \uFFFD try later" {
@@ -124,7 +124,7 @@ func TestMark_StaleFailureAfterSiblingSuccessDropped(t *testing.T) {
 				firstErr error
 				wg       sync.WaitGroup
 			)
-			wg.Go(func() { firstRes, firstErr = first.RunBatch(ctx) })
+			wg.Go(func() { firstRes, firstErr = first.runBatch(ctx) })
 			select {
 			case <-inSend:
 			case <-ctx.Done():
@@ -137,7 +137,7 @@ func TestMark_StaleFailureAfterSiblingSuccessDropped(t *testing.T) {
 				t.Fatal(err)
 			}
 			sibling := newDispatcher(t, pool, newFakeSender(nil))
-			if res, err := sibling.RunBatch(ctx); err != nil || res.Sent != 1 {
+			if res, err := sibling.runBatch(ctx); err != nil || res.Sent != 1 {
 				t.Fatalf("sibling: %+v, %v; want it to deliver the row", res, err)
 			}
 			delivered := getRow(t, pool, id)

@@ -35,7 +35,7 @@ func TestMetrics_CountOutcomes(t *testing.T) {
 	})
 	reg := prometheus.NewRegistry()
 	d := newDispatcher(t, pool, sender, func(c *Config) { c.Metrics = NewMetrics(reg); c.Renderer = renderer })
-	if _, err := d.RunBatch(ctx); err != nil {
+	if _, err := d.runBatch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -152,7 +152,7 @@ func TestRekey_RowChangedMidRekeyIsLeftAlone(t *testing.T) {
 				return enqueueWith(t, pool, keys.ring(t, "k1"), sealedEmail())
 			},
 			meanwhile: func(t *testing.T, ctx context.Context, pool *pgxpool.Pool, id string) {
-				if res, err := newDispatcher(t, pool, newFakeSender(nil), func(c *Config) { c.Keys = keys.ring(t, "k2", "k1") }).RunBatch(ctx); err != nil || res.Sent != 1 {
+				if res, err := newDispatcher(t, pool, newFakeSender(nil), func(c *Config) { c.Keys = keys.ring(t, "k2", "k1") }).runBatch(ctx); err != nil || res.Sent != 1 {
 					t.Fatalf("sending the row mid-rekey: %+v, %v", res, err)
 				}
 			},
@@ -162,7 +162,7 @@ func TestRekey_RowChangedMidRekeyIsLeftAlone(t *testing.T) {
 			name:  "sealed by its failed mark meanwhile",
 			setup: func(t *testing.T, pool *pgxpool.Pool) string { return insertRow(t, pool, "raw", secretPayload()) },
 			meanwhile: func(t *testing.T, ctx context.Context, pool *pgxpool.Pool, id string) {
-				if res, err := newDispatcher(t, pool, newFakeSender(fail), func(c *Config) { c.Keys = keys.ring(t, "k2", "k1") }).RunBatch(ctx); err != nil || res.Failed != 1 {
+				if res, err := newDispatcher(t, pool, newFakeSender(fail), func(c *Config) { c.Keys = keys.ring(t, "k2", "k1") }).runBatch(ctx); err != nil || res.Failed != 1 {
 					t.Fatalf("failing the row mid-rekey: %+v, %v", res, err)
 				}
 			},
@@ -172,7 +172,7 @@ func TestRekey_RowChangedMidRekeyIsLeftAlone(t *testing.T) {
 			name: "requeued meanwhile",
 			setup: func(t *testing.T, pool *pgxpool.Pool) string {
 				id := enqueueWith(t, pool, keys.ring(t, "k1"), sealedEmail())
-				if res, err := newDispatcher(t, pool, newFakeSender(fail), func(c *Config) { c.Keys = keys.ring(t, "k1") }).RunBatch(testCtx(t)); err != nil || res.Failed != 1 {
+				if res, err := newDispatcher(t, pool, newFakeSender(fail), func(c *Config) { c.Keys = keys.ring(t, "k1") }).runBatch(testCtx(t)); err != nil || res.Failed != 1 {
 					t.Fatalf("failing the row: %+v, %v", res, err)
 				}
 				return id

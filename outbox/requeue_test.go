@@ -24,7 +24,7 @@ func TestRequeue_OnlyFailed(t *testing.T) {
 	fail := newDispatcher(t, pool, newFakeSender(func(context.Context, smtp.Message) error {
 		return &smtp.ReplyError{Code: 550, Text: "mailbox unavailable"}
 	}))
-	if res, err := fail.RunBatch(ctx); err != nil || res.Failed != 1 {
+	if res, err := fail.runBatch(ctx); err != nil || res.Failed != 1 {
 		t.Fatalf("setting up the failed row: %+v, %v", res, err)
 	}
 	dispatched := insertRow(t, pool, "raw", secretPayload())
@@ -35,7 +35,7 @@ func TestRequeue_OnlyFailed(t *testing.T) {
 		}
 		return DefaultRenderer().Render(ctx, row)
 	})
-	if res, err := newDispatcher(t, pool, newFakeSender(nil), func(c *Config) { c.Renderer = skip }).RunBatch(ctx); err != nil || res.Sent != 1 || res.Skipped != 1 {
+	if res, err := newDispatcher(t, pool, newFakeSender(nil), func(c *Config) { c.Renderer = skip }).runBatch(ctx); err != nil || res.Sent != 1 || res.Skipped != 1 {
 		t.Fatalf("setting up the dispatched and skipped rows: %+v, %v", res, err)
 	}
 	pending := insertRow(t, pool, "raw", secretPayload())
@@ -79,7 +79,7 @@ func TestRequeue_OnlyFailed(t *testing.T) {
 		t.Fatalf("requeued row: %s, %d attempts, due in %s; want pending, 0, due now", st.Status, st.Attempts, st.DueIn)
 	}
 	sender := newFakeSender(nil)
-	if res, err := newDispatcher(t, pool, sender).RunBatch(ctx); err != nil || res.Sent != 2 {
+	if res, err := newDispatcher(t, pool, sender).runBatch(ctx); err != nil || res.Sent != 2 {
 		t.Fatalf("sending the requeued row (and the pending one): %+v, %v", res, err)
 	}
 	var requeued []smtp.Message

@@ -52,7 +52,7 @@ func TestScrub_SentAndSkippedRowsLoseExactlyTheSixKeys(t *testing.T) {
 			id := insertRow(t, pool, "raw", secretPayload())
 			before := getRow(t, pool, id).Payload
 			d := newDispatcher(t, pool, newFakeSender(nil), func(c *Config) { c.Renderer = tc.renderer })
-			if _, err := d.RunBatch(ctx); err != nil {
+			if _, err := d.runBatch(ctx); err != nil {
 				t.Fatal(err)
 			}
 			st := getRow(t, pool, id)
@@ -94,7 +94,7 @@ func TestScrub_FailedAndRetryingRowsKeepWholePayload(t *testing.T) {
 			id := insertRow(t, pool, "raw", secretPayload())
 			before := getRow(t, pool, id)
 			d := newDispatcher(t, pool, newFakeSender(func(context.Context, smtp.Message) error { return tc.err }))
-			if _, err := d.RunBatch(ctx); err != nil {
+			if _, err := d.runBatch(ctx); err != nil {
 				t.Fatal(err)
 			}
 			st := getRow(t, pool, id)
@@ -117,7 +117,7 @@ func TestScrub_RowNamesOnlyTheKeysItLost(t *testing.T) {
 	withPDF := rawPayload("grace@example.com")
 	withPDF["pdf"] = "JVBERi0xLjc="
 	pdf := insertRow(t, pool, "raw", withPDF)
-	if res, err := newDispatcher(t, pool, newFakeSender(nil)).RunBatch(ctx); err != nil || res.Sent != 2 {
+	if res, err := newDispatcher(t, pool, newFakeSender(nil)).runBatch(ctx); err != nil || res.Sent != 2 {
 		t.Fatalf("sending: %+v, %v", res, err)
 	}
 	var old string

@@ -99,8 +99,8 @@ func TestRekey_DeclaredKey(t *testing.T) {
 	}
 	capture := newCaptureRenderer()
 	d := newDispatcher(t, pool, newFakeSender(nil), func(c *Config) { c.Keys, c.Renderer = rotated, capture })
-	if res, err := d.RunBatch(ctx); err != nil || res.Sent != 2 {
-		t.Fatalf("RunBatch = %+v, %v; want both sent", res, err)
+	if res, err := d.runBatch(ctx); err != nil || res.Sent != 2 {
+		t.Fatalf("runBatch = %+v, %v; want both sent", res, err)
 	}
 	for id, want := range map[string]string{plain: "https://x/s3cr3t-plain", sealed: "https://x/s3cr3t-go"} {
 		if p, _ := capture.payload(id); p.Data["magic_link"] != want {

@@ -216,7 +216,7 @@ func checkMessage(msg smtp.Message) error {
 // record writes the outcome with its CAS mark and logs it. Every mark
 // error is handled here: a stale mark is logged with the outcome it would
 // have written and counted; any other mark error is logged at error level,
-// counted, and returned through Result.Mark to RunBatch.
+// counted, and returned through Result.Mark to its batch (markErrs).
 func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 	// Built only for a line that is logged: most rows log nothing at info.
 	log := func(level slog.Level, msg string, args ...any) {

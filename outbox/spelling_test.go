@@ -55,7 +55,7 @@ func TestPayloadKeys_MisspelledKeyFailsNamingTheKey(t *testing.T) {
 				}
 
 				id := insertRow(t, pool, tc.kind, tc.payload)
-				if _, err := newDispatcher(t, pool, mailer, func(c *Config) { c.Keys = ring }).RunBatch(ctx); err != nil {
+				if _, err := newDispatcher(t, pool, mailer, func(c *Config) { c.Keys = ring }).runBatch(ctx); err != nil {
 					t.Fatal(err)
 				}
 				if n := sink.Len(); n != 0 {
@@ -88,8 +88,8 @@ func TestPayloadKeys_ExactAndUnknownKeysStillSend(t *testing.T) {
 	p["plan"], p["invite_urls"], p["Plan"] = "pro", "x", "Pro"
 	id := insertRow(t, pool, "raw", p)
 	sender := newFakeSender(nil)
-	if res, err := newDispatcher(t, pool, sender).RunBatch(ctx); err != nil || res.Sent != 1 {
-		t.Fatalf("RunBatch: %+v, %v; want the row sent (last_error %q)", res, err, lastErr(getRow(t, pool, id)))
+	if res, err := newDispatcher(t, pool, sender).runBatch(ctx); err != nil || res.Sent != 1 {
+		t.Fatalf("runBatch: %+v, %v; want the row sent (last_error %q)", res, err, lastErr(getRow(t, pool, id)))
 	}
 }
 

@@ -80,7 +80,7 @@ func TestThrottle_RetriedInSecondsWithoutSpendingTheBudget(t *testing.T) {
 			id := insertRow(t, pool, "raw", rawPayload("ada@example.com"))
 			var throttles, counted int
 			for range len(tc.replies) + 1 {
-				if _, err := d.RunBatch(ctx); err != nil {
+				if _, err := d.runBatch(ctx); err != nil {
 					t.Fatal(err)
 				}
 				st := getRow(t, pool, id)
@@ -153,7 +153,7 @@ func TestThrottle_RequeueResetsTheThrottles(t *testing.T) {
 	d := newDispatcher(t, pool, scriptedRelay(t, append(repeat(replySES, 3), &gosmtp.SMTPError{Code: 554, EnhancedCode: gosmtp.EnhancedCode{5, 7, 1}, Message: "no"})))
 	id := insertRow(t, pool, "raw", rawPayload("ada@example.com"))
 	for range 4 {
-		if _, err := d.RunBatch(ctx); err != nil {
+		if _, err := d.runBatch(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := pool.Exec(ctx, `UPDATE email_outbox SET next_attempt_at = now() WHERE id = $1 AND status = 'pending'`, id); err != nil {
@@ -176,7 +176,7 @@ func TestThrottle_RequeueResetsTheThrottles(t *testing.T) {
 	if s, a, th := read(); s != "pending" || a != 0 || th != 0 {
 		t.Fatalf("after a plain-SQL requeue: row %s, %d attempts, %d throttles; want pending, 0, 0", s, a, th)
 	}
-	if _, err := d.RunBatch(ctx); err != nil {
+	if _, err := d.runBatch(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if s, a, th := read(); s != "dispatched" || a != 1 || th != 0 {

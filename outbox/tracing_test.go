@@ -52,7 +52,7 @@ func TestTracing_EmailAttemptAndMarkJoinTheEnqueueTrace(t *testing.T) {
 	}), func(c *Config) { c.TracerProvider = rec })
 	// The claim runs under a River job's span, as in a worker.
 	jobCtx, job := rec.Tracer("river").Start(ctx, "river.work/shift")
-	if res, err := d.RunBatch(jobCtx); err != nil || res.Sent != 2 || res.Failed != 1 {
+	if res, err := d.runBatch(jobCtx); err != nil || res.Sent != 2 || res.Failed != 1 {
 		t.Fatalf("batch: %+v, %v", res, err)
 	}
 	job.End()
@@ -117,7 +117,7 @@ func TestTracing_StaleMarkSpan(t *testing.T) {
 		_, err := pool.Exec(context.Background(), `UPDATE email_outbox SET status = 'failed' WHERE id = $1`, id)
 		return err
 	}), func(c *Config) { c.TracerProvider = rec })
-	if res, err := d.RunBatch(ctx); err != nil || res.Stale != 1 {
+	if res, err := d.runBatch(ctx); err != nil || res.Stale != 1 {
 		t.Fatalf("batch: %+v, %v", res, err)
 	}
 	for _, s := range rec.Ended() {

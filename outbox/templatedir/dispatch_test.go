@@ -137,7 +137,7 @@ func TestDispatch_DeclaredSecretKeySealedWhilePendingScrubbedOnceSent(t *testing
 	if _, err := pool.Exec(ctx, `UPDATE email_outbox SET next_attempt_at = now() + interval '1 hour' WHERE id = $1`, goID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := first.RunBatch(ctx); err != nil {
+	if _, err := first.Drain(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	var declared bool
