@@ -78,7 +78,7 @@ func EmailLane(d *outbox.Dispatcher) Lane { return Lane{Run: d.Run, Timeout: d.R
 
 // WebhookLane is the webhook pipeline's outbox lane: fan-outs and first
 // attempts. (Its retry lane runs in the gated retry pass.)
-func WebhookLane(p *webhook.Dispatcher) Lane { return Lane{Run: p.RunOutbox, Timeout: p.RunTimeout} }
+func WebhookLane(p *webhook.Dispatcher) Lane { return Lane{Run: p.Run, Timeout: p.RunTimeout} }
 
 // Shifts runs one replica's lanes as River jobs on the replica's own
 // queue.

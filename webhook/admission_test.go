@@ -295,7 +295,7 @@ func TestBreaker_NoRequestMadeCountsNoFailure(t *testing.T) {
 		pool := pgtest.NewPool(t)
 		rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusBadGateway) })
 		ep := createEndpoint(t, pool, rc.URL)
-		p := newDispatcher(t, pool, func(o *Config) { oneFailure(o); o.Schedule = shortSchedule })
+		p := newDispatcher(t, pool, func(o *Config) { oneFailure(o); o.Backoff = shortSchedule })
 		insertDueDeliveries(t, pool, ep.ID, 3, time.Minute)
 		ds, _, err := p.claimRetries(ctx, 10)
 		if err != nil || len(ds) != 3 {

@@ -159,7 +159,7 @@ func TestDelivery_RetryAfterHonoured(t *testing.T) {
 		{"503 clamped to an hour", http.StatusServiceUnavailable, func() string { return "999999" }, MaxRetryAfter},
 		{"429 clamped to a second", http.StatusTooManyRequests, func() string { return "0" }, MinRetryAfter},
 		{"503 HTTP-date", http.StatusServiceUnavailable, func() string { return time.Now().Add(10 * time.Minute).UTC().Format(http.TimeFormat) }, 10 * time.Minute},
-		{"500 ignores it", http.StatusInternalServerError, func() string { return "120" }, DefaultSchedule[0]},
+		{"500 ignores it", http.StatusInternalServerError, func() string { return "120" }, DefaultBackoff[0]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -70,7 +70,7 @@ func deliverAll(t *testing.T, db *pgxpool.Pool, events int, edit func(*Config)) 
 	reg := prometheus.NewRegistry()
 	metrics := NewMetrics(reg)
 	configure := func(o *Config) {
-		o.Schedule = shortSchedule
+		o.Backoff = shortSchedule
 		o.Metrics = metrics
 		edit(o)
 	}
@@ -115,7 +115,7 @@ func TestBreaker_OpensOnFailureRateAndProbesClose(t *testing.T) {
 		o.Settings.BreakerMinRequests = 5
 		o.Settings.BreakerProbes = 2
 		o.Settings.BreakerCooldown = time.Second
-		o.Schedule = shortSchedule
+		o.Backoff = shortSchedule
 	}
 	p, sibling := newDispatcher(t, pool, edit), newDispatcher(t, pool, edit)
 	var healthy atomic.Bool
@@ -211,7 +211,7 @@ func TestBreaker_MinimumRequestsBeforeTheRateCounts(t *testing.T) {
 	ep := createEndpoint(t, pool, rc.URL)
 	p := newDispatcher(t, pool, func(o *Config) {
 		o.Settings.BreakerMinRequests = 5
-		o.Schedule = []time.Duration{time.Hour} // no retry comes due: the fan-out's attempts are the requests
+		o.Backoff = []time.Duration{time.Hour} // no retry comes due: the fan-out's attempts are the requests
 	})
 	for i := range 4 {
 		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
@@ -313,7 +313,7 @@ func TestBreaker_ClosedBreakerLetsHeldFirstAttemptsOutInASlowStart(t *testing.T)
 	p := newDispatcher(t, pool, func(o *Config) {
 		o.Settings.BreakerMinRequests = 3
 		o.Settings.BreakerProbes = 2
-		o.Schedule = shortSchedule
+		o.Backoff = shortSchedule
 	})
 	// As the second probe's success leaves it.
 	if _, err := pool.Exec(ctx, `UPDATE webhook_endpoints SET breaker_recovering = true, breaker_window_at = now(), breaker_requests = 2
@@ -409,7 +409,7 @@ func TestBreaker_DisablesAfterWindowAndNotifies(t *testing.T) {
 		o.Settings.BreakerMaxCooldown = 200 * time.Millisecond
 		o.Settings.DisableAfter = 1500 * time.Millisecond
 		o.Settings.OpsEndpointID = ops.ID
-		o.Schedule = shortSchedule
+		o.Backoff = shortSchedule
 		o.Metrics = NewMetrics(reg)
 		o.OnDisable = func(ctx context.Context, tx pgx.Tx, d EndpointDisabled) error {
 			notified = append(notified, d)

@@ -46,11 +46,11 @@ type Config struct {
 	// means leases.Default(). They are validated by New.
 	Leases leases.Config
 
-	// Schedule is the wait after each failed attempt; nil means
-	// DefaultSchedule. Its length bounds the attempts: a delivery that
-	// fails len(Schedule)+1 times is failed for good (an empty, non-nil
-	// Schedule allows one attempt).
-	Schedule []time.Duration
+	// Backoff is the wait after each failed attempt; nil means
+	// DefaultBackoff. Its length bounds the attempts: a delivery that
+	// fails len(Backoff)+1 times is failed for good (an empty, non-nil
+	// Backoff allows one attempt).
+	Backoff leases.Backoff
 
 	// DrainWindow bounds how long one Drain or Retry keeps claiming new
 	// batches while rows stay due; zero means DefaultDrainWindow. Bounding
@@ -170,9 +170,9 @@ func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
 	if err := lc.ValidateAttempts(); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
-	schedule := leases.Backoff(opts.Schedule)
+	schedule := opts.Backoff
 	if schedule == nil {
-		schedule = DefaultSchedule
+		schedule = DefaultBackoff
 	}
 	window := opts.DrainWindow
 	if window <= 0 {
@@ -270,7 +270,7 @@ func (p *Dispatcher) Close() {
 // short; should it ever, the marks are detached and the leases still hold.
 func (p *Dispatcher) JobTimeout() time.Duration { return p.RunTimeout(p.window) }
 
-// RunTimeout is the longest a RunOutbox or RunRetries of window lasts: the
+// RunTimeout is the longest a Run or RunRetries of window lasts: the
 // window, then a fan-out's BatchTimeout and the attempts already started
 // (each bounded by DeliveryBudget), then their detached marks and
 // releases, which LeaseSlack covers.

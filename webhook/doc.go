@@ -22,7 +22,7 @@ with plain SQL, and is woken the same way:
 
 # Fan-out
 
-The webhook_outbox lane ([Dispatcher.RunOutbox] in a shift, [Dispatcher.Drain]
+The webhook_outbox lane ([Dispatcher.Run] in a shift, [Dispatcher.Drain]
 until idle) claims due outbox rows the way every outbox claims (FOR UPDATE
 SKIP LOCKED from the claim window's edge, attempts+1) and fans them out in
 the same statement: it marks each row dispatched (a compare-and-set on
@@ -56,7 +56,7 @@ endpoint's circuit breaker in the same statement.
 	refused address           failed (permanent: see below)
 	429/503 + Retry-After     retried after the header's wait, clamped to [1s, 1h]
 	3xx (never followed), other statuses, network errors, timeouts
-	                          retried on DefaultSchedule with jitter; failed once it is spent
+	                          retried on DefaultBackoff with jitter; failed once it is spent
 
 # Receiving
 
@@ -168,7 +168,7 @@ making another.
 # River
 
 This package imports no River code. Package jobs wires it: each replica's
-shift jobs call [Dispatcher.RunOutbox], the gated retry pass
+shift jobs call [Dispatcher.Run], the gated retry pass
 [Dispatcher.RunRetries], the gated prune [Dispatcher.Prune]. A job only
 triggers work; the claim leases and CAS marks here are what make two shifts
 at once, a rescued and re-run shift, or a pass on a replica that just lost

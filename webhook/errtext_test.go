@@ -27,7 +27,7 @@ func TestDelivery_HugeRedirectErrorTextCapped(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	p := newDispatcher(t, pool, func(o *Config) {
 		o.Logger = logger
-		o.Schedule = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond}
+		o.Backoff = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond}
 	})
 
 	location := "https://elsewhere.example/" + strings.Repeat("x", 5<<20)

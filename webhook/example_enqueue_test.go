@@ -96,7 +96,7 @@ func Example_pipeline() {
 
 	p, err := webhook.NewDispatcher(pool, webhook.Config{
 		Settings: cfg,
-		Schedule: []time.Duration{0}, // one retry, due at once; nil means webhook.DefaultSchedule
+		Backoff:  []time.Duration{0}, // one retry, due at once; nil means webhook.DefaultBackoff
 	})
 	if err != nil {
 		panic(err)

@@ -341,11 +341,11 @@ func TestOrdering_ConcurrentDispatchersDeliverEveryKeyInOrder(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	for range 3 {
 		p := newDispatcher(t, pool, func(c *Config) {
-			c.Schedule = schedule
+			c.Backoff = schedule
 			c.Poll = 20 * time.Millisecond
 			c.Settings.Concurrency = 8
 		})
-		wg.Go(func() { _, _ = p.RunOutbox(runCtx, time.Hour) })
+		wg.Go(func() { _, _ = p.Run(runCtx, time.Hour) })
 		wg.Go(func() { _, _ = p.RunRetries(runCtx, time.Hour) })
 	}
 	waitFor(t, "every delivery", func() bool {
@@ -431,7 +431,7 @@ func TestOrdering_DeliveredHeadHandsItsKeyOnInProcess(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	pool := pgtest.NewPool(t)
-	p := newDispatcher(t, pool, func(c *Config) { c.Schedule = []time.Duration{time.Hour} })
+	p := newDispatcher(t, pool, func(c *Config) { c.Backoff = []time.Duration{time.Hour} })
 	var coldHead atomic.Value
 	coldHead.Store("")
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {

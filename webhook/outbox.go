@@ -41,11 +41,11 @@ func (p *Dispatcher) Drain(ctx context.Context) (Tally, error) {
 	return p.outboxLane.Run(ctx, engine.RunOptions{Window: p.window, UntilIdle: true})
 }
 
-// RunOutbox is one shift of the webhook_outbox lane on this replica: it
+// Run is one shift of the webhook_outbox lane on this replica: it
 // claims whenever rows are due and attempt slots are free — woken by
 // Config.Wake, else by its poll — until window ends, ctx ends or the
 // pipeline stops, then waits for what it started.
-func (p *Dispatcher) RunOutbox(ctx context.Context, window time.Duration) (Tally, error) {
+func (p *Dispatcher) Run(ctx context.Context, window time.Duration) (Tally, error) {
 	return p.outboxLane.Run(ctx, engine.RunOptions{Window: window})
 }
 
@@ -219,7 +219,7 @@ func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 // claimRowByRow claims up to k outbox rows (at most BatchSize) under the
 // lease of a batch, then fans each out in a transaction of its own: the
 // path of a batch the server refused. A row whose fan-out fails is
-// recorded (markOutboxFailure) and retried on outboxSchedule. The chain
+// recorded (markOutboxFailure) and retried on outboxBackoff. The chain
 // BatchSize×PerRowBudget ≤ BatchTimeout < ClaimLease(BatchSize)
 // (leases.Validate) means every claimed row is fanned out or recorded
 // before its lease can expire under a sibling.
@@ -409,10 +409,10 @@ WHERE id = $1 AND status = 'pending'`
 
 // markOutboxFailure records a failed fan-out (a database error: the
 // payload is already valid jsonb) and schedules the row again, or fails it
-// once outboxSchedule is spent. CAS like every mark: a row a sibling
+// once outboxBackoff is spent. CAS like every mark: a row a sibling
 // resolved meanwhile is left alone and the mark counted stale.
 func (p *Dispatcher) markOutboxFailure(ctx context.Context, row outboxRow, cause error) Tally {
-	wait, retry := outboxSchedule.Next(row.Attempts)
+	wait, retry := outboxBackoff.Next(row.Attempts)
 	msg := pgtext.LastError(cause.Error())
 	var tag pgconn.CommandTag
 	_, err := claim.RetryMark(ctx, time.Now().Add(leases.MarkTimeout), func(ctx context.Context) error {

@@ -118,7 +118,7 @@ func TestReplayFailedSince(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newDispatcher(t, pool, func(o *Config) { o.Schedule = []time.Duration{} }) // one attempt, then failed
+	p := newDispatcher(t, pool, func(o *Config) { o.Backoff = []time.Duration{} }) // one attempt, then failed
 	var healthy atomic.Bool
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		if healthy.Load() {

@@ -20,7 +20,7 @@ WHERE id = $1 AND status = 'failed'`
 // RequeueOutbox puts a failed webhook_outbox row back to pending with a fresh
 // attempt budget, due now: the operator UPDATE (see
 // docs/design/outbox-transport.md, Redelivery semantics). A row fails only
-// after outboxSchedule's fan-outs all failed — a database problem — so
+// after outboxBackoff's fan-outs all failed — a database problem — so
 // requeue it once that is fixed. Any other state is refused with an error
 // saying why; an unknown id gives ErrNotFound.
 func RequeueOutbox(ctx context.Context, db DB, id string) error {

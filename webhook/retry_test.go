@@ -74,7 +74,7 @@ func TestRetry_FreshTimestampStableID(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	// 1.2 s ±10% keeps the two attempts in different Unix seconds.
-	p := newDispatcher(t, pool, func(o *Config) { o.Schedule = []time.Duration{1200 * time.Millisecond} })
+	p := newDispatcher(t, pool, func(o *Config) { o.Backoff = []time.Duration{1200 * time.Millisecond} })
 	var secret string
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		if n == 1 {
@@ -142,7 +142,7 @@ func TestRetry_TransientFailuresEndInFailed(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	p := newDispatcher(t, pool, func(o *Config) { o.Schedule = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond} })
+	p := newDispatcher(t, pool, func(o *Config) { o.Backoff = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond} })
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) { w.WriteHeader(http.StatusBadGateway) })
 	ep := createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})

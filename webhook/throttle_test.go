@@ -129,7 +129,7 @@ func TestMaxInFlight_HoldsAcrossDispatchers(t *testing.T) {
 	ps := make([]*Dispatcher, 3)
 	for i := range ps {
 		ps[i] = newDispatcher(t, pool, func(o *Config) {
-			o.Schedule = shortSchedule
+			o.Backoff = shortSchedule
 			o.Settings.BreakerMinRequests = 1000000 // the failures are the point, not the breaker
 		})
 	}

@@ -77,7 +77,7 @@ func runDemo(ctx context.Context, env *Env, exitAfterSummary bool) error {
 	if err != nil {
 		return err
 	}
-	return runReplica(ctx, env, w.Pool, replicaOptions{WebhookSchedule: demo.Schedule, Templates: templates},
+	return runReplica(ctx, env, w.Pool, replicaOptions{WebhookBackoff: demo.WebhookBackoff, Templates: templates},
 		func(ctx context.Context, rep *replica, addr string) error {
 			mix, err := w.EnqueueMix(ctx)
 			if err != nil {

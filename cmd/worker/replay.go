@@ -45,7 +45,7 @@ func init() {
 				verb = "completed the interrupted replay of"
 			}
 			fmt.Fprintf(env.Stdout, "%s event %s as %s: %d deliveries; %s\n",
-				verb, rep.ReplayOf, rep.EventID, rep.Deliveries, attemptsText(rep.Attempts, rep.Deliveries, replaySchedule(env.Config)))
+				verb, rep.ReplayOf, rep.EventID, rep.Deliveries, attemptsText(rep.Attempts, rep.Deliveries, replayBackoff(env.Config)))
 			return nil
 		},
 	})
@@ -76,17 +76,17 @@ func init() {
 					return nil
 				}
 				fmt.Fprintf(env.Stdout, "endpoint %s: replayed %d events failed since %s (%d completing an interrupted run): %d deliveries; %s\n",
-					args[0], rb.Events, from.UTC().Format(time.RFC3339), rb.Resumed, rb.Deliveries, attemptsText(rb.Attempts, rb.Deliveries, replaySchedule(env.Config)))
+					args[0], rb.Events, from.UTC().Format(time.RFC3339), rb.Resumed, rb.Deliveries, attemptsText(rb.Attempts, rb.Deliveries, replayBackoff(env.Config)))
 				return nil
 			}
 		},
 	})
 }
 
-// replaySchedule is the delivery retry schedule the workers use: the
+// replayBackoff is the delivery retry schedule the workers use: the
 // default, scaled by RETRY_BACKOFF_SCALE.
-func replaySchedule(cfg Config) leases.Backoff {
-	return webhook.DefaultSchedule.Scaled(cfg.RetryBackoffScale)
+func replayBackoff(cfg Config) leases.Backoff {
+	return webhook.DefaultBackoff.Scaled(cfg.RetryBackoffScale)
 }
 
 // replayPipeline is a webhook pipeline like the worker's: the replay makes
@@ -98,7 +98,7 @@ func replayPipeline(ctx context.Context, env *Env) (*webhook.Dispatcher, error) 
 		return nil, err
 	}
 	return webhook.NewDispatcher(pool, webhook.Config{Settings: env.Config.Webhook, Leases: env.Config.Leases,
-		Schedule: replaySchedule(env.Config), Logger: env.Logger})
+		Backoff: replayBackoff(env.Config), Logger: env.Logger})
 }
 
 // attemptsText is how the first attempts of deliveries went; those that

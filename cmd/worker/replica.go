@@ -38,9 +38,9 @@ type replica struct {
 
 // replicaOptions are what differs between `worker run` and the demo.
 type replicaOptions struct {
-	// WebhookSchedule overrides the webhook retry schedule; nil keeps the
+	// WebhookBackoff overrides the webhook retry schedule; nil keeps the
 	// documented default. The demo compresses it to seconds.
-	WebhookSchedule []time.Duration
+	WebhookBackoff []time.Duration
 	// TracerProvider, when tracing is on, makes the email, webhook and
 	// River job spans; nil records none.
 	TracerProvider trace.TracerProvider
@@ -51,8 +51,8 @@ type replicaOptions struct {
 
 func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts replicaOptions) (*replica, error) {
 	cfg, log := env.Config, env.Logger
-	if opts.WebhookSchedule == nil && cfg.RetryBackoffScale != 1 {
-		opts.WebhookSchedule = webhook.DefaultSchedule.Scaled(cfg.RetryBackoffScale)
+	if opts.WebhookBackoff == nil && cfg.RetryBackoffScale != 1 {
+		opts.WebhookBackoff = webhook.DefaultBackoff.Scaled(cfg.RetryBackoffScale)
 		log.Warn("retry schedules compressed for testing", "RETRY_BACKOFF_SCALE", cfg.RetryBackoffScale)
 	}
 	smtpCfg := cfg.SMTP
@@ -105,7 +105,7 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 	pipeline, err := webhook.NewDispatcher(pool, webhook.Config{
 		Settings:  cfg.Webhook,
 		Leases:    cfg.Leases,
-		Schedule:  opts.WebhookSchedule,
+		Backoff:   opts.WebhookBackoff,
 		Wake:      waker.Webhook,
 		RetryWake: waker.Deliveries,
 		Poll:      cfg.PollInterval,

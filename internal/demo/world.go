@@ -19,9 +19,9 @@ import (
 	"github.com/postbox/postbox/webhook"
 )
 
-// Schedule compresses the webhook retry schedule from minutes and hours
+// WebhookBackoff compresses the webhook retry schedule from minutes and hours
 // to seconds, so the flaky receiver's recovery shows within the demo.
-var Schedule = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}
+var WebhookBackoff = []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}
 
 // World is everything the demo stands up around the replica: a scratch
 // database, an SMTP sink and three webhook receivers.

@@ -263,7 +263,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "webhook schedule: Retry-After not clamped",
-			File:    "webhook/schedule.go",
+			File:    "webhook/backoff.go",
 			Find:    "return min(max(wait, MinRetryAfter), MaxRetryAfter), true",
 			Replace: "return wait, true",
 			Pkg:     pkg,

@@ -9,14 +9,14 @@ import (
 	"github.com/postbox/postbox/leases"
 )
 
-// DefaultSchedule is the wait after each failed attempt of a delivery,
+// DefaultBackoff is the wait after each failed attempt of a delivery,
 // modelled on Svix: the first attempt runs at once (in process, right after
 // the fan-out commits), then retries follow after 5 s, 5 min, 30 min, 2 h,
 // 5 h, 10 h and 10 h. Each wait gets ±10% jitter (leases.Backoff.Next) so
 // deliveries that failed together — an endpoint that was down — do not
 // retry together. Eight attempts over about 27.6 hours; a delivery still
 // failing after the eighth is failed for good, and can be replayed.
-var DefaultSchedule = leases.Backoff{
+var DefaultBackoff = leases.Backoff{
 	5 * time.Second,
 	5 * time.Minute,
 	30 * time.Minute,
@@ -34,14 +34,14 @@ const (
 	MaxRetryAfter = time.Hour
 )
 
-// outboxSchedule is the wait after a failed fan-out of a webhook_outbox row.
+// outboxBackoff is the wait after a failed fan-out of a webhook_outbox row.
 // A fan-out is a database transaction, so a failure is the database's: retry
 // soon, then back off; after ten failures the row is failed and waits for an
 // operator (see docs/design/outbox-transport.md, Redelivery semantics):
 //
 //	UPDATE webhook_outbox SET status = 'pending', attempts = 0, next_attempt_at = now()
 //	WHERE id = '…' AND status = 'failed';
-var outboxSchedule = leases.Backoff{
+var outboxBackoff = leases.Backoff{
 	5 * time.Second, 30 * time.Second, 2 * time.Minute, 10 * time.Minute, 30 * time.Minute,
 	time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour,
 }

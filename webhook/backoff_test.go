@@ -6,24 +6,24 @@ import (
 	"time"
 )
 
-func TestDefaultSchedule(t *testing.T) {
+func TestDefaultBackoff(t *testing.T) {
 	t.Parallel()
 	want := []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
-	if len(DefaultSchedule) != len(want) {
-		t.Fatalf("DefaultSchedule has %d slots, want %d (8 attempts)", len(DefaultSchedule), len(want))
+	if len(DefaultBackoff) != len(want) {
+		t.Fatalf("DefaultBackoff has %d slots, want %d (8 attempts)", len(DefaultBackoff), len(want))
 	}
 	for i := range want {
-		if DefaultSchedule[i] != want[i] {
-			t.Errorf("slot %d = %s, want %s", i, DefaultSchedule[i], want[i])
+		if DefaultBackoff[i] != want[i] {
+			t.Errorf("slot %d = %s, want %s", i, DefaultBackoff[i], want[i])
 		}
 	}
 	for attempts := 1; attempts <= len(want); attempts++ {
-		wait, ok := DefaultSchedule.Next(attempts)
+		wait, ok := DefaultBackoff.Next(attempts)
 		if base := want[attempts-1]; !ok || wait < base*9/10 || wait > base*11/10 {
 			t.Errorf("Next(%d) = %s, %v; want %s ±10%%", attempts, wait, ok, base)
 		}
 	}
-	if _, ok := DefaultSchedule.Next(len(want) + 1); ok {
+	if _, ok := DefaultBackoff.Next(len(want) + 1); ok {
 		t.Error("schedule does not end: attempts are unbounded")
 	}
 }
