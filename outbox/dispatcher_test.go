@@ -530,12 +530,16 @@ func TestDrain_StopsWhenWindowEnds(t *testing.T) {
 	ctx := testCtx(t)
 	pool := pgtest.NewPool(t)
 	ids := insertRows(t, pool, 3*leases.BatchSize)
+	// The window is long enough for the first claim on a busy machine; the
+	// first batch's sends outlast it, so no second batch may start.
+	const window = 2 * time.Second
+	start := time.Now()
 	sender := newFakeSender(func(context.Context, smtp.Message) error {
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(time.Until(start.Add(window + 50*time.Millisecond)))
 		return nil
 	})
 	d := newDispatcher(t, pool, sender, func(c *Config) { c.Concurrency = 1 })
-	res, err := d.Drain(ctx, 30*time.Millisecond)
+	res, err := d.Drain(ctx, window)
 	if err != nil {
 		t.Fatal(err)
 	}
