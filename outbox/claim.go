@@ -8,23 +8,16 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/engine"
 )
 
-// DB is what the outbox needs from Postgres: a *pgxpool.Pool in
-// production. The dispatcher must get a pool, never a transaction: its
-// claim has to commit before anything is sent, and its marks must commit
-// as soon as they are made, not with the caller's transaction.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
+// DB is what the outbox needs from Postgres (Exec, Query, QueryRow and
+// SendBatch of pgx): a *pgxpool.Pool in production. The dispatcher must
+// get a pool, never a transaction: its claim has to commit before anything
+// is sent, and its marks must commit as soon as they are made, not with
+// the caller's transaction.
+type DB = claim.Batcher
 
 // table is email_outbox as the shared claim machinery sees it.
 var table = claim.Table{

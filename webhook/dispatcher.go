@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postbox/postbox/internal/claim"
@@ -20,12 +19,9 @@ import (
 )
 
 // DB is what endpoint management, enqueue and marks need: a pool, a
-// connection or a transaction.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// connection or a transaction (Exec, Query and QueryRow of pgx). It is the
+// one interface every part of postbox takes for that need.
+type DB = claim.DB
 
 // Pool is a DB that can begin transactions. The fan-out and replay each need
 // one of their own, so the pipeline takes a pool (a *pgxpool.Pool), never a
