@@ -114,7 +114,7 @@ func passInsertOpts(period time.Duration) river.InsertOpts {
 // Passes are the leader's periodic webhook passes over one pipeline.
 type Passes struct {
 	pipeline        *webhook.Dispatcher
-	db              engine.DB
+	db              webhook.DB
 	owner           string
 	retryInterval   time.Duration
 	retryLease      time.Duration
@@ -138,7 +138,7 @@ type PassesConfig struct {
 }
 
 // NewPasses returns the passes over p, gated in db (a pool).
-func NewPasses(p *webhook.Dispatcher, db engine.DB, cfg PassesConfig) *Passes {
+func NewPasses(p *webhook.Dispatcher, db webhook.DB, cfg PassesConfig) *Passes {
 	if cfg.RetryInterval <= 0 {
 		cfg.RetryInterval = DefaultRetryInterval
 	}

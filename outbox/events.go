@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/pgtext"
 )
 
@@ -337,11 +337,11 @@ const pruneOrphanEventsSQL = `DELETE FROM email_events WHERE id IN (
 // whose row was found are never deleted here, whatever their age. The
 // leader-gated prune pass (jobs.Passes.Prune) calls it with
 // EVENTS_ORPHAN_RETENTION. db is a pool: each chunk is its own statement.
-func PruneOrphanEvents(ctx context.Context, db engine.DB, olderThan time.Duration) (int64, error) {
+func PruneOrphanEvents(ctx context.Context, db claim.DB, olderThan time.Duration) (int64, error) {
 	return pruneOrphanEvents(ctx, db, olderThan, orphanPruneChunk)
 }
 
-func pruneOrphanEvents(ctx context.Context, db engine.DB, olderThan time.Duration, chunk int) (int64, error) {
+func pruneOrphanEvents(ctx context.Context, db claim.DB, olderThan time.Duration, chunk int) (int64, error) {
 	if olderThan <= 0 {
 		return 0, fmt.Errorf("outbox: prune orphan events: retention must be positive, got %s", olderThan)
 	}

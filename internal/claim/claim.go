@@ -14,7 +14,8 @@ import (
 	"github.com/postbox/postbox/leases"
 )
 
-// DB is what claims and marks need: a pool, a connection or a transaction.
+// DB is what postbox needs of Postgres for claims, marks and every other
+// statement it runs: a pool, a connection or a transaction.
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)

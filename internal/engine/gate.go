@@ -10,14 +10,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-)
 
-// DB is what a Gate needs: a pool.
-type DB interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+	"github.com/postbox/postbox/internal/claim"
+)
 
 // ErrGateHeld is matched (errors.Is) by Gate.Run's error when another
 // holder has the gate: the caller's pass did not run, by design.
@@ -42,7 +37,7 @@ func (e *GateHeldError) Is(target error) bool { return target == ErrGateHeld }
 // deletes the row when done; a holder that dies frees the gate when its lease
 // runs out.
 type Gate struct {
-	DB    DB
+	DB    claim.DB
 	Name  string        // e.g. "webhook_retry"
 	Owner string        // who asks, for the holder column (the replica id)
 	Lease time.Duration // renewed every Lease/3

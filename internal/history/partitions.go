@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbox/postbox/internal/claim"
 )
 
 // Table is one history table.
@@ -224,12 +226,6 @@ ON CONFLICT (history) DO UPDATE SET dropped_before = greatest(postbox_history_dr
 	return err
 }
 
-// Querier is what Dropped reads through: a pool, a connection or a
-// transaction.
-type Querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
 // Cutoff is what retention dropped of one history: every row older than
 // Before is gone.
 type Cutoff struct {
@@ -239,7 +235,7 @@ type Cutoff struct {
 
 // Dropped reads what retention has dropped, by history; a history with
 // nothing dropped is absent.
-func Dropped(ctx context.Context, db Querier) (map[Table]Cutoff, error) {
+func Dropped(ctx context.Context, db claim.DB) (map[Table]Cutoff, error) {
 	rows, err := db.Query(ctx, `SELECT history, dropped_before, extract(epoch FROM retention)::float8 FROM postbox_history_dropped`)
 	if err != nil {
 		return nil, fmt.Errorf("history: read what retention dropped: %w", err)
