@@ -180,7 +180,7 @@ func TestBreaker_CooldownStopsAtItsCap(t *testing.T) {
 				t.Fatal(err)
 			}
 			insertDueDeliveries(t, pool, ep.ID, 2, time.Minute)
-			if _, err := p.Retry(ctx); err != nil {
+			if _, err := p.DrainRetries(ctx, testWindow); err != nil {
 				t.Fatal(err)
 			}
 			if n := len(rc.requests()); n != 1 {
@@ -280,7 +280,7 @@ func TestBreaker_NoRequestMadeCountsNoFailure(t *testing.T) {
 		for i := range 3 {
 			insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
 		}
-		if sum, err := p.Drain(ctx); err != nil || sum.Failed != 3 {
+		if sum, err := p.Drain(ctx, testWindow); err != nil || sum.Failed != 3 {
 			t.Fatalf("Drain = %+v, %v; want the 3 deliveries failed by the https rule", sum, err)
 		}
 		if n := len(rc.requests()); n != 0 {
@@ -320,7 +320,7 @@ func TestBreaker_NoRequestMadeCountsNoFailure(t *testing.T) {
 		if err := EnableEndpoint(ctx, pool, ep.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.Retry(ctx); err != nil {
+		if _, err := p.DrainRetries(ctx, testWindow); err != nil {
 			t.Fatal(err)
 		}
 		if b := endpointBreaker(t, pool, ep.ID); len(rc.requests()) == 0 || b.Failures < 1 || b.PausedUntil == nil {

@@ -43,7 +43,7 @@ func TestDelivery_SignatureVerifiedByReferenceLibrary(t *testing.T) {
 	verify = wh.Verify
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"invoice": "in_1", "amount": 4200})
 
-	sum, err := p.Drain(ctx)
+	sum, err := p.Drain(ctx, testWindow)
 	if err != nil || sum.Sent != 1 {
 		t.Fatalf("ProcessBatch = %+v, %v; want one verified delivery", sum, err)
 	}
@@ -89,7 +89,7 @@ func TestDelivery_RedirectNotFollowed(t *testing.T) {
 	ep := createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	sum, err := p.Drain(ctx)
+	sum, err := p.Drain(ctx, testWindow)
 	if err != nil || sum.Retried != 1 {
 		t.Fatalf("ProcessBatch = %+v, %v; want the redirect treated as a transient failure", sum, err)
 	}
@@ -117,7 +117,7 @@ func TestDelivery_GoneDisablesEndpoint(t *testing.T) {
 	ep := createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	sum, err := p.Drain(ctx)
+	sum, err := p.Drain(ctx, testWindow)
 	if err != nil || sum.Failed != 1 {
 		t.Fatalf("ProcessBatch = %+v, %v; want the delivery failed", sum, err)
 	}
@@ -137,7 +137,7 @@ func TestDelivery_GoneDisablesEndpoint(t *testing.T) {
 	}
 
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 2})
-	if sum, err := p.Drain(ctx); err != nil || sum.Events != 1 || sum.Sent+sum.Failed+sum.Retried != 0 {
+	if sum, err := p.Drain(ctx, testWindow); err != nil || sum.Events != 1 || sum.Sent+sum.Failed+sum.Retried != 0 {
 		t.Fatalf("next event: %+v, %v; want it dispatched to nobody", sum, err)
 	}
 	if n := len(rc.requests()); n != 1 {
@@ -173,7 +173,7 @@ func TestDelivery_RetryAfterHonoured(t *testing.T) {
 			ep := createEndpoint(t, pool, rc.URL)
 			insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-			if sum, err := p.Drain(ctx); err != nil || sum.Retried != 1 {
+			if sum, err := p.Drain(ctx, testWindow); err != nil || sum.Retried != 1 {
 				t.Fatalf("ProcessBatch = %+v, %v; want a retry scheduled", sum, err)
 			}
 			now := dbNow(t, pool)
@@ -204,7 +204,7 @@ func TestDelivery_ResponseExcerptCapped(t *testing.T) {
 	ep := createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	if sum, err := p.Drain(ctx); err != nil || sum.Sent != 1 {
+	if sum, err := p.Drain(ctx, testWindow); err != nil || sum.Sent != 1 {
 		t.Fatalf("ProcessBatch = %+v, %v; want success", sum, err)
 	}
 	var excerpt string
@@ -241,7 +241,7 @@ func TestDelivery_TimeoutIsTransient(t *testing.T) {
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
 	start := time.Now()
-	sum, err := p.Drain(ctx)
+	sum, err := p.Drain(ctx, testWindow)
 	if err != nil || sum.Retried != 1 {
 		t.Fatalf("ProcessBatch = %+v, %v; want a retry scheduled", sum, err)
 	}
@@ -288,7 +288,7 @@ func TestDelivery_ProductionRefusesPlainHTTP(t *testing.T) {
 	ep := createEndpoint(t, pool, rc.URL) // created outside production
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	if sum, err := p.Drain(ctx); err != nil || sum.Failed != 1 {
+	if sum, err := p.Drain(ctx, testWindow); err != nil || sum.Failed != 1 {
 		t.Fatalf("ProcessBatch = %+v, %v; want the delivery failed", sum, err)
 	}
 	if d := oneDelivery(t, pool, `endpoint_id = $1`, ep.ID); !strings.Contains(str(d.LastError), "must be https") {

@@ -35,7 +35,7 @@ SELECT 'invoice.paid', jsonb_build_object('invoice', 'in_' || i, 'amount', i) FR
 		b.StartTimer()
 		var total Tally
 		for total.Events < events {
-			sum, err := p.Drain(ctx)
+			sum, err := p.Drain(ctx, testWindow)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -86,7 +86,7 @@ func deliverAll(t *testing.T, db *pgxpool.Pool, events int, edit func(*Config)) 
 		var wg sync.WaitGroup
 		for _, p := range ps {
 			wg.Go(func() {
-				if _, err := p.Drain(ctx); err != nil {
+				if _, err := p.Drain(ctx, testWindow); err != nil {
 					t.Error(err)
 				}
 				if _, err := p.RunRetries(ctx, 200*time.Millisecond); err != nil {
@@ -134,7 +134,7 @@ func TestBreaker_OpensOnFailureRateAndProbesClose(t *testing.T) {
 	for i := range 5 {
 		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
 	}
-	if _, err := p.Drain(ctx); err != nil {
+	if _, err := p.Drain(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	b := endpointBreaker(t, pool, ep.ID)
@@ -145,7 +145,7 @@ func TestBreaker_OpensOnFailureRateAndProbesClose(t *testing.T) {
 	for i := range 3 {
 		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 10 + i})
 	}
-	if _, err := p.Drain(ctx); err != nil {
+	if _, err := p.Drain(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE attempts = 0 AND leased_until IS NULL`); n != 3 {
@@ -161,7 +161,7 @@ func TestBreaker_OpensOnFailureRateAndProbesClose(t *testing.T) {
 
 	// Half-open, the probe fails: one request, reopened for 2 s.
 	waitPast(t, pool, *b.PausedUntil)
-	if _, err := p.Retry(ctx); err != nil {
+	if _, err := p.DrainRetries(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(rc.requests()); n != 6 {
@@ -216,7 +216,7 @@ func TestBreaker_MinimumRequestsBeforeTheRateCounts(t *testing.T) {
 	for i := range 4 {
 		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
 	}
-	if _, err := p.Drain(ctx); err != nil {
+	if _, err := p.Drain(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	b := endpointBreaker(t, pool, ep.ID)
@@ -224,7 +224,7 @@ func TestBreaker_MinimumRequestsBeforeTheRateCounts(t *testing.T) {
 		t.Fatalf("after %d failed requests, under the minimum of 5: %+v, want closed with 4 of 4 counted", len(rc.requests()), b)
 	}
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 4})
-	if _, err := p.Drain(ctx); err != nil {
+	if _, err := p.Drain(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	if b := endpointBreaker(t, pool, ep.ID); len(rc.requests()) != 5 || b.PausedUntil == nil || b.Opens != 1 {
@@ -322,7 +322,7 @@ func TestBreaker_ClosedBreakerLetsHeldFirstAttemptsOutInASlowStart(t *testing.T)
 	}
 	const held = 40
 	insertDueDeliveries(t, pool, ep.ID, held, time.Second)
-	if _, err := p.Retry(ctx); err != nil {
+	if _, err := p.DrainRetries(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(rc.requests()); n != 7 {
@@ -336,7 +336,7 @@ func TestBreaker_ClosedBreakerLetsHeldFirstAttemptsOutInASlowStart(t *testing.T)
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d delivered within 60 s", count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`), held)
 		}
-		if _, err := p.Retry(ctx); err != nil {
+		if _, err := p.DrainRetries(ctx, testWindow); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -369,7 +369,7 @@ func TestBreaker_ProbesPreferAttemptedDeliveries(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT event_id FROM webhook_deliveries WHERE id = $1`, attempted).Scan(&eventID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Retry(ctx); err != nil {
+	if _, err := p.DrainRetries(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	got := rc.requests()
@@ -421,7 +421,7 @@ func TestBreaker_DisablesAfterWindowAndNotifies(t *testing.T) {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for len(opsRC.requests()) == 0 && time.Now().Before(deadline) {
-		if _, err := p.Drain(ctx); err != nil {
+		if _, err := p.Drain(ctx, testWindow); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := p.RunRetries(ctx, 300*time.Millisecond); err != nil {
@@ -463,7 +463,7 @@ func TestBreaker_DisablesAfterWindowAndNotifies(t *testing.T) {
 	if err := EnableEndpoint(ctx, pool, failing.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Retry(ctx); err != nil {
+	if _, err := p.DrainRetries(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1 AND status = 'succeeded'`, failing.ID); n != 2 {

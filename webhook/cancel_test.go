@@ -38,7 +38,7 @@ func TestSendAt_EventHeldUntilDue(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if _, err := p.Drain(ctx); err != nil {
+		if _, err := p.Drain(ctx, testWindow); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -48,7 +48,7 @@ func TestSendAt_EventHeldUntilDue(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE webhook_outbox SET next_attempt_at = now() WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Drain(ctx); err != nil {
+	if _, err := p.Drain(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM webhook_events WHERE outbox_id = $1`, id); n != 1 || len(rc.requests()) != 1 {
@@ -70,7 +70,7 @@ func TestCancel_OutboxRow(t *testing.T) {
 	rc := newReceiver(t, nil)
 	createEndpoint(t, pool, rc.URL)
 	sent := insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
-	if _, err := p.Drain(ctx); err != nil {
+	if _, err := p.Drain(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	pending := insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 2})
@@ -96,7 +96,7 @@ func TestCancel_OutboxRow(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE webhook_outbox SET next_attempt_at = now() WHERE id = $1`, pending); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Drain(ctx); err != nil {
+	if _, err := p.Drain(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM webhook_events WHERE outbox_id = $1`, pending); n != 0 {
@@ -131,7 +131,7 @@ func TestCancel_RacingFanOutsNeverBothSendAndCancel(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, d := range ds {
 		wg.Go(func() {
-			if _, err := d.Drain(ctx); err != nil {
+			if _, err := d.Drain(ctx, testWindow); err != nil {
 				t.Errorf("drain: %v", err)
 			}
 		})
@@ -147,7 +147,7 @@ func TestCancel_RacingFanOutsNeverBothSendAndCancel(t *testing.T) {
 	}
 	wg.Wait()
 	for _, d := range ds {
-		if _, err := d.Drain(ctx); err != nil {
+		if _, err := d.Drain(ctx, testWindow); err != nil {
 			t.Fatal(err)
 		}
 	}

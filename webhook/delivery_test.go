@@ -98,7 +98,7 @@ func TestAttempt_StaleMarkIsCountedNotApplied(t *testing.T) {
 	ep := createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	sum, err := p.Drain(ctx)
+	sum, err := p.Drain(ctx, testWindow)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func TestDispatchFromOutbox_BornLeased(t *testing.T) {
 	if len(claimed) != 0 {
 		t.Fatalf("retry claim took %d deliveries inside their birth lease", len(claimed))
 	}
-	sum, err := p.Retry(ctx)
+	sum, err := p.DrainRetries(ctx, testWindow)
 	if err != nil || sum.Claimed != 0 {
 		t.Fatalf("Retry inside the birth lease: %+v, %v; want nothing claimed", sum, err)
 	}
@@ -142,7 +142,7 @@ func TestDispatchFromOutbox_HandlerOwnsMark(t *testing.T) {
 		if _, err := pool.Exec(ctx, `UPDATE webhook_outbox SET next_attempt_at = now() - interval '1 hour' WHERE id = $1`, id); err != nil {
 			t.Fatal(err)
 		}
-		sum, err := p.Drain(ctx)
+		sum, err := p.Drain(ctx, testWindow)
 		if err != nil || sum.Claimed != 0 {
 			t.Fatalf("replayed tick: %+v, %v; want nothing claimed", sum, err)
 		}
@@ -197,7 +197,7 @@ func TestProcessBatch_FirstAttemptInProcess(t *testing.T) {
 	for i := range 7 {
 		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
 	}
-	sum, err := p.Drain(ctx)
+	sum, err := p.Drain(ctx, testWindow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestProcessBatch_DefersAttemptsThatWouldOutliveTheBirthLease(t *testing.T) 
 	createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	sum, err := p.Drain(ctx)
+	sum, err := p.Drain(ctx, testWindow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestProcessBatch_DefersAttemptsThatWouldOutliveTheBirthLease(t *testing.T) 
 		t.Fatalf("receiver got %d requests, want 0", n)
 	}
 	// Released, so the retry worker takes it now rather than after the lease.
-	sum, err = p.Retry(ctx)
+	sum, err = p.DrainRetries(ctx, testWindow)
 	if err != nil || sum.Sent != 1 {
 		t.Fatalf("Retry = %+v, %v; want the deferred delivery sent", sum, err)
 	}
@@ -263,7 +263,7 @@ func TestPipeline_StopClaimsNothingMore(t *testing.T) {
 
 	// The stop lands while the first batch is being fanned out.
 	p.hooks.beforeDispatch = func(string) { p.Stop() }
-	sum, err := p.Drain(ctx)
+	sum, err := p.Drain(ctx, testWindow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,10 +274,10 @@ func TestPipeline_StopClaimsNothingMore(t *testing.T) {
 		t.Fatalf("%d deliveries due for the retry worker, want 2", n)
 	}
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 3})
-	if sum, err := p.Drain(ctx); err != nil || sum.Claimed != 0 {
+	if sum, err := p.Drain(ctx, testWindow); err != nil || sum.Claimed != 0 {
 		t.Fatalf("ProcessBatch after Stop = %+v, %v; want nothing claimed", sum, err)
 	}
-	if sum, err := p.Retry(ctx); err != nil || sum.Claimed != 0 {
+	if sum, err := p.DrainRetries(ctx, testWindow); err != nil || sum.Claimed != 0 {
 		t.Fatalf("Retry after Stop = %+v, %v; want nothing claimed", sum, err)
 	}
 	if n := len(rc.requests()); n != 0 {
@@ -305,7 +305,7 @@ func TestLane_AttemptWithNoSlotInItsLeaseIsReleased(t *testing.T) {
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 2})
 
-	sum, err := p.Drain(ctx)
+	sum, err := p.Drain(ctx, testWindow)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,12 +48,6 @@ type Config struct {
 	// Backoff allows one attempt).
 	Backoff leases.Backoff
 
-	// DrainWindow bounds how long one Drain or Retry keeps claiming new
-	// batches while rows stay due; zero means DefaultDrainWindow. Bounding
-	// it hands the work back to River regularly, so a stop or a change of
-	// leader takes effect; the next tick carries on.
-	DrainWindow time.Duration
-
 	// Wake receives a value when webhook_outbox rows were committed
 	// (jobs.Waker); nil means the outbox lane polls only.
 	Wake <-chan struct{}
@@ -89,9 +83,6 @@ type Config struct {
 // DeliveriesTable is webhook_deliveries, as wake-ups name it.
 const DeliveriesTable = "webhook_deliveries"
 
-// DefaultDrainWindow is Config.DrainWindow's default.
-const DefaultDrainWindow = 30 * time.Second
-
 // Dispatcher is the webhook transport over one Postgres pool: the
 // webhook_outbox drainer and its atomic fan-out, first attempts in process,
 // the retry worker, replay and the pruner. It is safe for concurrent use;
@@ -102,7 +93,6 @@ type Dispatcher struct {
 	cfg      Settings
 	lc       leases.Config
 	schedule leases.Backoff
-	window   time.Duration
 	logger   *slog.Logger
 	metrics  *Metrics
 	client   *http.Client
@@ -170,10 +160,6 @@ func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
 	if schedule == nil {
 		schedule = DefaultBackoff
 	}
-	window := opts.DrainWindow
-	if window <= 0 {
-		window = DefaultDrainWindow
-	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -183,7 +169,6 @@ func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
 		cfg:      cfg,
 		lc:       lc,
 		schedule: schedule,
-		window:   window,
 		logger:   logger.With("component", "webhook"),
 		metrics:  opts.Metrics,
 		client:   newHTTPClient(cfg, lc.DeliveryBudget),
@@ -254,19 +239,13 @@ func (p *Dispatcher) Stop() {
 }
 
 // Close releases idle HTTP connections. In-flight work is not interrupted:
-// cancel the contexts passed to Drain, Retry and the replays for that.
+// cancel the contexts passed to Run, Drain, RunRetries, DrainRetries and the replays for that.
 func (p *Dispatcher) Close() {
 	p.client.CloseIdleConnections()
 }
 
-// JobTimeout is the longest a Drain or a Retry runs, for River's worker
-// timeout: the drain window, then the first attempts already started (each
-// bounded by DeliveryBudget), then their detached marks and the releases
-// of deferred rows, which LeaseSlack covers. River should never cut a drain
-// short; should it ever, the marks are detached and the leases still hold.
-func (p *Dispatcher) JobTimeout() time.Duration { return p.RunTimeout(p.window) }
-
-// RunTimeout is the longest a Run or RunRetries of window lasts: the
+// RunTimeout is the longest a Run, Drain, RunRetries or DrainRetries of
+// window lasts: the
 // window, then a fan-out's BatchTimeout and the attempts already started
 // (each bounded by DeliveryBudget), then their detached marks and
 // releases, which LeaseSlack covers.

@@ -85,8 +85,9 @@ fanned out before that rule kept ids of their own.
 
 # Retries
 
-The retry worker ([Dispatcher.Retry], run by a leader-inserted, unique
-periodic River job) claims up to RetryClaimBatch due pending deliveries at a
+The retry lane ([Dispatcher.RunRetries], which the replicas' shifts run
+in turn behind a pool-wide gate that each hands to the next without a
+gap; [Dispatcher.DrainRetries] is one pass until nothing is due) claims up to RetryClaimBatch due pending deliveries at a
 time with lease RetryClaimLease(n), including deliveries written before
 deliveries were born leased, whose next_retry_at is NULL, and attempts each with a fresh signature. It claims
 no more deliveries than it has free attempt slots, so a claimed delivery never

@@ -43,7 +43,7 @@ func TestDelivery_HugeRedirectErrorTextCapped(t *testing.T) {
 
 	const limit = pgtext.MaxLastError + len("…")
 	var tallies []Tally
-	sum, err := p.Drain(ctx)
+	sum, err := p.Drain(ctx, testWindow)
 	if err != nil || sum.Retried != 1 {
 		t.Fatalf("Drain = %+v, %v; want the 302 retried", sum, err)
 	}
@@ -54,7 +54,7 @@ func TestDelivery_HugeRedirectErrorTextCapped(t *testing.T) {
 			t.Fatal("delivery still pending after 20 s with a 10 ms schedule")
 		}
 		time.Sleep(20 * time.Millisecond)
-		sum, err := p.Retry(ctx)
+		sum, err := p.DrainRetries(ctx, testWindow)
 		if err != nil {
 			t.Fatal(err)
 		}

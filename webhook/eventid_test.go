@@ -59,7 +59,7 @@ func TestEventID_IsWhatEnqueueReturned(t *testing.T) {
 			ep := createEndpoint(t, pool, rc.URL)
 
 			id := tt.enqueue(t, pool)
-			if _, err := p.Drain(ctx); err != nil {
+			if _, err := p.Drain(ctx, testWindow); err != nil {
 				t.Fatalf("Drain: %v", err)
 			}
 			reqs := rc.requests()

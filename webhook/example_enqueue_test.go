@@ -110,12 +110,12 @@ WHERE endpoint_id = $1`, ep.ID).Scan(&s); err != nil {
 		return s
 	}
 
-	sum, err := p.Drain(ctx)
+	sum, err := p.Drain(ctx, 30*time.Second)
 	if err != nil {
 		panic(err)
 	}
 	fmt.Printf("drain: %d event(s), %d delivered, %d to retry; %s\n", sum.Events, sum.Sent, sum.Retried, status())
-	sum, err = p.Retry(ctx)
+	sum, err = p.DrainRetries(ctx, 30*time.Second)
 	if err != nil {
 		panic(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -72,7 +73,7 @@ func Example_verify() {
 		panic(err)
 	}
 	defer p.Close()
-	if _, err := p.Drain(ctx); err != nil {
+	if _, err := p.Drain(ctx, 30*time.Second); err != nil {
 		panic(err)
 	}
 	var status string

@@ -38,20 +38,20 @@ func TestPipeline_ConcurrencyCapsAttemptsAcrossConcurrentRuns(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 3 {
 		wg.Go(func() {
-			if _, err := p.Drain(ctx); err != nil {
+			if _, err := p.Drain(ctx, testWindow); err != nil {
 				t.Error(err)
 			}
 		})
 	}
 	wg.Go(func() {
-		if _, err := p.Retry(ctx); err != nil {
+		if _, err := p.DrainRetries(ctx, testWindow); err != nil {
 			t.Error(err)
 		}
 	})
 	wg.Wait()
 	// Whatever the drains deferred, the retry pass finishes.
 	for count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'`) > 0 {
-		if _, err := p.Retry(ctx); err != nil {
+		if _, err := p.DrainRetries(ctx, testWindow); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -101,9 +101,9 @@ func TestPipeline_PanicAtEverySiteIsRecordedAndCounted(t *testing.T) {
 			var res Tally
 			var err error
 			if site == "retry attempt" {
-				res, err = p.Retry(ctx)
+				res, err = p.DrainRetries(ctx, testWindow)
 			} else {
-				res, err = p.Drain(ctx)
+				res, err = p.Drain(ctx, testWindow)
 			}
 			if err != nil || res.Panics != 1 || !strings.Contains(strings.Join(res.Errors, "; "), "panic: "+boom) {
 				t.Fatalf("run = %+v, %v; want one panic recorded with its value", res, err)

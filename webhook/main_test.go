@@ -37,6 +37,10 @@ func testLogger() *slog.Logger {
 
 // newDispatcher returns a Dispatcher on pool that may reach loopback, with opts
 // applied on top.
+// testWindow bounds a test's Drain or DrainRetries: long enough for any
+// of them on a busy machine, since each ends once nothing is due.
+const testWindow = 30 * time.Second
+
 func newDispatcher(t *testing.T, pool *pgxpool.Pool, edit func(*Config)) *Dispatcher {
 	t.Helper()
 	opts := Config{Settings: Settings{AllowedCIDRs: loopback}, Logger: testLogger()}

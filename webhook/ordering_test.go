@@ -234,7 +234,7 @@ func TestOrdering_FanOutHoldsTheLaterEventsOfAKey(t *testing.T) {
 	}
 
 	done := make(chan error, 1)
-	go func() { _, err := p.Drain(ctx); done <- err }()
+	go func() { _, err := p.Drain(ctx, testWindow); done <- err }()
 	waitFor(t, "the fan-outs", func() bool {
 		return count(t, pool, `SELECT count(*) FROM webhook_deliveries`) == len(ids)+1
 	})
@@ -252,7 +252,7 @@ func TestOrdering_FanOutHoldsTheLaterEventsOfAKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 4 {
-		if _, err := p.Retry(ctx); err != nil {
+		if _, err := p.DrainRetries(ctx, testWindow); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -444,7 +444,7 @@ func TestOrdering_DeliveredHeadHandsItsKeyOnInProcess(t *testing.T) {
 	createEndpoint(t, pool, rc.URL)
 	hot := enqueueOrdered(t, pool, "in_hot", 6)
 	coldHead.Store(enqueueOrdered(t, pool, "in_cold", 2)[0])
-	sum, err := p.Drain(ctx)
+	sum, err := p.Drain(ctx, testWindow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -519,7 +519,7 @@ func TestOrdering_BirthRacingTheMarkAheadIsTakenOnceItCommits(t *testing.T) {
 	}
 	drained := make(chan Tally, 1)
 	go func() {
-		sum, err := p.Drain(ctx)
+		sum, err := p.Drain(ctx, testWindow)
 		if err != nil {
 			t.Error(err)
 		}
@@ -561,7 +561,7 @@ func TestOrdering_AnyReplicasOutboxLaneTakesAKeysTurn(t *testing.T) {
 	ep := createEndpoint(t, pool, rc.URL)
 	turn := orderedDelivery(t, pool, ep.ID, "in_turn", string(StatusPending), 0, -time.Second)
 	enqueueOrdered(t, pool, "in_other", 1) // an ordered event: this replica sees ordering in use
-	sum, err := p.Drain(ctx)
+	sum, err := p.Drain(ctx, testWindow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -599,7 +599,7 @@ func TestOrdering_ChainLeavesItsSlotToOlderWork(t *testing.T) {
 	})
 	createEndpoint(t, pool, rc.URL)
 	enqueueOrdered(t, pool, "in_1", 2)
-	sum, err := p.Drain(ctx)
+	sum, err := p.Drain(ctx, testWindow)
 	if err != nil {
 		t.Fatal(err)
 	}

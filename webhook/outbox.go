@@ -35,10 +35,10 @@ type Dispatch struct {
 }
 
 // Drain runs the webhook_outbox lane until the outbox has no more due rows
-// or the drain window has passed, then waits for the first attempts it
-// started. RunTimeout(DrainWindow) bounds it.
-func (p *Dispatcher) Drain(ctx context.Context) (Tally, error) {
-	return p.outboxLane.Run(ctx, engine.RunOptions{Window: p.window, UntilIdle: true})
+// or window has passed, then waits for the first attempts it started:
+// tests, the bench and one-off passes use it. RunTimeout(window) bounds it.
+func (p *Dispatcher) Drain(ctx context.Context, window time.Duration) (Tally, error) {
+	return p.outboxLane.Run(ctx, engine.RunOptions{Window: window, UntilIdle: true})
 }
 
 // Run is one shift of the webhook_outbox lane on this replica: it

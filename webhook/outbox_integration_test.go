@@ -72,7 +72,7 @@ func (a *attemptLog) snapshot() map[string]int {
 func drainUntilEmpty(ctx context.Context, t *testing.T, p *Dispatcher) error {
 	t.Helper()
 	for {
-		sum, err := p.Drain(ctx)
+		sum, err := p.Drain(ctx, testWindow)
 		if err != nil {
 			return err
 		}

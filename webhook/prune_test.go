@@ -22,7 +22,7 @@ func TestPrune_OnlyDispatchedOutboxRowsPastRetention(t *testing.T) {
 
 	old := insertOutbox(t, pool, "invoice.paid", map[string]any{"n": "old"})
 	recent := insertOutbox(t, pool, "invoice.paid", map[string]any{"n": "recent"})
-	if _, err := p.Drain(ctx); err != nil {
+	if _, err := p.Drain(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	pendingOld := insertOutbox(t, pool, "invoice.paid", map[string]any{"n": "pending"})

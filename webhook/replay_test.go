@@ -30,7 +30,7 @@ func TestReplayEvent(t *testing.T) {
 	createEndpoint(t, pool, rc.URL)
 	createEndpoint(t, pool, rc.URL+"/other-type", "customer.created")
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
-	if sum, err := p.Drain(ctx); err != nil || sum.Sent != 1 {
+	if sum, err := p.Drain(ctx, testWindow); err != nil || sum.Sent != 1 {
 		t.Fatalf("original delivery: %+v, %v", sum, err)
 	}
 	var original string
@@ -132,7 +132,7 @@ func TestReplayFailedSince(t *testing.T) {
 	for i := range 4 {
 		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
 	}
-	if _, err := p.Drain(ctx); err != nil {
+	if _, err := p.Drain(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'failed'`); n != 8 {

@@ -31,7 +31,7 @@ func TestRequeueDelivery(t *testing.T) {
 	if got := oneDelivery(t, pool, `id = $1`, d.ID); got.Status != "pending" || got.Attempts != 0 || got.LastError != nil {
 		t.Fatalf("requeued delivery %s, %d attempts, last error %q; want pending, 0, none", got.Status, got.Attempts, str(got.LastError))
 	}
-	if sum, err := p.Retry(ctx); err != nil || sum.Sent != 1 {
+	if sum, err := p.DrainRetries(ctx, testWindow); err != nil || sum.Sent != 1 {
 		t.Fatalf("Retry = %+v, %v; want the requeued delivery sent", sum, err)
 	}
 	reqs := rc.requests()

@@ -57,7 +57,7 @@ SELECT ev.id, $1, 0, NULL FROM ev RETURNING id`, ep.ID).Scan(&deliveryID); err !
 	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET next_retry_at = NULL WHERE id = $1`, deliveryID); err != nil {
 		t.Fatal(err)
 	}
-	sum, err := p.Retry(ctx)
+	sum, err := p.DrainRetries(ctx, testWindow)
 	if err != nil || sum.Sent != 1 {
 		t.Fatalf("Retry = %+v, %v; want the legacy delivery sent", sum, err)
 	}
@@ -87,12 +87,12 @@ func TestRetry_FreshTimestampStableID(t *testing.T) {
 	secret = ep.Secret
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	if sum, err := p.Drain(ctx); err != nil || sum.Retried != 1 {
+	if sum, err := p.Drain(ctx, testWindow); err != nil || sum.Retried != 1 {
 		t.Fatalf("first attempt: %+v, %v; want a retry scheduled", sum, err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		sum, err := p.Retry(ctx)
+		sum, err := p.DrainRetries(ctx, testWindow)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +147,7 @@ func TestRetry_TransientFailuresEndInFailed(t *testing.T) {
 	ep := createEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	if _, err := p.Drain(ctx); err != nil {
+	if _, err := p.Drain(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -156,7 +156,7 @@ func TestRetry_TransientFailuresEndInFailed(t *testing.T) {
 			t.Fatalf("delivery still pending after %d attempts", d.Attempts)
 		}
 		time.Sleep(20 * time.Millisecond)
-		if _, err := p.Retry(ctx); err != nil {
+		if _, err := p.DrainRetries(ctx, testWindow); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -174,7 +174,7 @@ func TestRetry_TransientFailuresEndInFailed(t *testing.T) {
 		t.Errorf("%d attempt rows, want 3", n)
 	}
 	// Failed is terminal: later passes leave it alone.
-	if sum, err := p.Retry(ctx); err != nil || sum.Claimed != 0 {
+	if sum, err := p.DrainRetries(ctx, testWindow); err != nil || sum.Claimed != 0 {
 		t.Errorf("Retry after failure = %+v, %v; want nothing claimed", sum, err)
 	}
 }
@@ -196,7 +196,7 @@ func TestRetry_DisabledEndpointHeldUntilEnabled(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET next_retry_at = now() WHERE id = $1`, d.ID); err != nil {
 		t.Fatal(err)
 	}
-	if sum, err := p.Retry(ctx); err != nil || sum.Started != 0 {
+	if sum, err := p.DrainRetries(ctx, testWindow); err != nil || sum.Started != 0 {
 		t.Fatalf("Retry = %+v, %v; want nothing attempted", sum, err)
 	}
 	if got := oneDelivery(t, pool, `id = $1`, d.ID); got.Status != "pending" || got.Attempts != d.Attempts {
@@ -226,7 +226,7 @@ func TestRetry_DisabledEndpointHeldUntilEnabled(t *testing.T) {
 	}
 
 	// Enabled again: the held delivery goes out.
-	if sum, err := p.Retry(ctx); err != nil || sum.Sent != 1 {
+	if sum, err := p.DrainRetries(ctx, testWindow); err != nil || sum.Sent != 1 {
 		t.Fatalf("Retry after enable = %+v, %v; want the held delivery sent", sum, err)
 	}
 	if n := len(rc.requests()); n != 1 {
@@ -243,7 +243,6 @@ func TestRetry_ClaimsNoMoreThanItCanSend(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	p := newDispatcher(t, pool, func(o *Config) {
 		o.Settings.Concurrency = 1
-		o.DrainWindow = 300 * time.Millisecond
 	})
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		time.Sleep(150 * time.Millisecond)
@@ -260,7 +259,7 @@ func TestRetry_ClaimsNoMoreThanItCanSend(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sum, err := p.Retry(ctx)
+	sum, err := p.DrainRetries(ctx, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}

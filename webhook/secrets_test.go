@@ -42,7 +42,7 @@ func TestRotateSecret_BothSignDuringRotationOldStopsAfterExpiry(t *testing.T) {
 		t.Helper()
 		before := len(rc.requests())
 		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": before})
-		if sum, err := p.Drain(ctx); err != nil || sum.Sent != 1 {
+		if sum, err := p.Drain(ctx, testWindow); err != nil || sum.Sent != 1 {
 			t.Fatalf("Drain = %+v, %v; want one delivery", sum, err)
 		}
 		return rc.requests()[before]

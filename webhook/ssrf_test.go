@@ -41,7 +41,7 @@ func TestDelivery_SSRFRefusedWithoutAllowlist(t *testing.T) {
 	}
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 
-	sum, err := guarded.Drain(ctx)
+	sum, err := guarded.Drain(ctx, testWindow)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestDelivery_SSRFRefusedWithoutAllowlist(t *testing.T) {
 	// refusals above were the guard's.
 	open := newDispatcher(t, pool, nil)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 2})
-	sum, err = open.Drain(ctx)
+	sum, err = open.Drain(ctx, testWindow)
 	if err != nil {
 		t.Fatal(err)
 	}

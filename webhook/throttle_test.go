@@ -37,7 +37,7 @@ func TestRateLimit_HoldsAcrossDispatchers(t *testing.T) {
 	for i := range events {
 		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
 	}
-	if _, err := ps[0].Drain(ctx); err != nil {
+	if _, err := ps[0].Drain(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(freeRC.requests()); n != events {
@@ -137,7 +137,7 @@ func TestMaxInFlight_HoldsAcrossDispatchers(t *testing.T) {
 	for i := range events {
 		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
 	}
-	if _, err := ps[0].Drain(ctx); err != nil {
+	if _, err := ps[0].Drain(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -182,7 +182,7 @@ func TestMaxInFlight_DeadReplicaFreesSlotWhenLeaseExpires(t *testing.T) {
 	for i := range 2 {
 		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
 	}
-	if _, err := p.Drain(ctx); err != nil {
+	if _, err := p.Drain(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	// The dead replica's claim: one delivery leased for another second.

@@ -48,13 +48,13 @@ func TestTracing_EventFanOutAttemptsAndMarksJoinTheEnqueueTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	app.End()
-	if _, err := p.Drain(ctx); err != nil {
+	if _, err := p.Drain(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET next_retry_at = now() WHERE status = 'pending'`); err != nil {
 		t.Fatal(err)
 	}
-	if sum, err := p.Retry(ctx); err != nil || sum.Sent != 1 {
+	if sum, err := p.DrainRetries(ctx, testWindow); err != nil || sum.Sent != 1 {
 		t.Fatalf("retry: %+v, %v", sum, err)
 	}
 

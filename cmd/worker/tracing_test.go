@@ -302,7 +302,7 @@ func TestTracingReplicaPassesTheProvider(t *testing.T) {
 	if _, err := rep.dispatcher.Drain(drainCtx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rep.pipeline.Drain(drainCtx); err != nil {
+	if _, err := rep.pipeline.Drain(drainCtx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if sink.Len() != 1 {

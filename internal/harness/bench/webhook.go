@@ -83,7 +83,7 @@ func (r *runner) webhook(ctx context.Context) error {
 	var sum webhook.Tally
 	start := time.Now()
 	for sum.Events < events {
-		s, err := p.Drain(ctx)
+		s, err := p.Drain(ctx, 30*time.Second)
 		if err != nil {
 			stopRetries()
 			return fmt.Errorf("webhook drain: %w", err)
