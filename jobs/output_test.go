@@ -11,7 +11,7 @@ import (
 )
 
 // A shift's recorded output keeps the Tally's fields at the top level —
-// what the console's job lookup reads (story.jobsSQL) — and adds the
+// what the console's job lookup reads (story.jobsFor) — and adds the
 // console page of every row id it names.
 func TestShiftOutputLinksTheConsole(t *testing.T) {
 	t.Parallel()

@@ -2,21 +2,32 @@ package story
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/webhook"
 )
 
-// DB is what Find reads through: a pool.
-type DB = outbox.DB
+// DB is what Find reads through: a pool. It begins a transaction of its
+// own to read River's job list.
+type DB interface {
+	outbox.DB
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
 
 // Story is everything known about one input. Exactly the part its Kind
 // names is set. The slices are the read model's extension points: a new
@@ -428,47 +439,73 @@ func orNone(s string) string {
 	return s
 }
 
-// jobsSQL finds the shift jobs River still keeps whose recorded output
-// names one of the ids ($2), finished since the oldest row was created
-// ($3). River keeps finished jobs 24 h; a shift records at most the first
-// 50 ids of each list, so an older or busier row may have none. Each kept
-// shift's output is read once (?|), then matched to the ids it names.
-const jobsSQL = `SELECT j.id, j.queue, j.state::text, j.finalized_at, ids.id,
-	CASE WHEN j.o->'sent_ids' ? ids.id THEN 'sent' ELSE 'failed' END
-FROM (SELECT id, queue, state, finalized_at, metadata->'output' AS o FROM river_job
-	WHERE kind = $1 AND finalized_at >= $3
-	  AND (metadata->'output'->'sent_ids' ?| $2::text[] OR metadata->'output'->'failed_ids' ?| $2::text[])
-	ORDER BY id DESC LIMIT 20) j
-CROSS JOIN LATERAL unnest($2::text[]) AS ids(id)
-WHERE j.o->'sent_ids' ? ids.id OR j.o->'failed_ids' ? ids.id
-ORDER BY j.id DESC, ids.id`
-
 // ShiftKind is the River kind of a shift job (jobs.ShiftArgs), kept here
-// so the read model does not import River.
+// because the jobs package's tests read stories.
 const ShiftKind = "postbox_shift"
 
+// shiftJobsKept bounds the shift jobs a story lists: the newest first.
+const shiftJobsKept = 20
+
+// jobLister reads River's jobs through River's own job list; a client
+// with no pool is enough for a list in the caller's transaction.
+var jobLister = sync.OnceValues(func() (*river.Client[pgx.Tx], error) {
+	return river.NewClient(riverpgxv5.New(nil), &river.Config{})
+})
+
+// jobsFor finds the shift jobs River still keeps whose recorded output
+// names one of ids, finished since the oldest row was created (since).
+// River keeps finished jobs 24 h; a shift records at most the first 50 ids
+// of each list, so an older or busier row may have none. The list is
+// River's (JobListTx), narrowed in Postgres to the outputs that name an
+// id (?|), then matched to the ids each names.
 func jobsFor(ctx context.Context, db DB, ids []string, since time.Time) ([]JobRef, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := db.Query(ctx, jobsSQL, ShiftKind, ids, since)
+	client, err := jobLister()
+	if err != nil {
+		return nil, fmt.Errorf("story: shift jobs: %w", err)
+	}
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("story: shift jobs: %w", err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	list, err := client.JobListTx(ctx, tx, river.NewJobListParams().
+		Kinds(ShiftKind).
+		States(rivertype.JobStateCompleted, rivertype.JobStateCancelled, rivertype.JobStateDiscarded).
+		Where(`finalized_at >= @since AND (metadata->'output'->'sent_ids' ?| @ids::text[] OR metadata->'output'->'failed_ids' ?| @ids::text[])`,
+			river.NamedArgs{"since": since, "ids": ids}).
+		OrderBy(river.JobListOrderByID, river.SortOrderDesc).
+		First(shiftJobsKept))
 	if err != nil {
 		if pgErr, ok := errors.AsType[*pgconn.PgError](err); ok && pgErr.Code == "42P01" {
 			return nil, nil // no river_job: the library used without River's migrations
 		}
 		return nil, fmt.Errorf("story: shift jobs: %w", err)
 	}
-	defer rows.Close()
+	sorted := slices.Sorted(slices.Values(ids))
 	var out []JobRef
-	for rows.Next() {
-		var j JobRef
-		if err := rows.Scan(&j.ID, &j.Queue, &j.State, &j.FinalizedAt, &j.RowID, &j.Outcome); err != nil {
-			return nil, fmt.Errorf("story: shift jobs: %w", err)
+	for _, j := range list.Jobs {
+		var o struct {
+			SentIDs   []string `json:"sent_ids"`
+			FailedIDs []string `json:"failed_ids"`
 		}
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("story: shift jobs: %w", err)
+		if err := json.Unmarshal(j.Output(), &o); err != nil {
+			return nil, fmt.Errorf("story: shift job %d: its output: %w", j.ID, err)
+		}
+		for _, id := range sorted {
+			ref := JobRef{ID: j.ID, Queue: j.Queue, State: string(j.State), FinalizedAt: j.FinalizedAt, RowID: id}
+			switch {
+			case slices.Contains(o.SentIDs, id):
+				ref.Outcome = "sent"
+			case slices.Contains(o.FailedIDs, id):
+				ref.Outcome = "failed"
+			default:
+				continue
+			}
+			out = append(out, ref)
+		}
 	}
 	return out, nil
 }
