@@ -118,10 +118,10 @@ func (p *Dispatcher) attempt(ctx context.Context, d delivery, fanOut trace.SpanC
 		// claimed or born. It stays pending, held — the claim skips a
 		// disabled endpoint's rows — and goes out when the endpoint is
 		// enabled again.
-		mark = DeliveryMark{Status: StatusPending, Error: heldDisabled}
+		mark = DeliveryMark{Outcome: OutcomeRetry, Error: heldDisabled}
 	case checkEndpointURL(d.url, p.cfg.Production) != nil:
 		// The rules hold for endpoint rows written by SQL too.
-		mark = DeliveryMark{Status: StatusFailed, Error: checkEndpointURL(d.url, p.cfg.Production).Error()}
+		mark = DeliveryMark{Outcome: OutcomeFailed, Error: checkEndpointURL(d.url, p.cfg.Production).Error()}
 	default:
 		if h := p.hooks.beforeAttempt; h != nil {
 			h(d.id)
@@ -133,12 +133,12 @@ func (p *Dispatcher) attempt(ctx context.Context, d delivery, fanOut trace.SpanC
 	}
 	t, next = p.record(ctx, d, mark, gone, handOn)
 	if recording {
-		span.SetAttributes(tracing.Outcome.String(string(mark.Status)))
+		span.SetAttributes(tracing.Outcome.String(string(mark.Outcome)))
 		if mark.StatusCode != 0 {
 			span.SetAttributes(tracing.HTTPStatus.Int(mark.StatusCode))
 		}
-		if mark.Status != StatusSucceeded {
-			span.SetStatus(codes.Error, string(mark.Status))
+		if mark.Outcome != OutcomeSucceeded {
+			span.SetStatus(codes.Error, string(mark.Outcome))
 		}
 	}
 	return t, next
@@ -161,7 +161,7 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 	// ran ordered delivery at 0.76× the unordered rate, against about 0.9×
 	// in the group (docs/PERFORMANCE.md, Ordered delivery).
 	var lease time.Duration
-	if handOn && d.orderingKey != "" && mark.Status == StatusSucceeded {
+	if handOn && d.orderingKey != "" && mark.Outcome == OutcomeSucceeded {
 		lease = p.lc.RetryClaimLease(1)
 	}
 	sent := time.Now()
@@ -170,7 +170,7 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 		next.sent = sent
 	}
 	if span.IsRecording() {
-		span.SetAttributes(tracing.DeliveryID.String(d.id), tracing.Outcome.String(string(mark.Status)), tracing.MarkApplied.Bool(err == nil))
+		span.SetAttributes(tracing.DeliveryID.String(d.id), tracing.Outcome.String(string(mark.Outcome)), tracing.MarkApplied.Bool(err == nil))
 		if err != nil && !errors.Is(err, ErrStaleDeliveryMark) {
 			span.SetStatus(codes.Error, "mark failed")
 		}
@@ -181,27 +181,27 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 		out.Stale = 1
 		p.metrics.engine().Stale("webhook_deliveries")
 		log.Warn("stale delivery mark dropped: a sibling resolved the delivery first",
-			"would_mark", string(mark.Status), "status_code", mark.StatusCode)
+			"would_mark", string(mark.Outcome), "status_code", mark.StatusCode)
 	case err != nil:
 		out.MarkErrors = 1
 		out.NoteError(err.Error())
 		p.metrics.engine().MarkError(deliveriesTable.Name)
 		log.Error("delivery mark lost; the delivery is attempted again when its lease expires",
-			"would_mark", string(mark.Status), "error", err.Error())
+			"would_mark", string(mark.Outcome), "error", err.Error())
 	default:
 		logAttempt(log, mark)
-		switch mark.Status {
-		case StatusSucceeded:
+		switch mark.Outcome {
+		case OutcomeSucceeded:
 			out.Sent = 1
 			out.SentIDs = []string{d.id}
 			p.metrics.delivery("succeeded")
 			p.metrics.delivered(d.event.createdAt)
-		case StatusPending:
+		case OutcomeRetry:
 			out.Retried = 1
 			out.FailedIDs = []string{d.id}
 			out.NoteError(mark.Error)
 			p.metrics.delivery("retried")
-		case StatusFailed:
+		case OutcomeFailed:
 			out.Failed = 1
 			out.FailedIDs = []string{d.id}
 			out.NoteError(mark.Error)
@@ -220,11 +220,11 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 const heldDisabled = "endpoint disabled: held until it is enabled again"
 
 func logAttempt(log *slog.Logger, m DeliveryMark) {
-	attrs := []any{"outcome", string(m.Status), "status_code", m.StatusCode, "duration", m.Duration}
-	switch m.Status {
-	case StatusSucceeded:
+	attrs := []any{"outcome", string(m.Outcome), "status_code", m.StatusCode, "duration", m.Duration}
+	switch m.Outcome {
+	case OutcomeSucceeded:
 		log.Debug("webhook delivered", attrs...)
-	case StatusPending:
+	case OutcomeRetry:
 		log.Info("webhook attempt failed; will retry", append(attrs, "retry_in", m.RetryIn.Round(time.Millisecond).String(), "error", m.Error)...)
 	default:
 		log.Warn("webhook delivery failed for good", append(attrs, "error", m.Error)...)
@@ -244,14 +244,14 @@ func (p *Dispatcher) send(ctx context.Context, d delivery) (m DeliveryMark, gone
 	m.Attempt = d.attempt
 	keys, err := signingKeys(d.secret, d.olderSecrets)
 	if err != nil {
-		m.Status, m.Error = StatusFailed, "endpoint secret unusable: "+err.Error()
+		m.Outcome, m.Error = OutcomeFailed, "endpoint secret unusable: "+err.Error()
 		return m, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.lc.DeliveryBudget)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(d.event.body))
 	if err != nil {
-		m.Status, m.Error = StatusFailed, "endpoint url unusable: "+redactedURLError(err).Error()
+		m.Outcome, m.Error = OutcomeFailed, "endpoint url unusable: "+redactedURLError(err).Error()
 		return m, false
 	}
 	now := time.Now()
@@ -269,7 +269,7 @@ func (p *Dispatcher) send(ctx context.Context, d delivery) (m DeliveryMark, gone
 		m.Duration = time.Since(now)
 		m.Error = describeSendError(ctx, err, p.lc.DeliveryBudget)
 		if errors.Is(err, ErrForbiddenAddress) {
-			m.Status = StatusFailed
+			m.Outcome = OutcomeFailed
 			return m, false
 		}
 		p.retryOrFail(&m, 0, false)
@@ -282,9 +282,9 @@ func (p *Dispatcher) send(ctx context.Context, d delivery) (m DeliveryMark, gone
 
 	switch code := resp.StatusCode; {
 	case code >= 200 && code < 300:
-		m.Status = StatusSucceeded
+		m.Outcome = OutcomeSucceeded
 	case code == http.StatusGone:
-		m.Status, m.Error = StatusFailed, "410 Gone: the receiver asked not to be sent again; endpoint disabled"
+		m.Outcome, m.Error = OutcomeFailed, "410 Gone: the receiver asked not to be sent again; endpoint disabled"
 		return m, true
 	case code >= 300 && code < 400:
 		m.Error = fmt.Sprintf("HTTP %d redirect not followed (Location: %q); update the endpoint url instead", code, resp.Header.Get("Location"))
@@ -306,14 +306,14 @@ func (p *Dispatcher) send(ctx context.Context, d delivery) (m DeliveryMark, gone
 func (p *Dispatcher) retryOrFail(m *DeliveryMark, after time.Duration, honour bool) {
 	wait, ok := p.schedule.Next(m.Attempt)
 	if !ok {
-		m.Status = StatusFailed
+		m.Outcome = OutcomeFailed
 		m.Error += fmt.Sprintf(" (gave up after %d attempts)", m.Attempt)
 		return
 	}
 	if honour {
 		wait = after
 	}
-	m.Status, m.RetryIn = StatusPending, wait
+	m.Outcome, m.RetryIn = OutcomeRetry, wait
 }
 
 // describeSendError says what went wrong without the URL, which may carry a

@@ -24,12 +24,33 @@ const (
 	StatusFailed    DeliveryStatus = "failed"
 )
 
-// DeliveryMark is the outcome of one attempt, as UpdateDelivery records it.
+// Outcome is what a mark records about one attempt at a delivery, as
+// outbox.Outcome is for an email.
+type Outcome string
+
+const (
+	OutcomeSucceeded Outcome = "succeeded" // status succeeded
+	OutcomeFailed    Outcome = "failed"    // permanent error, attempts spent or endpoint unusable; waits for a requeue
+	OutcomeRetry     Outcome = "retry"     // transient error; stays pending until RetryIn has passed
+)
+
+// status is the delivery state the outcome leaves; "" for an unknown one.
+func (o Outcome) status() DeliveryStatus {
+	switch o {
+	case OutcomeSucceeded:
+		return StatusSucceeded
+	case OutcomeFailed:
+		return StatusFailed
+	case OutcomeRetry:
+		return StatusPending
+	}
+	return ""
+}
+
+// DeliveryMark is what UpdateDelivery records of one attempt.
 type DeliveryMark struct {
-	// Status is the delivery's new state: Succeeded, Failed, or Pending to
-	// retry after RetryIn.
-	Status  DeliveryStatus
-	RetryIn time.Duration // Pending only: the wait before the next attempt
+	Outcome Outcome
+	RetryIn time.Duration // OutcomeRetry only: the wait before the next attempt
 
 	// The attempt log row. Attempt is the delivery's attempts count when
 	// it was attempted (birth counts as the first claim); zero means no
@@ -168,10 +189,9 @@ type breakerCount struct {
 // attempt toward b's endpoint breaker in the same statement and says what
 // that did, and hands an ordered key on (next, nil when none).
 func markDelivery(ctx context.Context, db DB, group *claim.Group, deliveryID string, m DeliveryMark, b *breakerCount) (out breakerOutcome, next *handedOn, err error) {
-	switch m.Status {
-	case StatusPending, StatusSucceeded, StatusFailed:
-	default:
-		return out, nil, fmt.Errorf("webhook: update delivery %s: unknown status %q", deliveryID, m.Status)
+	status := m.Outcome.status()
+	if status == "" {
+		return out, nil, fmt.Errorf("webhook: update delivery %s: unknown outcome %q", deliveryID, m.Outcome)
 	}
 	until := m.Until
 	if until.IsZero() {
@@ -189,7 +209,7 @@ func markDelivery(ctx context.Context, db DB, group *claim.Group, deliveryID str
 	ambiguous, err := claim.RetryMark(ctx, until, func(ctx context.Context) error {
 		gm := &claim.Mark{ID: deliveryID, SQL: updateDeliverySQL,
 			Args: []any{deliveryID, m.Attempt, m.StatusCode, max(m.Duration.Milliseconds(), 0), pgtext.LastError(m.Error),
-				nullIfEmpty(m.Excerpt, m.StatusCode), string(m.Status), m.RetryIn, endpoint,
+				nullIfEmpty(m.Excerpt, m.StatusCode), string(status), m.RetryIn, endpoint,
 				s.BreakerProbes, s.BreakerWindow.Seconds(), counts, s.BreakerMinRequests, s.BreakerFailureRate,
 				s.BreakerCooldown.Seconds(), s.BreakerMaxCooldown.Seconds(), s.DisableAfter, handOn},
 			Result: func(row pgx.Row) error {
@@ -223,7 +243,7 @@ func markDelivery(ctx context.Context, db DB, group *claim.Group, deliveryID str
 		}
 		return claim.RunAlone(ctx, db, gm)
 	})
-	if ambiguous && errors.Is(err, ErrStaleDeliveryMark) && m.Status != StatusPending && claim.Landed(ctx, db, deliveriesTable, deliveryID, string(m.Status)) {
+	if ambiguous && errors.Is(err, ErrStaleDeliveryMark) && m.Outcome != OutcomeRetry && claim.Landed(ctx, db, deliveriesTable, deliveryID, string(status)) {
 		// An earlier try committed before its answer was lost; a delivery
 		// it handed the key on to waits out its lease for the retry lane.
 		return out, nil, nil

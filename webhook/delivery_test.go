@@ -36,17 +36,17 @@ func TestUpdateDelivery_DropsStaleFailureMarkAfterSiblingSuccess(t *testing.T) {
 
 	// The retry worker claimed it after the birth lease (attempt 2) and
 	// the receiver accepted it.
-	if err := UpdateDelivery(ctx, pool, d.ID, DeliveryMark{Status: StatusSucceeded, Attempt: 2, StatusCode: 200, Duration: 20 * time.Millisecond}); err != nil {
+	if err := UpdateDelivery(ctx, pool, d.ID, DeliveryMark{Outcome: OutcomeSucceeded, Attempt: 2, StatusCode: 200, Duration: 20 * time.Millisecond}); err != nil {
 		t.Fatalf("sibling's success mark: %v", err)
 	}
 	// The first attempt comes back late with a failure, either kind.
 	for _, stale := range []DeliveryMark{
-		{Status: StatusPending, RetryIn: 5 * time.Second, Attempt: 1, StatusCode: 500, Error: "HTTP 500"},
-		{Status: StatusFailed, Attempt: 1, Error: "gave up"},
+		{Outcome: OutcomeRetry, RetryIn: 5 * time.Second, Attempt: 1, StatusCode: 500, Error: "HTTP 500"},
+		{Outcome: OutcomeFailed, Attempt: 1, Error: "gave up"},
 	} {
 		err := UpdateDelivery(ctx, pool, d.ID, stale)
 		if !errors.Is(err, ErrStaleDeliveryMark) {
-			t.Fatalf("stale %s mark = %v, want ErrStaleDeliveryMark", stale.Status, err)
+			t.Fatalf("stale %s mark = %v, want ErrStaleDeliveryMark", stale.Outcome, err)
 		}
 	}
 	got := oneDelivery(t, pool, `id = $1`, d.ID)
@@ -70,7 +70,7 @@ func TestUpdateDelivery_RecordsOnCancelledContext(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := UpdateDelivery(ctx, pool, d.ID, DeliveryMark{Status: StatusSucceeded, Attempt: 1, StatusCode: 204}); err != nil {
+	if err := UpdateDelivery(ctx, pool, d.ID, DeliveryMark{Outcome: OutcomeSucceeded, Attempt: 1, StatusCode: 204}); err != nil {
 		t.Fatalf("UpdateDelivery on a cancelled context: %v", err)
 	}
 	if got := oneDelivery(t, pool, `id = $1`, d.ID); got.Status != "succeeded" {

@@ -195,7 +195,7 @@ func TestOrdering_ResolvedHeadHandsTheKeyOn(t *testing.T) {
 	if got := claimedIDs(t, p); len(got) != 0 {
 		t.Fatalf("second claim took %v, want nothing while the head is in flight", got)
 	}
-	if err := UpdateDelivery(ctx, pool, head, DeliveryMark{Status: StatusSucceeded, Attempt: 1, StatusCode: 204}); err != nil {
+	if err := UpdateDelivery(ctx, pool, head, DeliveryMark{Outcome: OutcomeSucceeded, Attempt: 1, StatusCode: 204}); err != nil {
 		t.Fatal(err)
 	}
 	if got := claimedIDs(t, p); !slices.Equal(got, []string{second}) {

@@ -111,8 +111,8 @@ func init() {
 		Mutation{
 			Name:    "ordering: a delivered head leaves its key to the retry lane (no hand-on in process)",
 			File:    "webhook/attempt.go",
-			Find:    "if handOn && d.orderingKey != \"\" && mark.Status == StatusSucceeded {",
-			Replace: "if false && handOn && d.orderingKey != \"\" && mark.Status == StatusSucceeded {",
+			Find:    "if handOn && d.orderingKey != \"\" && mark.Outcome == OutcomeSucceeded {",
+			Replace: "if false && handOn && d.orderingKey != \"\" && mark.Outcome == OutcomeSucceeded {",
 			Pkg:     pkg,
 			Test:    "TestOrdering_DeliveredHeadHandsItsKeyOnInProcess",
 		},

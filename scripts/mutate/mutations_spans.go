@@ -119,8 +119,8 @@ func init() {
 		Mutation{
 			Name:    "spans: a webhook mark is not recorded as applied",
 			File:    "webhook/attempt.go",
-			Find:    "tracing.Outcome.String(string(mark.Status)), tracing.MarkApplied.Bool(err == nil))",
-			Replace: "tracing.Outcome.String(string(mark.Status)), tracing.MarkApplied.Bool(false))",
+			Find:    "tracing.Outcome.String(string(mark.Outcome)), tracing.MarkApplied.Bool(err == nil))",
+			Replace: "tracing.Outcome.String(string(mark.Outcome)), tracing.MarkApplied.Bool(false))",
 			Pkg:     "./webhook/",
 			Test:    "TestTracing_EventFanOutAttemptsAndMarksJoinTheEnqueueTrace",
 		},
