@@ -251,12 +251,24 @@ func TestFind(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A shift that named other rows only is not the story's; one that
+		// failed the row is, newest first.
+		var failed int64
+		err = db.QueryRow(ctx, `WITH other AS (INSERT INTO river_job (kind, args, metadata, state, max_attempts, queue, finalized_at)
+			VALUES ($1, '{}', '{"output": {"sent_ids": ["00000000-0000-4000-8000-000000000001"]}}', 'completed', 1, 'postbox_r_host_1', now()))
+			INSERT INTO river_job (kind, args, metadata, state, max_attempts, queue, finalized_at)
+			VALUES ($1, '{}', jsonb_build_object('output', jsonb_build_object('failed_ids', jsonb_build_array($2::text))),
+			'completed', 1, 'postbox_r_host_2', now()) RETURNING id`, ShiftKind, scrubbed).Scan(&failed)
+		if err != nil {
+			t.Fatal(err)
+		}
 		s, err := Find(ctx, db, "INV-1", "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(s.Jobs) != 1 || s.Jobs[0] != (JobRef{ID: job, Queue: "postbox_r_host_1", State: "completed",
-			FinalizedAt: s.Jobs[0].FinalizedAt, RowID: scrubbed, Outcome: "sent"}) {
+		if len(s.Jobs) != 2 || s.Jobs[0] != (JobRef{ID: failed, Queue: "postbox_r_host_2", State: "completed",
+			FinalizedAt: s.Jobs[0].FinalizedAt, RowID: scrubbed, Outcome: "failed"}) || s.Jobs[1] != (JobRef{ID: job, Queue: "postbox_r_host_1", State: "completed",
+			FinalizedAt: s.Jobs[1].FinalizedAt, RowID: scrubbed, Outcome: "sent"}) {
 			t.Fatalf("jobs: %+v", s.Jobs)
 		}
 	})

@@ -182,6 +182,22 @@ func init() {
 			Test:    "TestFind_EmailEventsAndSuppression",
 		},
 		Mutation{
+			Name:    "story: a shift job is told for every row of the story, named in its output or not",
+			File:    "internal/story/story.go",
+			Find:    "\t\t\tdefault:\n\t\t\t\tcontinue\n",
+			Replace: "\t\t\tdefault:\n\t\t\t\tref.Outcome = \"failed\"\n",
+			Pkg:     "./internal/story/",
+			Test:    "TestFind",
+		},
+		Mutation{
+			Name:    "story: the shift jobs are read newest last",
+			File:    "internal/story/story.go",
+			Find:    "OrderBy(river.JobListOrderByID, river.SortOrderDesc)",
+			Replace: "OrderBy(river.JobListOrderByID, river.SortOrderAsc)",
+			Pkg:     "./internal/story/",
+			Test:    "TestFind",
+		},
+		Mutation{
 			Name:    "console lift: the suppression is lifted without naming the operator",
 			File:    "internal/console/actions.go",
 			Find:    "outbox.LiftSuppression(ctx, c.db, rec.To, in.user, c.logger)",
