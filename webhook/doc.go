@@ -85,17 +85,19 @@ fanned out before that rule kept ids of their own.
 
 # Retries
 
-The retry lane ([Dispatcher.RunRetries], which the replicas' shifts run
-in turn behind a pool-wide gate that each hands to the next without a
-gap; [Dispatcher.DrainRetries] is one pass until nothing is due) claims up to RetryClaimBatch due pending deliveries at a
-time with lease RetryClaimLease(n), including deliveries written before
-deliveries were born leased, whose next_retry_at is NULL, and attempts each with a fresh signature. It claims
-no more deliveries than it has free attempt slots, so a claimed delivery never
-queues for one.
+The retry lane ([Dispatcher.RunRetries]) runs in retry passes: River
+jobs that any replica works, one at a time behind a pool-wide gate that
+each hands to the next without a gap ([Dispatcher.DrainRetries] is one
+pass until nothing is due, for tests and one-off runs). It claims up to
+RetryClaimBatch due pending deliveries at a time with lease
+RetryClaimLease(n), including deliveries written before deliveries were
+born leased, whose next_retry_at is NULL, and attempts each with a fresh
+signature. It claims no more deliveries than it has free attempt slots, so
+a claimed delivery never queues for one.
 
 First attempts share the same slots ([Settings].Concurrency). One that could
 not start while a whole DeliveryBudget still fits in its birth lease is not
-started late: it is released to the retry worker, so an in-process attempt
+started late: it is released to the retry lane, so an in-process attempt
 and a retry never overlap.
 
 # Endpoint controls
