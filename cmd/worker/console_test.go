@@ -57,7 +57,7 @@ func TestConsoleAuth(t *testing.T) {
 				if tc.user != "" {
 					req.SetBasicAuth(tc.user, tc.pass)
 				}
-				resp, err := http.DefaultClient.Do(req)
+				resp, err := srv.Client().Do(req)
 				if err != nil {
 					t.Fatal(err)
 				}

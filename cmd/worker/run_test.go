@@ -33,6 +33,11 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// testHTTP is the tests' client of a replica's server: not
+// http.DefaultClient, whose idle connections every httptest server's Close
+// drops, a parallel test's request among them.
+var testHTTP = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+
 func get(t *testing.T, url string, auth ...string) (int, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -41,7 +46,7 @@ func get(t *testing.T, url string, auth ...string) (int, string) {
 	if len(auth) == 2 {
 		req.SetBasicAuth(auth[0], auth[1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := testHTTP.Do(req)
 	if err != nil {
 		return 0, err.Error()
 	}
@@ -83,7 +88,7 @@ func TestRunBootsServesAndStopsOnSIGTERM(t *testing.T) {
 		path string
 		want int
 	}{{"/events/postmark", http.StatusUnauthorized}, {"/events/ses", http.StatusNotFound}} {
-		resp, err := http.Post(base+tc.path, "application/json", strings.NewReader(`{"RecordType":"Bounce"}`))
+		resp, err := testHTTP.Post(base+tc.path, "application/json", strings.NewReader(`{"RecordType":"Bounce"}`))
 		if err != nil {
 			t.Fatal(err)
 		}

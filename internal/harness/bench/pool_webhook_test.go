@@ -119,7 +119,9 @@ func TestReceivers_Answers(t *testing.T) {
 		}
 		req.Header.Set("webhook-id", id)
 		req.Header.Set("User-Agent", replicaAgent(1))
-		resp, err := http.DefaultClient.Do(req)
+		// The server's own client: another test's httptest server closing
+		// drops idle connections of http.DefaultClient, a request's too.
+		resp, err := rc.servers[0].Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
