@@ -114,6 +114,10 @@ func (s *Server) ready(exited <-chan struct{}) bool {
 	return false
 }
 
+// apiClient reads Mailpit's API: not http.DefaultClient, whose idle
+// connections every httptest server's Close drops, a request's among them.
+var apiClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+
 // Get returns the body of a GET of the API path, failing the test on
 // anything but 200.
 func (s *Server) Get(t testing.TB, path string) []byte {
@@ -124,7 +128,7 @@ func (s *Server) Get(t testing.TB, path string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := apiClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
