@@ -46,3 +46,20 @@ func writeSwitch(t *testing.T, root, name string) {
 		t.Fatal(err)
 	}
 }
+
+// A failed baseline test is reported with its own output (its subtests'
+// included), not the package's last lines, which another test may fill.
+func TestTestOutput(t *testing.T) {
+	t.Parallel()
+	out := []byte(`{"Action":"run","Test":"TestA"}
+{"Action":"output","Test":"TestA","Output":"    a_test.go:9: the reason\n"}
+{"Action":"output","Test":"TestAB","Output":"another test's line\n"}
+{"Action":"output","Test":"TestA/sub","Output":"    a_test.go:12: the subtest's reason\n"}
+{"Action":"output","Test":"TestB","Output":"TestB's noise\n"}
+{"Action":"fail","Test":"TestA"}
+`)
+	want := "    a_test.go:9: the reason\n    a_test.go:12: the subtest's reason"
+	if got := testOutput(out, "TestA"); got != want {
+		t.Fatalf("testOutput = %q, want %q", got, want)
+	}
+}

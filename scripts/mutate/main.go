@@ -384,7 +384,7 @@ func baseline(root string, selected []Mutation, timeout time.Duration, slots cha
 			}
 			for name, action := range named {
 				if action != "pass" {
-					problems = append(problems, fmt.Sprintf("%s %s: %s unmutated", pkg, name, action))
+					problems = append(problems, fmt.Sprintf("%s %s: %s unmutated; it printed:\n%s", pkg, name, action, testOutput(r.out, name)))
 				}
 			}
 		}
@@ -447,6 +447,28 @@ func tail(out []byte) string {
 	}
 	if len(text) > 40 {
 		text = text[len(text)-40:]
+	}
+	return strings.Join(text, "\n")
+}
+
+// testOutput is what test (and its subtests) printed, its last 60 lines:
+// the reason a baseline test failed, which the package's tail, another
+// test's output, rarely shows.
+func testOutput(out []byte, test string) string {
+	var text []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
+	for sc.Scan() {
+		var ev struct{ Action, Test, Output string }
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Action != "output" {
+			continue
+		}
+		if ev.Test == test || strings.HasPrefix(ev.Test, test+"/") {
+			text = append(text, strings.TrimRight(ev.Output, "\n"))
+		}
+	}
+	if len(text) > 60 {
+		text = text[len(text)-60:]
 	}
 	return strings.Join(text, "\n")
 }
