@@ -14,11 +14,10 @@ import (
 // JobsCollector reports postbox's River jobs by kind and state at
 // scrape time. River has no Prometheus exporter of its own, and its client
 // no count: listing the kept jobs (JobList) to count them would read a
-// day's shifts at every scrape, where one grouped count over river_job,
-// River's table read as River's UI reads it, is cheap next to a scrape
-// interval. It is the one statement of postbox's over River's tables. Kinds, not
-// queues: every replica has a queue of its own, and a label per replica
-// that ever ran would grow without bound.
+// day's shifts at every scrape, where one grouped count over river_job is
+// cheap next to a scrape interval. It is postbox's one statement over
+// River's tables. Kinds, not queues: every replica has a queue of its own,
+// and a label per replica that ever ran would grow without bound.
 type JobsCollector struct {
 	pool   *pgxpool.Pool
 	kinds  []string

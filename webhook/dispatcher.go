@@ -239,16 +239,16 @@ func (p *Dispatcher) Stop() {
 }
 
 // Close releases idle HTTP connections. In-flight work is not interrupted:
-// cancel the contexts passed to Run, Drain, RunRetries, DrainRetries and the replays for that.
+// cancel the contexts passed to Run, Drain, RunRetries, DrainRetries and
+// the replays for that.
 func (p *Dispatcher) Close() {
 	p.client.CloseIdleConnections()
 }
 
 // RunTimeout is the longest a Run, Drain, RunRetries or DrainRetries of
-// window lasts: the
-// window, then a fan-out's BatchTimeout and the attempts already started
-// (each bounded by DeliveryBudget), then their detached marks and
-// releases, which LeaseSlack covers.
+// window lasts: the window, then a fan-out's BatchTimeout and the attempts
+// already started (each bounded by DeliveryBudget), then their detached
+// marks and releases, which LeaseSlack covers.
 func (p *Dispatcher) RunTimeout(window time.Duration) time.Duration {
 	return window + max(p.lc.BatchTimeout, p.lc.DeliveryBudget) + p.lc.LeaseSlack
 }

@@ -58,12 +58,11 @@ type claimedDelivery struct {
 // DrainRetries is one retry pass that ends once nothing is due: tests,
 // the bench and one-off passes use it (the product runs RunRetries behind
 // a pool-wide gate: see docs/design/outbox-transport.md, Retry gating). It
-// claims due
-// pending deliveries — as many at a time as it has attempt slots for, at most
-// RetryClaimBatch, with lease RetryClaimLease(n); the claim increments
-// attempts — and attempts each, re-signed with a fresh timestamp, until no
-// due delivery is left or window has passed; then it waits for the
-// attempts it started.
+// claims due pending deliveries — as many at a time as it has attempt
+// slots for, at most RetryClaimBatch, with lease RetryClaimLease(n); the
+// claim increments attempts — and attempts each, re-signed with a fresh
+// timestamp, until no due delivery is left or window has passed; then it
+// waits for the attempts it started.
 //
 // A claimed delivery never queues for a slot, so none is claimed — and
 // its attempt counted — without being sent.
