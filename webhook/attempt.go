@@ -95,8 +95,27 @@ func (p *Dispatcher) mayStart(d delivery) bool {
 // Its mark is the attempt's last step.
 //
 // handOn asks the mark of a delivered ordered delivery to claim the next
-// of its key (handOnCTE); next is that delivery, nil when none was.
-func (p *Dispatcher) attempt(ctx context.Context, d delivery, fanOut trace.SpanContext, handOn bool) (t Tally, next *handedOn) {
+// of its key (handOnCTE); next is what it claimed, in order, none when
+// it claimed nothing.
+func (p *Dispatcher) attempt(ctx context.Context, d delivery, fanOut trace.SpanContext, handOn bool) (t Tally, next []handedOn) {
+	return p.finish(p.try(ctx, d, fanOut), handOn, nil)
+}
+
+// tried is an attempt whose request is over and whose mark is still to be
+// written (finish); its span ends with the mark.
+type tried struct {
+	ctx  context.Context // carries the attempt's span
+	span trace.Span
+	d    delivery
+	mark DeliveryMark
+	gone bool // the receiver answered 410 Gone
+}
+
+// accepted reports whether the receiver took the delivery (a 2xx).
+func (a *tried) accepted() bool { return a.mark.Outcome == OutcomeSucceeded }
+
+// try makes the request of d's attempt (attempt's first half).
+func (p *Dispatcher) try(ctx context.Context, d delivery, fanOut trace.SpanContext) *tried {
 	var opts []trace.SpanStartOption
 	if fanOut.IsValid() {
 		ctx = trace.ContextWithSpanContext(ctx, fanOut)
@@ -104,41 +123,46 @@ func (p *Dispatcher) attempt(ctx context.Context, d delivery, fanOut trace.SpanC
 		ctx, opts = tracing.ForRow(ctx, d.event.traceparent)
 	}
 	ctx, span := p.tracer.Start(ctx, tracing.SpanWebhookAttempt, append(opts, trace.WithSpanKind(trace.SpanKindClient))...)
-	defer span.End()
-	recording := span.IsRecording() // attributes cost nothing when it does not
-	if recording {
+	if span.IsRecording() { // attributes cost nothing when it does not
 		span.SetAttributes(tracing.DeliveryID.String(d.id), tracing.EventID.String(d.eventID),
 			tracing.EndpointID.String(d.endpointID), tracing.Attempt.Int(d.attempt), tracing.ReceiverSees.Bool(d.sendTraceparent))
 	}
-	var mark DeliveryMark
-	gone := false
+	a := &tried{ctx: ctx, span: span, d: d}
 	switch {
 	case !d.enabled:
 		// No request: the endpoint was disabled after the delivery was
 		// claimed or born. It stays pending, held — the claim skips a
 		// disabled endpoint's rows — and goes out when the endpoint is
 		// enabled again.
-		mark = DeliveryMark{Outcome: OutcomeRetry, Error: heldDisabled}
+		a.mark = DeliveryMark{Outcome: OutcomeRetry, Error: heldDisabled}
 	case checkEndpointURL(d.url, p.cfg.Production) != nil:
 		// The rules hold for endpoint rows written by SQL too.
-		mark = DeliveryMark{Outcome: OutcomeFailed, Error: checkEndpointURL(d.url, p.cfg.Production).Error()}
+		a.mark = DeliveryMark{Outcome: OutcomeFailed, Error: checkEndpointURL(d.url, p.cfg.Production).Error()}
 	default:
 		if h := p.hooks.beforeAttempt; h != nil {
 			h(d.id)
 		}
 		done := p.metrics.attemptInFlight(d.endpointID)
-		mark, gone = p.send(ctx, d)
+		a.mark, a.gone = p.send(ctx, d)
 		done()
-		p.metrics.attemptDuration(mark.Duration.Seconds())
+		p.metrics.attemptDuration(a.mark.Duration.Seconds())
 	}
-	t, next = p.record(ctx, d, mark, gone, handOn)
-	if recording {
-		span.SetAttributes(tracing.Outcome.String(string(mark.Outcome)))
-		if mark.StatusCode != 0 {
-			span.SetAttributes(tracing.HTTPStatus.Int(mark.StatusCode))
+	return a
+}
+
+// finish records a tried attempt (attempt's second half): its mark hands
+// an ordered key on past the deliveries ahead that the attempt's unit
+// leased and has not sent yet.
+func (p *Dispatcher) finish(a *tried, handOn bool, ahead []string) (t Tally, next []handedOn) {
+	defer a.span.End()
+	t, next = p.record(a.ctx, a.d, a.mark, a.gone, handOn, ahead)
+	if a.span.IsRecording() {
+		a.span.SetAttributes(tracing.Outcome.String(string(a.mark.Outcome)))
+		if a.mark.StatusCode != 0 {
+			a.span.SetAttributes(tracing.HTTPStatus.Int(a.mark.StatusCode))
 		}
-		if mark.Outcome != OutcomeSucceeded {
-			span.SetStatus(codes.Error, string(mark.Outcome))
+		if a.mark.Outcome != OutcomeSucceeded {
+			a.span.SetStatus(codes.Error, string(a.mark.Outcome))
 		}
 	}
 	return t, next
@@ -146,7 +170,10 @@ func (p *Dispatcher) attempt(ctx context.Context, d delivery, fanOut trace.SpanC
 
 // record writes an attempt's mark, logs and counts it, and disables the
 // endpoint after a 410.
-func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, gone, handOn bool) (Tally, *handedOn) {
+func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, gone, handOn bool, ahead []string) (Tally, []handedOn) {
+	if h := p.hooks.beforeMark; h != nil {
+		h(d.id)
+	}
 	log := p.logger.With("delivery_id", d.id, "event_id", d.eventID, "endpoint_id", d.endpointID, "attempt", d.attempt)
 	// The receiver's text (a Location header, a wrapped error) can be
 	// megabytes: capped once here, it is the same in the row, the attempt
@@ -165,9 +192,9 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 		lease = p.lc.RetryClaimLease(1)
 	}
 	sent := time.Now()
-	breaker, next, err := markDelivery(mctx, p.pool, p.marks, d.id, mark, &breakerCount{endpointID: d.endpointID, counts: !gone, settings: p.cfg, handOn: lease})
-	if next != nil {
-		next.sent = sent
+	breaker, next, err := markDelivery(mctx, p.pool, p.marks, d.id, mark, &breakerCount{endpointID: d.endpointID, counts: !gone, settings: p.cfg, handOn: lease, ahead: ahead})
+	for i := range next {
+		next[i].sent = sent
 	}
 	if span.IsRecording() {
 		span.SetAttributes(tracing.DeliveryID.String(d.id), tracing.Outcome.String(string(mark.Outcome)), tracing.MarkApplied.Bool(err == nil))

@@ -482,11 +482,11 @@ func TestBreaker_SuccessMarkedElsewhereCounts(t *testing.T) {
 	p, sibling := newDispatcher(t, pool, nil), newDispatcher(t, pool, nil)
 	d := bornDelivery(t, p, "https://hooks.example.com/in")
 	loaded := delivery{id: d.ID, endpointID: d.EndpointID, attempt: 1}
-	p.record(ctx, loaded, DeliveryMark{Attempt: 1, Outcome: OutcomeRetry, RetryIn: time.Hour, Error: "HTTP 500"}, false, false)
+	p.record(ctx, loaded, DeliveryMark{Attempt: 1, Outcome: OutcomeRetry, RetryIn: time.Hour, Error: "HTTP 500"}, false, false, nil)
 	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET status = 'pending' WHERE id = $1`, d.ID); err != nil {
 		t.Fatal(err)
 	}
-	sibling.record(ctx, loaded, DeliveryMark{Attempt: 1, Outcome: OutcomeSucceeded, StatusCode: 204}, false, false)
+	sibling.record(ctx, loaded, DeliveryMark{Attempt: 1, Outcome: OutcomeSucceeded, StatusCode: 204}, false, false, nil)
 	if b := endpointBreaker(t, pool, d.EndpointID); b.Requests != 2 || b.WindowFailures != 1 || b.Failures != 0 {
 		t.Fatalf("breaker %+v, want the window's 1 failure and 1 success counted and the failure run reset", b)
 	}

@@ -109,43 +109,64 @@ marked AS (
 ), ` + handOnCTE + `
 SELECT EXISTS (SELECT 1 FROM marked), coalesce((SELECT closes FROM breaker_success), false),
 	coalesce(f.trips, false), coalesce(f.requests, 0), coalesce(f.failures, 0), f.paused_until, coalesce(f.expire, false),
-	d.attempts, d.left, ` + loadColumns + `
-FROM (SELECT 1) one LEFT JOIN breaker_failure f ON true LEFT JOIN handed d ON true
+	d.attempts, d.left, ` + loadColumns + `, d2.id::text, d2.attempts, d2.left
+FROM (SELECT 1) one LEFT JOIN breaker_failure f ON true LEFT JOIN handed d ON true LEFT JOIN handed_after d2 ON true
 LEFT JOIN webhook_events e ON e.id = d.event_id LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id`
 
 // handOnCTE, when $18 (a lease) is above zero and the mark delivered an
 // ordered delivery, claims the next delivery of its endpoint and key under
 // that lease, in the mark's own statement, if it may go now: the earliest
-// still pending, due, waiting for nothing but the delivery just marked
-// (waitsBehindSQL: the statement's snapshot still sees it pending), to an
-// enabled endpoint that needs no admission. The attempt that made the mark
-// sends it next, in its own slot: a hot key goes at its receiver's pace,
-// one round trip per event. The trigger of migration 00023 then finds the
-// next delivery leased and leaves it alone (no wake-up, no retry-lane
-// claim for it). The next is found through the key's ordering index,
-// whose predicate the statement spells out; its due time is read through
-// coalesce, which implies nothing of the claim index's predicate, so that
-// no plan walks the claim index's entries instead (under a held snapshot,
-// every dead one of them).
+// still pending, due, waiting for nothing but what the attempt holds
+// itself — the delivery just marked (the statement's snapshot still sees
+// it pending) and the deliveries $19 it leased ahead and has not sent yet,
+// while their leases last — to an enabled endpoint that needs no
+// admission. The attempt that made the mark sends it in its own slot, as
+// soon as the delivery before it was accepted: a hot key goes at its
+// receiver's pace, one round trip per event, its marks committing while
+// the next request is out (attemptUnit.Run). With nothing leased ahead
+// ($19 empty), the mark claims one more behind the next (handed_after),
+// so that the key's next request never waits for a mark to commit. The
+// trigger of migration 00023 then finds the next deliveries leased and
+// leaves them alone (no wake-up, no retry-lane claim for them). The next
+// is found through the key's ordering index, whose predicate the
+// statement spells out; its due time is read through coalesce, which
+// implies nothing of the claim index's predicate, so that no plan walks
+// the claim index's entries instead (under a held snapshot, every dead one
+// of them).
 var handOnCTE = `handed AS (
 	UPDATE webhook_deliveries n SET attempts = n.attempts + 1,
 		next_retry_at = clock_timestamp() + $18::interval, leased_until = clock_timestamp() + $18::interval
 	WHERE n.id = (
 		SELECT next.id FROM marked m
 		JOIN webhook_endpoints ep ON ep.id = m.endpoint_id AND ep.enabled AND NOT ` + needsAdmission + `
-		CROSS JOIN LATERAL (
-			SELECT d.id FROM webhook_deliveries d
-			WHERE d.endpoint_id = m.endpoint_id AND d.ordering_key = m.ordering_key AND d.ordering_seq > m.ordering_seq
-				AND d.ordering_key IS NOT NULL AND d.status <> 'succeeded' AND d.status = 'pending'
-				AND coalesce(d.next_retry_at, now()) <= now()
-				AND NOT ` + waitsBehindSQL("d.endpoint_id", "d.ordering_key", "d.ordering_seq", "m.id") + `
-			ORDER BY d.ordering_seq
-			LIMIT 1
-			FOR UPDATE SKIP LOCKED) next
+		CROSS JOIN LATERAL (` + nextOfKeySQL("m", "ahead.id = m.id OR ahead.id = ANY ($19::uuid[]) AND ahead.leased_until > clock_timestamp()") + `) next
 		WHERE $18::interval > interval '0' AND $7 = 'succeeded')
 	RETURNING n.id, n.attempts, EXTRACT(EPOCH FROM n.next_retry_at - clock_timestamp())::float8 AS left,
 		n.event_id, n.endpoint_id, n.ordering_key, n.ordering_seq
+), handed_after AS (
+	UPDATE webhook_deliveries n SET attempts = n.attempts + 1,
+		next_retry_at = clock_timestamp() + $18::interval, leased_until = clock_timestamp() + $18::interval
+	WHERE n.id = (
+		SELECT next.id FROM marked m CROSS JOIN handed h
+		CROSS JOIN LATERAL (` + nextOfKeySQL("h", "ahead.id = m.id OR ahead.id = h.id") + `) next
+		WHERE coalesce(cardinality($19::uuid[]), 0) = 0)
+	RETURNING n.id, n.attempts, EXTRACT(EPOCH FROM n.next_retry_at - clock_timestamp())::float8 AS left
 )`
+
+// nextOfKeySQL is the earliest delivery of the key of the delivery named
+// by alias after it, pending, due and waiting for nothing but the
+// earlier deliveries for which the SQL condition ours holds
+// (waitsBehindSQL), locked for its claim.
+func nextOfKeySQL(alias, ours string) string {
+	return `SELECT d.id FROM webhook_deliveries d
+			WHERE d.endpoint_id = ` + alias + `.endpoint_id AND d.ordering_key = ` + alias + `.ordering_key AND d.ordering_seq > ` + alias + `.ordering_seq
+				AND d.ordering_key IS NOT NULL AND d.status <> 'succeeded' AND d.status = 'pending'
+				AND coalesce(d.next_retry_at, now()) <= now()
+				AND NOT ` + waitsBehindSQL("d.endpoint_id", "d.ordering_key", "d.ordering_seq", ours) + `
+			ORDER BY d.ordering_seq
+			LIMIT 1
+			FOR UPDATE SKIP LOCKED`
+}
 
 // handedOn is the delivery a mark claimed to hand its key on to.
 type handedOn struct {
@@ -176,19 +197,22 @@ func UpdateDelivery(ctx context.Context, db DB, deliveryID string, m DeliveryMar
 // breakerCount is what a Dispatcher's mark does beside the CAS: count the
 // attempt toward the endpoint's circuit breaker (the endpoint, whether the
 // attempt counts, the Dispatcher's breaker settings) and, given a lease,
-// hand an ordered key on (handOnCTE).
+// hand an ordered key on (handOnCTE) past the deliveries the attempt
+// leased ahead (ahead, their ids).
 type breakerCount struct {
 	endpointID string
 	counts     bool
 	settings   Settings
 	handOn     time.Duration
+	ahead      []string
 }
 
 // markDelivery is UpdateDelivery through group (the Dispatcher's group
 // commit; nil: a statement of its own on db) that, given b, counts the
 // attempt toward b's endpoint breaker in the same statement and says what
-// that did, and hands an ordered key on (next, nil when none).
-func markDelivery(ctx context.Context, db DB, group *claim.Group, deliveryID string, m DeliveryMark, b *breakerCount) (out breakerOutcome, next *handedOn, err error) {
+// that did, and hands an ordered key on (next: the deliveries it claimed,
+// in their order; none when it handed nothing on).
+func markDelivery(ctx context.Context, db DB, group *claim.Group, deliveryID string, m DeliveryMark, b *breakerCount) (out breakerOutcome, next []handedOn, err error) {
 	status := m.Outcome.status()
 	if status == "" {
 		return out, nil, fmt.Errorf("webhook: update delivery %s: unknown outcome %q", deliveryID, m.Outcome)
@@ -202,26 +226,31 @@ func markDelivery(ctx context.Context, db DB, group *claim.Group, deliveryID str
 		counts   bool
 		s        = Settings{}.withDefaults()
 		handOn   time.Duration
+		ahead    = []string{}
 	)
 	if b != nil {
 		endpoint, counts, s, handOn = &b.endpointID, b.counts && m.Attempt > 0, b.settings, b.handOn
+		if b.ahead != nil {
+			ahead = b.ahead
+		}
 	}
 	ambiguous, err := claim.RetryMark(ctx, until, func(ctx context.Context) error {
 		gm := &claim.Mark{ID: deliveryID, SQL: updateDeliverySQL,
 			Args: []any{deliveryID, m.Attempt, m.StatusCode, max(m.Duration.Milliseconds(), 0), pgtext.LastError(m.Error),
 				nullIfEmpty(m.Excerpt, m.StatusCode), string(status), m.RetryIn, endpoint,
 				s.BreakerProbes, s.BreakerWindow.Seconds(), counts, s.BreakerMinRequests, s.BreakerFailureRate,
-				s.BreakerCooldown.Seconds(), s.BreakerMaxCooldown.Seconds(), s.DisableAfter, handOn},
+				s.BreakerCooldown.Seconds(), s.BreakerMaxCooldown.Seconds(), s.DisableAfter, handOn, ahead},
 			Result: func(row pgx.Row) error {
 				var (
-					marked bool
-					h      handedOn
-					n      *int
-					l      loaded
+					marked   bool
+					h, after handedOn
+					n, n2    *int
+					id2      *string
+					l        loaded
 				)
 				out, next = breakerOutcome{}, nil
-				err := row.Scan(append([]any{&marked, &out.closed, &out.opened, &out.requests, &out.failures, &out.pausedUntil, &out.expire,
-					&n, &h.left}, l.targets()...)...)
+				err := row.Scan(append(append([]any{&marked, &out.closed, &out.opened, &out.requests, &out.failures, &out.pausedUntil, &out.expire,
+					&n, &h.left}, l.targets()...), &id2, &n2, &after.left)...)
 				if err == nil && l.id != nil {
 					// A delivery whose columns do not make an attempt is
 					// loaded again (loadHanded), which releases it if
@@ -229,7 +258,13 @@ func markDelivery(ctx context.Context, db DB, group *claim.Group, deliveryID str
 					var derr error
 					h.d, derr = l.delivery(map[string]event{})
 					h.id, h.attempt, h.loaded = *l.id, *n, derr == nil
-					next = &h
+					next = append(next, h)
+				}
+				if err == nil && id2 != nil {
+					// Read when its turn comes (loadHanded), while the
+					// one before it is out.
+					after.id, after.attempt = *id2, *n2
+					next = append(next, after)
 				}
 				if err == nil && !marked {
 					return fmt.Errorf("%w (delivery %s)", ErrStaleDeliveryMark, deliveryID)

@@ -35,7 +35,9 @@ import (
 //     for tomorrow does not hold today's events back.
 //
 // When a delivery stops holding its key, migration 00023's trigger makes
-// the next one due at once and wakes the retry lanes.
+// the next one due at once and wakes the retry lanes. The deliveries an
+// attempt's chain leased ahead (attemptUnit.Run) hold their key for that
+// chain alone: it sends each once the one before was accepted.
 
 // orderedWaitSQL is the SQL test that a delivery must wait for an earlier
 // one of its endpoint and key. Its three arguments are SQL expressions:
@@ -71,11 +73,13 @@ func aheadSQL(endpoint, key, seq string) string {
 			AND (SELECT o.order_on_failure FROM webhook_endpoints o WHERE o.id = ahead.endpoint_id) = 'block'))`, endpoint, key, seq)
 }
 
-// waitsBehindSQL is orderedWaitSQL as it stands once the delivery whose id
-// is the SQL expression resolved has resolved, in a statement whose
-// snapshot still sees it pending: the mark that hands its key on.
-func waitsBehindSQL(endpoint, key, seq, resolved string) string {
-	return strings.Replace(orderedWaitSQL(endpoint, key, seq), "WHERE ahead.endpoint_id", "WHERE ahead.id <> "+resolved+" AND ahead.endpoint_id", 1)
+// waitsBehindSQL is orderedWaitSQL with the earlier deliveries for which
+// the SQL condition ours holds left out: those the statement's caller
+// holds itself — the delivery its mark resolves, which the statement's
+// snapshot still sees pending, and the ones leased ahead of it
+// (handOnCTE). A condition that comes out NULL leaves nothing out.
+func waitsBehindSQL(endpoint, key, seq, ours string) string {
+	return strings.Replace(orderedWaitSQL(endpoint, key, seq), "WHERE ahead.endpoint_id", "WHERE NOT coalesce("+ours+", false) AND ahead.endpoint_id", 1)
 }
 
 // deliveryWaitsSQL is orderedWaitSQL for a webhook_deliveries row named

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
@@ -487,8 +488,8 @@ func TestOrdering_HandOnWaitsForAnEarlierRowNotYetFannedOut(t *testing.T) {
 	if sum.Sent != 1 {
 		t.Fatalf("the head's attempt: %+v", sum)
 	}
-	if next != nil {
-		t.Fatalf("the head's mark handed the key on to %s, past an earlier event not yet fanned out", next.id)
+	if len(next) != 0 {
+		t.Fatalf("the head's mark handed the key on to %s, past an earlier event not yet fanned out", next[0].id)
 	}
 }
 
@@ -658,9 +659,210 @@ func TestOrdering_HandOnReadsTheNextDeliveryInTheMark(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET leased_until = NULL, next_retry_at = now() - interval '1 second', attempts = 0 WHERE event_id = $1`, ids[1]); err != nil {
 		t.Fatal(err)
 	}
-	if sum, next := p.attempt(ctx, d, trace.SpanContext{}, true); next == nil || !next.loaded {
+	if sum, next := p.attempt(ctx, d, trace.SpanContext{}, true); len(next) != 1 || !next[0].loaded {
 		t.Fatalf("the head's mark (%+v) handed on %+v, want the next delivery read in the mark", sum, next)
-	} else if next.d.eventID != ids[1] || next.d.endpointID != ep.ID || next.d.url != rc.URL || next.d.orderingKey != "in_1" {
-		t.Fatalf("the mark read %+v for the next delivery", next.d)
+	} else if got := next[0].d; got.eventID != ids[1] || got.endpointID != ep.ID || got.url != rc.URL || got.orderingKey != "in_1" {
+		t.Fatalf("the mark read %+v for the next delivery", got)
+	}
+}
+
+// A chain sends a key's next delivery as soon as the receiver accepted
+// the one before, while that one's mark is still to commit, and its marks
+// go on claiming past the delivery it leased ahead: here the row of every
+// delivery but the first and last is locked from its request until the
+// receiver has the next one, so a mark the next request waited for would
+// wait for the lock until it gives up.
+func TestOrdering_ChainSendsTheNextOnceAcceptedWhileTheMarkCommits(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, nil)
+	const events = 6
+	var (
+		mu     sync.Mutex
+		locked = map[int]chan struct{}{} // n → closed once the receiver has n+1
+		waited []int                     // the n whose lock ran out: the next request waited for its mark
+	)
+	p.hooks.beforeAttempt = func(deliveryID string) {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT (e.payload->>'n')::int FROM webhook_deliveries d
+JOIN webhook_events e ON e.id = d.event_id WHERE d.id = $1`, deliveryID).Scan(&n); err != nil {
+			t.Error(err)
+			return
+		}
+		if n == 0 || n == events-1 {
+			return
+		}
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM webhook_deliveries WHERE id = $1 FOR UPDATE`, deliveryID); err != nil {
+			t.Error(err)
+		}
+		next := make(chan struct{})
+		mu.Lock()
+		locked[n] = next
+		mu.Unlock()
+		go func() {
+			defer tx.Rollback(context.Background())
+			select {
+			case <-next:
+			case <-time.After(10 * time.Second):
+				mu.Lock()
+				waited = append(waited, n)
+				mu.Unlock()
+			}
+		}()
+	}
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		var body struct {
+			Data struct{ N int } `json:"data"`
+		}
+		raw, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(raw, &body); err != nil {
+			t.Error(err)
+		}
+		mu.Lock()
+		if next, ok := locked[body.Data.N-1]; ok {
+			close(next)
+			delete(locked, body.Data.N-1)
+		}
+		mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})
+	createEndpoint(t, pool, rc.URL)
+	enqueueOrdered(t, pool, "in_1", events)
+	sum, err := p.Drain(ctx, testWindow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := receivedOrder(t, rc.requests())["in_1"]; !slices.Equal(got, []int{0, 1, 2, 3, 4, 5}) {
+		t.Fatalf("the drain delivered in_1 as %v (%+v), want all %d in order", got, sum, events)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(waited) > 0 {
+		t.Fatalf("the request after each of %v went out only once its mark had committed", waited)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded' AND attempts = 1`); n != events {
+		t.Fatalf("%d of %d delivered at their first attempt", n, events)
+	}
+}
+
+// A chain stops at a delivery the receiver did not accept: the one it
+// leased ahead is not sent, and goes back to its key without the attempt
+// its claim counted, so a head that fails again and again does not spend
+// the attempts of what waits behind it.
+func TestOrdering_RefusedDeliveryGivesTheOneLeasedAheadBackUncounted(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, func(c *Config) { c.Backoff = []time.Duration{time.Hour} })
+	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 2 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
+	createEndpoint(t, pool, rc.URL)
+	ids := enqueueOrdered(t, pool, "in_1", 4)
+	sum, err := p.Drain(ctx, testWindow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := receivedOrder(t, rc.requests())["in_1"]; !slices.Equal(got, []int{0, 1}) {
+		t.Fatalf("sent %v (%+v), want 0, then 1 refused, and nothing after it", got, sum)
+	}
+	rows, _ := pool.Query(ctx, `SELECT d.attempts FROM webhook_deliveries d JOIN unnest($1::uuid[]) WITH ORDINALITY o(id, i) ON o.id = d.event_id ORDER BY o.i`, ids)
+	attempts, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(attempts, []int{1, 1, 0, 0}) {
+		t.Fatalf("attempts %v, want [1 1 0 0]: the one leased ahead of the refused delivery given back uncounted", attempts)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE leased_until IS NOT NULL`); n != 0 {
+		t.Fatalf("%d deliveries still leased after the drain", n)
+	}
+}
+
+// The mark that hands a key on passes over the deliveries its chain leased
+// ahead only while their leases last: one whose lease ran out may be
+// anyone's, and holds the key as any pending delivery does.
+func TestOrdering_HandOnPassesOnlyWhatTheChainStillHolds(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, nil)
+	rc := newReceiver(t, nil)
+	ep := createEndpoint(t, pool, rc.URL)
+	for _, tc := range []struct {
+		key     string
+		leaseIn string // the lease of the delivery leased ahead, from now
+		handsOn bool
+	}{
+		{"in_held", "1 minute", true},
+		{"in_lapsed", "-1 second", false},
+	} {
+		head := orderedDelivery(t, pool, ep.ID, tc.key, "pending", 1, time.Minute)
+		ahead := orderedDelivery(t, pool, ep.ID, tc.key, "pending", 1, time.Minute)
+		after := orderedDelivery(t, pool, ep.ID, tc.key, "pending", 0, -time.Second)
+		if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET leased_until = now() + $2::interval WHERE id = $1`, ahead, tc.leaseIn); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := p.loadDeliveries(ctx, []string{head})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := ds[0]
+		d.attempt, d.leaseEnd, d.leased = 1, time.Now().Add(time.Minute), true
+		sum, next := p.finish(p.try(ctx, d, trace.SpanContext{}), true, []string{ahead})
+		if sum.Sent != 1 {
+			t.Fatalf("%s: the head's attempt: %+v", tc.key, sum)
+		}
+		switch {
+		case tc.handsOn && (len(next) != 1 || next[0].id != after):
+			t.Fatalf("%s: the mark handed on %+v, want only %s, past the one still leased ahead", tc.key, next, after)
+		case !tc.handsOn && len(next) != 0:
+			t.Fatalf("%s: the mark handed on %s past a delivery whose lease ran out", tc.key, next[0].id)
+		}
+	}
+}
+
+// A panic in a mark written while the chain's next request is out is
+// recovered in that goroutine, as the lane recovers the unit's own: it is
+// counted, the delivery waits out its lease with its mark lost, and the
+// chain stops where that delivery holds its key.
+func TestOrdering_PanicInAMarkBesideTheNextRequestIsRecovered(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, nil)
+	rc := newReceiver(t, nil)
+	createEndpoint(t, pool, rc.URL)
+	ids := enqueueOrdered(t, pool, "in_1", 4)
+	const boom = "mark exploded"
+	var once sync.Once
+	p.hooks.beforeMark = func(id string) {
+		var eventID string
+		if err := pool.QueryRow(ctx, `SELECT event_id::text FROM webhook_deliveries WHERE id = $1`, id).Scan(&eventID); err != nil {
+			t.Error(err)
+		}
+		if eventID == ids[1] {
+			once.Do(func() { panic(boom) })
+		}
+	}
+	sum, err := p.Drain(ctx, testWindow)
+	if err != nil || sum.Panics != 1 || !slices.ContainsFunc(sum.Errors, func(e string) bool { return e == "panic: "+boom }) {
+		t.Fatalf("drain = %+v, %v; want the mark's panic counted with its value", sum, err)
+	}
+	if got := receivedOrder(t, rc.requests())["in_1"]; !slices.Equal(got, []int{0, 1, 2}) {
+		t.Fatalf("sent %v, want 0, 1 and the one leased ahead of 1, then nothing while 1 holds its key", got)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE event_id = $1 AND status = 'pending' AND leased_until > now()`, ids[1]); n != 1 {
+		t.Fatal("the delivery whose mark panicked is not pending under its lease")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -158,11 +159,23 @@ func (p *Dispatcher) racedUnit(d delivery, began time.Time, fanOut trace.SpanCon
 }
 
 // Run makes the attempt. When it delivered an ordered delivery, the unit
-// hands the key on (handOn): it claims the key's next delivery into its
-// own slot and attempts it at once, and so on, for up to a DeliveryBudget
-// of chaining, so a hot key goes out at its receiver's pace rather than
-// one wake-up and retry-lane claim per event. What it cannot chain the
-// trigger of migration 00023 hands to the retry lane as before.
+// hands the key on (handOn): it claims the key's next deliveries into its
+// own slot and attempts them one after another, for up to a
+// DeliveryBudget of chaining, so a hot key goes out at its receiver's pace
+// rather than one wake-up and retry-lane claim per event. What it cannot
+// chain the trigger of migration 00023 hands to the retry lane as before.
+//
+// The chain keeps one delivery leased ahead of the one out: once the
+// receiver accepted a delivery, the next request goes at once, and the
+// accepted one's mark — which claims the one after — commits while it is
+// out. A step is then the receiver's round trip, not the round trip plus a
+// commit. The next is sent only after every earlier one was accepted; if
+// this process dies before an accepted one's mark commits, that one is
+// sent again once its lease ends, after the next: a duplicate of a
+// delivered event, which receivers drop by its webhook-id (see
+// docs/design/outbox-transport.md, Ordered delivery). One not accepted
+// stops the chain, and what was leased ahead goes back uncounted
+// (giveBack).
 func (u *attemptUnit) Run(ctx context.Context) Tally {
 	if !u.p.mayStart(u.d) {
 		return u.release(ctx, "too late for the lease, or stopping")
@@ -171,9 +184,36 @@ func (u *attemptUnit) Run(ctx context.Context) Tally {
 		return Tally{}
 	}
 	began := time.Now()
-	t, next := u.p.attempt(ctx, u.d, u.fanOut, u.handsOn(began))
-	for next != nil {
-		d, ok := u.p.loadHanded(ctx, *next)
+	var (
+		t       Tally
+		ahead   []handedOn      // leased for the chain, not sent yet, in order
+		marking chan markResult // the mark of the last accepted delivery, committing
+	)
+	collect := func() {
+		if marking != nil {
+			r := <-marking
+			t.Add(r.t)
+			ahead = append(ahead, r.next...)
+			marking = nil
+		}
+	}
+	for {
+		handOn := u.handsOn(began)
+		a := u.p.try(ctx, u.d, u.fanOut)
+		collect()
+		if handOn && a.accepted() && len(ahead) > 0 {
+			marking = make(chan markResult, 1)
+			go u.p.finishAside(a, ids(ahead), marking)
+		} else {
+			last, next := u.p.finish(a, handOn, ids(ahead))
+			t.Add(last)
+			ahead = append(ahead, next...)
+		}
+		if !a.accepted() || len(ahead) == 0 {
+			break
+		}
+		d, ok := u.p.loadHanded(ctx, ahead[0])
+		ahead = ahead[1:]
 		if !ok {
 			break
 		}
@@ -191,11 +231,67 @@ func (u *attemptUnit) Run(ctx context.Context) Tally {
 			t.Add(u.p.passTurn(ctx, u.d.id))
 			break
 		}
-		var last Tally
-		last, next = u.p.attempt(ctx, u.d, u.fanOut, u.handsOn(began))
-		t.Add(last)
 	}
+	collect()
+	u.p.giveBack(ctx, ids(ahead))
 	return t
+}
+
+// markResult is what a mark written beside the chain's next request did.
+type markResult struct {
+	t    Tally
+	next []handedOn
+}
+
+// finishAside finishes a while the chain's next request is out, and sends
+// what the mark did on done. A panic in it is the unit's as if it ran in
+// its goroutine (engine.Lane recovers those): recorded as a lost mark, the
+// delivery waits out its lease.
+func (p *Dispatcher) finishAside(a *tried, ahead []string, done chan<- markResult) {
+	defer func() {
+		if v := recover(); v != nil {
+			err := &engine.PanicError{Value: v}
+			p.logger.Error("panic while marking a delivered ordered delivery; it is attempted again when its lease expires",
+				"delivery_id", a.d.id, "panic", err.Error(), "stack", string(debug.Stack()))
+			t := Tally{Panics: 1, MarkErrors: 1}
+			t.NoteError(err.Error())
+			done <- markResult{t: t}
+		}
+	}()
+	t, next := p.finish(a, true, ahead)
+	done <- markResult{t: t, next: next}
+}
+
+// ids are the deliveries' ids.
+func ids(hs []handedOn) []string {
+	out := make([]string, len(hs))
+	for i, h := range hs {
+		out[i] = h.id
+	}
+	return out
+}
+
+// giveBackSQL returns deliveries a chain leased ahead and never sent: due
+// now, unleased, and without the attempt their claim counted, since no
+// request was made — a key whose head fails again and again must not
+// spend the attempts of the deliveries behind it.
+const giveBackSQL = `UPDATE webhook_deliveries SET attempts = attempts - 1, leased_until = NULL, next_retry_at = now()
+WHERE id = ANY ($1::uuid[]) AND status = 'pending' AND attempts > 0`
+
+// giveBack hands the deliveries a chain leased ahead and never sent back
+// to their key (giveBackSQL), for the mark of the delivery before them or
+// any replica's claim of the key's turn. One it cannot give back waits
+// out its lease, its attempt counted, as after a crash.
+func (p *Dispatcher) giveBack(ctx context.Context, ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := claim.MarkContext(ctx)
+	defer cancel()
+	if _, err := p.pool.Exec(ctx, giveBackSQL, ids); err != nil {
+		p.logger.Warn("could not give back deliveries leased ahead of an ordered key's chain; they wait out their lease",
+			"delivery_ids", ids, "error", err.Error())
+	}
 }
 
 // Rank is an ordered delivery's place in its key: waiting for a slot,
@@ -260,7 +356,7 @@ func (u *attemptUnit) Panicked(ctx context.Context, v any) Tally {
 	}
 	m := DeliveryMark{Attempt: u.d.attempt, Error: (&engine.PanicError{Value: v}).Error()}
 	u.p.retryOrFail(&m, 0, false)
-	t, _ := u.p.record(ctx, u.d, m, false, false)
+	t, _ := u.p.record(ctx, u.d, m, false, false, nil)
 	return t
 }
 

@@ -10,6 +10,9 @@ func init() {
 		pkg        = "./webhook/"
 		claimRules = "TestOrdering_ClaimTakesOnlyTheHeadOfEachKey"
 		migration  = "migrations/sql/00023_webhook_ordering.sql"
+
+		chainAhead   = "TestOrdering_ChainSendsTheNextOnceAcceptedWhileTheMarkCommits"
+		refusedAhead = "TestOrdering_RefusedDeliveryGivesTheOneLeasedAheadBackUncounted"
 	)
 	register(
 		Mutation{
@@ -119,16 +122,16 @@ func init() {
 		Mutation{
 			Name:    "ordering: the hand-on takes the key's next delivery while an earlier one still waits",
 			File:    "webhook/delivery.go",
-			Find:    "\t\t\t\tAND NOT ` + waitsBehindSQL(\"d.endpoint_id\", \"d.ordering_key\", \"d.ordering_seq\", \"m.id\") + `\n",
+			Find:    "\t\t\t\tAND NOT ` + waitsBehindSQL(\"d.endpoint_id\", \"d.ordering_key\", \"d.ordering_seq\", ours) + `\n",
 			Replace: "\n",
 			Pkg:     pkg,
 			Test:    "TestOrdering_HandOnWaitsForAnEarlierRowNotYetFannedOut",
 		},
 		Mutation{
 			Name:    "ordering: the hand-on waits for the very delivery it follows",
-			File:    "webhook/ordering.go",
-			Find:    "\"WHERE ahead.id <> \"+resolved+\" AND ahead.endpoint_id\"",
-			Replace: "\"WHERE ahead.endpoint_id\"",
+			File:    "webhook/delivery.go",
+			Find:    "nextOfKeySQL(\"m\", \"ahead.id = m.id OR ",
+			Replace: "nextOfKeySQL(\"m\", \"false OR ",
 			Pkg:     pkg,
 			Test:    "TestOrdering_DeliveredHeadHandsItsKeyOnInProcess",
 		},
@@ -195,6 +198,70 @@ func init() {
 			Replace: "h.id, h.attempt, h.loaded = *l.id, *n, derr == nil && false",
 			Pkg:     pkg,
 			Test:    "TestOrdering_HandOnReadsTheNextDeliveryInTheMark",
+		},
+		Mutation{
+			Name:    "ordering: a chain's next request waits for the mark of the one before",
+			File:    "webhook/retry.go",
+			Find:    "if handOn && a.accepted() && len(ahead) > 0 {",
+			Replace: "if false && handOn && a.accepted() && len(ahead) > 0 {",
+			Pkg:     pkg,
+			Test:    chainAhead,
+		},
+		Mutation{
+			Name:    "ordering: the hand-on claims nothing behind the next at a chain's start (no delivery leased ahead)",
+			File:    "webhook/delivery.go",
+			Find:    "WHERE coalesce(cardinality($19::uuid[]), 0) = 0)",
+			Replace: "WHERE false)",
+			Pkg:     pkg,
+			Test:    chainAhead,
+		},
+		Mutation{
+			Name:    "ordering: the hand-on waits for the delivery its chain leased ahead",
+			File:    "webhook/delivery.go",
+			Find:    " OR ahead.id = ANY ($19::uuid[]) AND ahead.leased_until > clock_timestamp()\")",
+			Replace: "\")",
+			Pkg:     pkg,
+			Test:    chainAhead,
+		},
+		Mutation{
+			Name:    "ordering: the hand-on passes over a delivery leased ahead whose lease ran out",
+			File:    "webhook/delivery.go",
+			Find:    " OR ahead.id = ANY ($19::uuid[]) AND ahead.leased_until > clock_timestamp()\")",
+			Replace: " OR ahead.id = ANY ($19::uuid[])\")",
+			Pkg:     pkg,
+			Test:    "TestOrdering_HandOnPassesOnlyWhatTheChainStillHolds",
+		},
+		Mutation{
+			Name:    "ordering: a chain goes on past a delivery the receiver refused",
+			File:    "webhook/retry.go",
+			Find:    "if !a.accepted() || len(ahead) == 0 {",
+			Replace: "if len(ahead) == 0 {",
+			Pkg:     pkg,
+			Test:    refusedAhead,
+		},
+		Mutation{
+			Name:    "ordering: a delivery leased ahead and given back keeps the attempt its claim counted",
+			File:    "webhook/retry.go",
+			Find:    "SET attempts = attempts - 1, leased_until = NULL",
+			Replace: "SET leased_until = NULL",
+			Pkg:     pkg,
+			Test:    refusedAhead,
+		},
+		Mutation{
+			Name:    "ordering: a chain that stops leaves what it leased ahead to its lease",
+			File:    "webhook/retry.go",
+			Find:    "\tu.p.giveBack(ctx, ids(ahead))\n",
+			Replace: "",
+			Pkg:     pkg,
+			Test:    refusedAhead,
+		},
+		Mutation{
+			Name:    "ordering: a panic in a mark beside the chain's next request is not recovered",
+			File:    "webhook/retry.go",
+			Find:    "\t\tif v := recover(); v != nil {\n\t\t\terr := &engine.PanicError{Value: v}",
+			Replace: "\t\tif v := any(nil); v != nil {\n\t\t\terr := &engine.PanicError{Value: v}",
+			Pkg:     pkg,
+			Test:    "TestOrdering_PanicInAMarkBesideTheNextRequestIsRecovered",
 		},
 	)
 }
