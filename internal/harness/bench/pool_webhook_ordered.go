@@ -16,11 +16,11 @@ import (
 // keys as attempt slots, and one hot key goes at its receiver's pace
 // without slowing the others.
 const (
-	orderedAimRatio  = 0.8 // ordered ÷ unordered deliveries/s
-	orderedAimHot    = 0.9 // the hot key's deliveries/s ÷ (1 ÷ receiver delay)
-	orderedAimOthers = 0.9 // the other keys' deliveries/s beside the hot key ÷ without it
-	orderedKeysPer   = 4   // keys per attempt slot in the ordered runs
-	orderedHotEvents = 200 // the hot key's events
+	orderedAimRatio  = 0.8  // ordered ÷ unordered deliveries/s
+	orderedAimHot    = 0.95 // the hot key's deliveries/s ÷ (1 ÷ receiver delay), first→last: the loopback round trip and a replica's start take the rest
+	orderedAimOthers = 0.9  // the other keys' deliveries/s beside the hot key ÷ without it
+	orderedKeysPer   = 4    // keys per attempt slot in the ordered runs
+	orderedHotEvents = 200  // the hot key's events
 )
 
 // orderedKind is one run of the section.
