@@ -307,6 +307,10 @@ var checkCases = []checkCase{
 	{"webhook_endpoints_breaker_recovering_check",
 		[]string{setEndpoint(`breaker_recovering = true, paused_until = now()`)},
 		[]string{setEndpoint(`breaker_recovering = true, paused_until = NULL`), setEndpoint(`breaker_recovering = false, paused_until = now()`)}},
+	// 00025: a new endpoint's leased births.
+	{"webhook_endpoints_unproven_births_check",
+		[]string{setEndpoint(`unproven_births = -1`)},
+		[]string{setEndpoint(`unproven_births = 0`)}},
 	{"webhook_endpoint_secrets_secret_check",
 		[]string{`INSERT INTO webhook_endpoint_secrets (endpoint_id, secret, expires_at) VALUES (` + fxEndpoint + `, 'whsecXc2Vjb25k', now())`},
 		[]string{`INSERT INTO webhook_endpoint_secrets (endpoint_id, secret, expires_at) VALUES (` + fxEndpoint + `, 'whsec_c2Vjb25k', now())`}},

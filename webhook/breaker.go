@@ -45,9 +45,11 @@ import (
 //	           does, so an endpoint that is down gets one probe per pause.
 //
 // Both outcomes are counted by the attempt's own mark (markDelivery), in
-// the order the marks commit, whichever replica made them. A success on an
-// endpoint with no window, no failure run and a closed breaker writes
-// nothing: the common case costs no statement and no write. A success
+// the order the marks commit, whichever replica made them. A success on a
+// proven endpoint with no window, no failure run and a closed breaker
+// writes nothing: the common case costs no statement and no write. The
+// first success of an endpoint proves it (proven_at): its first attempts
+// are no longer held to the cap a new endpoint's are (bornSQL). A success
 // after the window ended clears the counts.
 //
 // An endpoint failing for DisableAfter with no success between is
@@ -127,15 +129,15 @@ type breakerParams struct {
 // seconds. A success in a window not yet over is counted; one
 // after it clears the counts; a tripped breaker's success counts toward
 // closing it, even one that arrives while it is open (the endpoint
-// answers). An endpoint the breaker does not watch is neither locked nor
-// written.
+// answers). A success proves an unproven endpoint (proven_at). A proven
+// endpoint the breaker does not watch is neither locked nor written.
 func breakerSuccessCTE(match string, b breakerParams) string {
 	return `breaker_old AS (
 	SELECT id, paused_until IS NOT NULL AS tripped, breaker_recovering AS recovering,
 		coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => ` + b.window + `::float8), false) AS live,
 		breaker_requests, breaker_failures, breaker_requests + 1 AS requests, breaker_failures AS failures
 	FROM webhook_endpoints
-	WHERE id = ` + match + ` AND ` + breakerWatchingRow + `
+	WHERE id = ` + match + ` AND (` + breakerWatchingRow + ` OR proven_at IS NULL)
 	FOR NO KEY UPDATE
 ), breaker_t AS (
 	SELECT *, tripped AND requests - failures >= ` + b.probes + `::int AS closes,
@@ -145,7 +147,7 @@ func breakerSuccessCTE(match string, b breakerParams) string {
 	FROM breaker_old
 ), breaker_success AS (
 	UPDATE webhook_endpoints ep SET
-		consecutive_failures = 0, failing_since = NULL,
+		consecutive_failures = 0, failing_since = NULL, proven_at = coalesce(ep.proven_at, now()),
 		paused_until = CASE WHEN t.closes THEN NULL ELSE ep.paused_until END,
 		breaker_opens = CASE WHEN t.recovered THEN 0 ELSE ep.breaker_opens END,
 		probing = CASE WHEN t.closes THEN false ELSE ep.probing END,

@@ -29,14 +29,16 @@ func TestBreaker_BacklogDoesNotStarveOthers(t *testing.T) {
 			true, 1, false},
 		{"recovering, no first attempt fits", `breaker_recovering = true, breaker_window_at = now(), breaker_requests = 10, breaker_failures = 8`,
 			false, 0, true},
+		// Concurrency 1: its one attempt unresolved, failed and waiting.
+		{"unproven, its cap of attempts unresolved", `proven_at = NULL`, false, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			pool := pgtest.NewPool(t)
-			p := newDispatcher(t, pool, nil)
-			held := createEndpoint(t, pool, "http://127.0.0.1:9/held")
-			healthy := createEndpoint(t, pool, "http://127.0.0.1:9/healthy")
+			p := newDispatcher(t, pool, func(c *Config) { c.Settings.Concurrency = 1 })
+			held := provenEndpoint(t, pool, "http://127.0.0.1:9/held")
+			healthy := provenEndpoint(t, pool, "http://127.0.0.1:9/healthy")
 			if _, err := pool.Exec(ctx, `UPDATE webhook_endpoints SET `+tc.state+` WHERE id = $1`, held.ID); err != nil {
 				t.Fatal(err)
 			}
@@ -48,6 +50,8 @@ func TestBreaker_BacklogDoesNotStarveOthers(t *testing.T) {
 				backlog = append(backlog, backlogDelivery(t, pool, held.ID, tc.attempts, "-10 seconds", "-1 minute"))
 			}
 			if tc.retry {
+				// Due, so it also counts as the unproven endpoint's
+				// attempt unresolved.
 				want = append(want, backlogDelivery(t, pool, held.ID, 1, "-5 seconds", "-1 minute"))
 			}
 			want = append(want, backlogDelivery(t, pool, healthy.ID, 0, "-1 second", "-1 minute"))

@@ -392,14 +392,7 @@ func TestBreaker_DisablesAfterWindowAndNotifies(t *testing.T) {
 	opsRC, bystanderRC := newReceiver(t, nil), newReceiver(t, nil)
 	ops := createEndpoint(t, pool, opsRC.URL, "ops.only")
 	createEndpoint(t, pool, bystanderRC.URL, EventEndpointDisabled)
-	var healthy atomic.Bool
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
-		if healthy.Load() {
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		w.WriteHeader(http.StatusBadGateway)
-	})
+	rc, healthy := newFailingReceiver(t, http.StatusBadGateway)
 	failing := createEndpoint(t, pool, rc.URL, "invoice.paid")
 	reg := prometheus.NewRegistry()
 	var notified []EndpointDisabled

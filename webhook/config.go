@@ -106,7 +106,9 @@ type Settings struct {
 	MaxPayloadBytes int
 
 	// Concurrency bounds the HTTP attempts in flight in one process. Zero
-	// means DefaultConcurrency.
+	// means DefaultConcurrency. It is also, pool-wide, how many first
+	// attempts an endpoint that has never accepted a delivery may have
+	// unresolved (bornSQL, bucket.admit).
 	Concurrency int
 
 	// Production requires https endpoint URLs (APP_ENV=production), both

@@ -120,7 +120,8 @@ LEFT JOIN webhook_events e ON e.id = d.event_id LEFT JOIN webhook_endpoints ep O
 // itself — the delivery just marked (the statement's snapshot still sees
 // it pending) and the deliveries $19 it leased ahead and has not sent yet,
 // while their leases last — to an enabled endpoint that needs no
-// admission. The attempt that made the mark sends it in its own slot, as
+// admission (the success being marked proves an unproven one:
+// limitedOrTripped). The attempt that made the mark sends it in its own slot, as
 // soon as the delivery before it was accepted: a hot key goes at its
 // receiver's pace, one round trip per event, its marks committing while
 // the next request is out (attemptUnit.Run). With nothing leased ahead
@@ -138,7 +139,7 @@ var handOnCTE = `handed AS (
 		next_retry_at = clock_timestamp() + $18::interval, leased_until = clock_timestamp() + $18::interval
 	WHERE n.id = (
 		SELECT next.id FROM marked m
-		JOIN webhook_endpoints ep ON ep.id = m.endpoint_id AND ep.enabled AND NOT ` + needsAdmission + `
+		JOIN webhook_endpoints ep ON ep.id = m.endpoint_id AND ep.enabled AND NOT ` + limitedOrTripped + `
 		CROSS JOIN LATERAL (` + nextOfKeySQL("m", "ahead.id = m.id OR ahead.id = ANY ($19::uuid[]) AND ahead.leased_until > clock_timestamp()") + `) next
 		WHERE $18::interval > interval '0' AND $7 = 'succeeded')
 	RETURNING n.id, n.attempts, EXTRACT(EPOCH FROM n.next_retry_at - clock_timestamp())::float8 AS left,

@@ -301,7 +301,7 @@ func TestLane_AttemptWithNoSlotInItsLeaseIsReleased(t *testing.T) {
 		time.Sleep(5 * time.Second)
 		w.WriteHeader(http.StatusNoContent)
 	})
-	createEndpoint(t, pool, rc.URL)
+	provenEndpoint(t, pool, rc.URL)
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 2})
 

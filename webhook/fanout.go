@@ -10,14 +10,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// bornSQL is the INSERT that creates the deliveries of the events in the
-// relation events (columns id, event_type, ordering_key, ordering_seq, and
-// target: NULL for every enabled endpoint subscribed to the event's type,
-// or one endpoint's id — a replay to that endpoint, or an event addressed
-// to it), under the birth lease in the SQL parameter lease. It returns the
-// deliveries' id, event_id, endpoint_id, attempts and next_retry_at. The
-// fan-out (fanOutSQL) and the replays (replayBornSQL) both make their
-// deliveries here.
+// bornSQL is the CTEs, named born last, that create the deliveries of the
+// events in the relation events (columns id, event_type, ordering_key,
+// ordering_seq, and target: NULL for every enabled endpoint subscribed to
+// the event's type, or one endpoint's id — a replay to that endpoint, or an
+// event addressed to it), under the birth lease in the SQL parameter
+// lease. born returns the deliveries' id, event_id, endpoint_id, attempts
+// and next_retry_at. The fan-out (fanOutSQL) and the replays
+// (replayBornSQL) both make their deliveries here.
 //
 // Deliveries are born leased (see docs/design/outbox-transport.md, Atomic
 // fan-out): attempts = 1 and next_retry_at = now() + the birth lease,
@@ -37,22 +37,53 @@ import (
 // (ordering.go), or for an earlier event of its key born in the same
 // statement, which the statement's own snapshot cannot see.
 //
+// An endpoint that has never accepted a delivery (proven_at NULL) gets
+// deliveries born leased only up to the SQL parameter unproven
+// (Settings.Concurrency) pool-wide, counted on its row
+// (unproven_births): the statement locks such endpoints' rows in id
+// order, reads their latest count — a locking read waits for another
+// fan-out's commit and reads its count — and adds its own. Past the cap
+// they are born held, for the admission, which holds first attempts while
+// that many are attempted and unresolved. So a new endpoint that answers
+// every request with a 500 gets at most that many first attempts before
+// its breaker opens, however many replicas fan out to it at once, while a
+// healthy one proves itself with its first answer.
+//
 // ON CONFLICT makes a re-run of an interrupted replay create only what is
 // missing.
-func bornSQL(events, lease string) string {
-	return `INSERT INTO webhook_deliveries (event_id, endpoint_id, attempts, next_retry_at, leased_until, ordering_key, ordering_seq)
-	SELECT ev.id, ep.id, CASE WHEN h.held THEN 0 ELSE 1 END, CASE WHEN h.held THEN now() ELSE now() + ` + lease + `::interval END,
-		CASE WHEN h.held THEN NULL ELSE now() + ` + lease + `::interval END, ev.ordering_key, CASE WHEN ev.ordering_key IS NOT NULL THEN ev.ordering_seq END
+func bornSQL(events, lease, unproven string) string {
+	return `pairs AS (
+	SELECT ev.id AS event_id, ep.id AS endpoint_id, ev.ordering_key, ev.ordering_seq, ep.proven_at IS NULL AS unproven, h.held,
+		row_number() OVER (PARTITION BY ep.id, h.held ORDER BY ev.ordering_seq, ev.id) AS k
 	FROM ` + events + ` ev
 	JOIN webhook_endpoints ep ON ep.enabled AND CASE
 		WHEN ev.target IS NULL THEN cardinality(ep.event_types) = 0 OR ev.event_type = ANY (ep.event_types)
 		ELSE ep.id = ev.target END
-	CROSS JOIN LATERAL (SELECT ` + needsAdmission + `
+	CROSS JOIN LATERAL (SELECT ` + limitedOrTripped + `
 		OR ` + orderedWaitSQL("ep.id", "ev.ordering_key", "ev.ordering_seq") + `
 		OR (ev.ordering_key IS NOT NULL AND EXISTS (SELECT 1 FROM ` + events + ` before
 			WHERE before.ordering_key = ev.ordering_key AND before.ordering_seq < ev.ordering_seq)) AS held) h
+), unproven_budget AS (
+	SELECT id, unproven_births FROM webhook_endpoints
+	WHERE proven_at IS NULL AND id IN (SELECT endpoint_id FROM pairs WHERE unproven AND NOT held)
+	ORDER BY id
+	FOR NO KEY UPDATE
+), unproven_spent AS (
+	UPDATE webhook_endpoints ep SET unproven_births = least(b.unproven_births + w.n, 1000000000)
+	FROM unproven_budget b
+	JOIN (SELECT endpoint_id, count(*) AS n FROM pairs WHERE unproven AND NOT held GROUP BY endpoint_id) w ON w.endpoint_id = b.id
+	WHERE ep.id = b.id
+	RETURNING ep.id, b.unproven_births AS before
+), born AS (
+	INSERT INTO webhook_deliveries (event_id, endpoint_id, attempts, next_retry_at, leased_until, ordering_key, ordering_seq)
+	SELECT p.event_id, p.endpoint_id, CASE WHEN p.held THEN 0 ELSE 1 END, CASE WHEN p.held THEN now() ELSE now() + ` + lease + `::interval END,
+		CASE WHEN p.held THEN NULL ELSE now() + ` + lease + `::interval END, p.ordering_key, CASE WHEN p.ordering_key IS NOT NULL THEN p.ordering_seq END
+	FROM (SELECT pairs.event_id, pairs.endpoint_id, pairs.ordering_key, pairs.ordering_seq,
+			pairs.held OR (s.id IS NOT NULL AND pairs.k > greatest(` + unproven + `::int - s.before, 0)) AS held
+		FROM pairs LEFT JOIN unproven_spent s ON s.id = pairs.endpoint_id) p
 	ON CONFLICT (event_id, endpoint_id) DO NOTHING
-	RETURNING id, event_id, endpoint_id, attempts, next_retry_at, ordering_key, ordering_seq`
+	RETURNING id, event_id, endpoint_id, attempts, next_retry_at, ordering_key, ordering_seq
+)`
 }
 
 // bornColumns is what a first attempt needs of a born delivery (alias
@@ -108,13 +139,11 @@ func scanBorn(row pgx.Row, sent time.Time, before ...any) (d delivery, ok bool, 
 
 // replayBornSQL creates the deliveries of already committed events — a
 // replay's clones: $1 the events, $2 NULL for every subscribed endpoint or
-// one endpoint's id, $3 the birth lease. One statement is one
-// transaction.
+// one endpoint's id, $3 the birth lease, $4 an unproven endpoint's cap
+// (bornSQL). One statement is one transaction.
 var replayBornSQL = `WITH ev AS (
 	SELECT id, event_type, ordering_key, ordering_seq, $2::uuid AS target FROM webhook_events WHERE id = ANY ($1::uuid[])
-), born AS (
-	` + bornSQL("ev", "$3") + `
-)
+), ` + bornSQL("ev", "$3", "$4") + `
 SELECT ` + bornColumns + `
 FROM born JOIN webhook_endpoints ep ON ep.id = born.endpoint_id
 ORDER BY born.event_id, ep.created_at`
@@ -131,7 +160,7 @@ func (p *Dispatcher) bornDeliveries(ctx context.Context, events map[string]event
 		endpoint = &endpointID
 	}
 	sent := time.Now()
-	rows, err := p.pool.Query(ctx, replayBornSQL, ids, endpoint, p.lc.BirthLeaseWindow)
+	rows, err := p.pool.Query(ctx, replayBornSQL, ids, endpoint, p.lc.BirthLeaseWindow, p.cfg.Concurrency)
 	if err != nil {
 		return nil, fmt.Errorf("create deliveries: %w", err)
 	}

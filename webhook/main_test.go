@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,6 +92,21 @@ func newReceiver(t *testing.T, handle func(w http.ResponseWriter, r *http.Reques
 	return rc
 }
 
+// newFailingReceiver is a receiver that answers code until healthy is
+// set, then 204.
+func newFailingReceiver(t *testing.T, code int) (rc *receiver, healthy *atomic.Bool) {
+	t.Helper()
+	healthy = new(atomic.Bool)
+	rc = newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		if healthy.Load() {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.WriteHeader(code)
+	})
+	return rc, healthy
+}
+
 func (rc *receiver) requests() []received {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
@@ -102,6 +118,18 @@ func createEndpoint(t *testing.T, db DB, url string, eventTypes ...string) Endpo
 	ep, err := CreateEndpoint(context.Background(), db, Settings{}, EndpointParams{URL: url, EventTypes: eventTypes})
 	if err != nil {
 		t.Fatalf("CreateEndpoint(%s): %v", url, err)
+	}
+	return ep
+}
+
+// provenEndpoint is createEndpoint for an endpoint that has accepted a
+// delivery before (proven_at), whose first attempts go out in process
+// without the cap a new endpoint's have (bornSQL).
+func provenEndpoint(t *testing.T, db DB, url string, eventTypes ...string) Endpoint {
+	t.Helper()
+	ep := createEndpoint(t, db, url, eventTypes...)
+	if _, err := db.Exec(context.Background(), `UPDATE webhook_endpoints SET proven_at = now() WHERE id = $1`, ep.ID); err != nil {
+		t.Fatal(err)
 	}
 	return ep
 }

@@ -504,7 +504,7 @@ func TestOrdering_BirthRacingTheMarkAheadIsTakenOnceItCommits(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	p := newDispatcher(t, pool, nil)
 	rc := newReceiver(t, nil)
-	createEndpoint(t, pool, rc.URL)
+	provenEndpoint(t, pool, rc.URL)
 	ids := enqueueOrdered(t, pool, "in_1", 2)
 	if _, err := p.DispatchFromOutbox(ctx, ids[0]); err != nil {
 		t.Fatal(err)
@@ -559,7 +559,7 @@ func TestOrdering_AnyReplicasOutboxLaneTakesAKeysTurn(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	p := newDispatcher(t, pool, nil)
 	rc := newReceiver(t, nil)
-	ep := createEndpoint(t, pool, rc.URL)
+	ep := provenEndpoint(t, pool, rc.URL)
 	turn := orderedDelivery(t, pool, ep.ID, "in_turn", string(StatusPending), 0, -time.Second)
 	enqueueOrdered(t, pool, "in_other", 1) // an ordered event: this replica sees ordering in use
 	sum, err := p.Drain(ctx, testWindow)

@@ -86,7 +86,7 @@ func sweep(ctx context.Context, db claim.Batcher, t claim.Table, w *claim.Window
 // It returns a row per delivery, with its event's columns first, and a row
 // with NULL delivery columns for an event no endpoint subscribed to, in the
 // order the events were enqueued.
-func fanOutSQL(rows, attempts string) string {
+func fanOutSQL(rows, attempts, unproven string) string {
 	return `WITH claimed AS (
 	UPDATE webhook_outbox o SET status = 'dispatched', dispatched_at = now(), last_error = NULL, attempts = ` + attempts + `
 	WHERE o.id = ANY (ARRAY(` + rows + `)) AND o.status = 'pending'
@@ -98,9 +98,7 @@ func fanOutSQL(rows, attempts string) string {
 ), ev AS (
 	SELECT i.id, i.event_type, i.ordering_key, i.ordering_seq, c.endpoint_id AS target
 	FROM inserted i JOIN claimed c ON c.id = i.id
-), born AS (
-	` + bornSQL("ev", "$2") + `
-)
+), ` + bornSQL("ev", "$2", unproven) + `
 SELECT i.id::text, i.event_type, i.payload, i.created_at, coalesce(i.traceparent, ''), ` + bornColumns + `
 FROM inserted i LEFT JOIN born ON born.event_id = i.id LEFT JOIN webhook_endpoints ep ON ep.id = born.endpoint_id
 ORDER BY i.ordering_seq, ep.created_at`
@@ -109,10 +107,11 @@ ORDER BY i.ordering_seq, ep.created_at`
 // The two fan-outs: a lane's claim, which takes its rows as the claim does
 // ($1 rows at most from the window's edge $3, claim.ClaimIDsSQL) and counts
 // their attempt, the claim being the one place attempts go up; and one
-// given row's ($1), already claimed or named by an operator.
+// given row's ($1), already claimed or named by an operator. $2 is the
+// birth lease; the last, an unproven endpoint's cap (bornSQL).
 var (
-	claimFanOutSQL = fanOutSQL(outboxTable.ClaimIDsSQL("$1", "$3"), "o.attempts + 1")
-	rowFanOutSQL   = fanOutSQL("SELECT unnest($1::uuid[])", "o.attempts")
+	claimFanOutSQL = fanOutSQL(outboxTable.ClaimIDsSQL("$1", "$3"), "o.attempts + 1", "$4")
+	rowFanOutSQL   = fanOutSQL("SELECT unnest($1::uuid[])", "o.attempts", "$3")
 )
 
 // fannedEvent is one event a fan-out made.
@@ -190,7 +189,7 @@ func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	// next at once instead of after a claim's round trip.
 	k := p.fanOutWidth.rows(n + max(p.slots.Cap()/8, 1))
 	began := time.Now()
-	rows, err := claim.ClaimWith(ctx, p.pool, outboxTable, &p.outboxWindow, claimFanOutSQL, k, p.lc.BirthLeaseWindow, scanFanOutRow(began))
+	rows, err := claim.ClaimWith(ctx, p.pool, outboxTable, &p.outboxWindow, claimFanOutSQL, k, p.lc.BirthLeaseWindow, scanFanOutRow(began), p.cfg.Concurrency)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr):
@@ -341,7 +340,7 @@ func (p *Dispatcher) dispatch(ctx context.Context, outboxID string) (fanOut, err
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
 
 	sent := time.Now()
-	q, err := tx.Query(ctx, rowFanOutSQL, []string{outboxID}, p.lc.BirthLeaseWindow)
+	q, err := tx.Query(ctx, rowFanOutSQL, []string{outboxID}, p.lc.BirthLeaseWindow, p.cfg.Concurrency)
 	if err != nil {
 		return fanOut{}, fmt.Errorf("webhook: dispatch %s: %w", outboxID, err)
 	}

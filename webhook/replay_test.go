@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,14 +118,7 @@ func TestReplayFailedSince(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	p := newDispatcher(t, pool, func(o *Config) { o.Backoff = []time.Duration{} }) // one attempt, then failed
-	var healthy atomic.Bool
-	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
-		if healthy.Load() {
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-		w.WriteHeader(http.StatusInternalServerError)
-	})
+	rc, healthy := newFailingReceiver(t, http.StatusInternalServerError)
 	ep := createEndpoint(t, pool, rc.URL)
 	bystander := createEndpoint(t, pool, rc.URL+"/bystander")
 	for i := range 4 {

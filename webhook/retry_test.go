@@ -248,7 +248,7 @@ func TestRetry_ClaimsNoMoreThanItCanSend(t *testing.T) {
 		time.Sleep(150 * time.Millisecond)
 		w.WriteHeader(http.StatusOK)
 	})
-	ep := createEndpoint(t, pool, rc.URL)
+	ep := provenEndpoint(t, pool, rc.URL)
 	for i := range 6 {
 		id := insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
 		if _, err := p.DispatchFromOutbox(ctx, id); err != nil {

@@ -61,8 +61,22 @@ const (
 
 // needsAdmission is the SQL test of an endpoint (alias ep) that the claim
 // must admit deliveries to one by one: it has a limit, or its breaker
-// tripped (open or half-open) or is recovering.
-const needsAdmission = `(ep.rate_limit IS NOT NULL OR ep.max_in_flight IS NOT NULL OR ep.paused_until IS NOT NULL OR ep.breaker_recovering)`
+// tripped (open or half-open) or is recovering (limitedOrTripped), or it
+// has never accepted a delivery (unproven: see bucket.admit).
+const needsAdmission = `(` + limitedOrTripped + ` OR ep.proven_at IS NULL)`
+
+// limitedOrTripped is needsAdmission but for an unproven endpoint, whose
+// first deliveries the fan-out still births leased, up to its cap
+// (bornSQL).
+const limitedOrTripped = `(ep.rate_limit IS NOT NULL OR ep.max_in_flight IS NOT NULL OR ep.paused_until IS NOT NULL OR ep.breaker_recovering)`
+
+// failedWaitingOf is the SQL count, up to $6, of endpoint ep's deliveries
+// attempted, failed and not leased again: waiting for their retry, or
+// due for it. Read through the probe index (migration 00021).
+const failedWaitingOf = `(SELECT count(*) FROM (SELECT 1 FROM webhook_deliveries w
+		WHERE w.endpoint_id = ep.id AND w.status = 'pending' AND w.last_error IS NOT NULL AND w.attempts > 0
+			AND NOT coalesce(w.leased_until > now(), false)
+		LIMIT $6) w)`
 
 // inFlightOf is the SQL count of endpoint ep's leased deliveries.
 const inFlightOf = `(SELECT count(*) FROM webhook_deliveries f
@@ -75,7 +89,10 @@ const probeSlots = `least(1 + breaker_requests - breaker_failures, $2::int)`
 
 // claimCandidatesSQL is step 1: $1 rows at most, $2 the breaker's probes,
 // $3 the claim window's edge (claim.Window), $4 and $5 the breaker's
-// opening rate and window (firstAttemptFits).
+// opening rate and window (firstAttemptFits), $6 the first attempts an
+// unproven endpoint may have unresolved (Settings.Concurrency): its first
+// attempts are skipped while that many are, as a recovering endpoint's
+// are while its slow start lets none out.
 var claimCandidatesSQL = func() string {
 	due, order := deliveriesTable.Due("d", "$3")
 	return fmt.Sprintf(`SELECT d.id, d.endpoint_id, %s
@@ -85,12 +102,13 @@ WHERE d.status = 'pending' AND %s
 	AND ep.enabled
 	AND (ep.paused_until IS NULL OR (ep.paused_until <= now() AND %s > %s))
 	AND (NOT ep.breaker_recovering OR d.attempts > 0 OR %s)
+	AND (ep.proven_at IS NOT NULL OR d.attempts > 0 OR %s + %s < $6::int)
 	AND (ep.rate_limit IS NULL OR ep.rl_tokens + greatest(EXTRACT(EPOCH FROM now() - ep.rl_at), 0) * ep.rate_limit >= 1)
 	AND (ep.max_in_flight IS NULL OR ep.max_in_flight > %s)
 	AND NOT %s
 ORDER BY %s
 LIMIT $1
-FOR UPDATE OF d SKIP LOCKED`, needsAdmission, due, probeSlots, inFlightOf, firstAttemptFits, inFlightOf, deliveryWaitsSQL("d"), order)
+FOR UPDATE OF d SKIP LOCKED`, needsAdmission, due, probeSlots, inFlightOf, firstAttemptFits, inFlightOf, failedWaitingOf, inFlightOf, deliveryWaitsSQL("d"), order)
 }()
 
 // firstAttemptFits is the SQL test, in claimCandidatesSQL, that recovering
@@ -124,13 +142,20 @@ var admitLockSQL = `SELECT id, rate_limit, max_in_flight, rl_tokens,
 	` + probeSlots + `,
 	breaker_recovering,
 	CASE WHEN ` + breakerLive("", "$3") + ` THEN breaker_requests - breaker_failures ELSE $2::int END,
-	CASE WHEN ` + breakerLive("", "$3") + ` THEN breaker_failures ELSE 0 END
+	CASE WHEN ` + breakerLive("", "$3") + ` THEN breaker_failures ELSE 0 END,
+	proven_at IS NULL
 FROM webhook_endpoints WHERE id = ANY ($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`
 
 const (
 	inFlightSQL = `SELECT endpoint_id, count(*) FROM webhook_deliveries
 WHERE endpoint_id = ANY ($1::uuid[]) AND status = 'pending' AND leased_until > clock_timestamp()
 GROUP BY endpoint_id`
+
+	// failedWaitingSQL is failedWaitingOf for endpoint $1, up to $2.
+	failedWaitingSQL = `SELECT count(*) FROM (SELECT 1 FROM webhook_deliveries
+WHERE endpoint_id = $1 AND status = 'pending' AND last_error IS NOT NULL AND attempts > 0
+	AND NOT coalesce(leased_until > clock_timestamp(), false)
+LIMIT $2) w`
 
 	// probing marks a half-open breaker whose probes have gone out. A
 	// probe holds its slot for its lease: one whose replica died frees
@@ -209,6 +234,13 @@ type bucket struct {
 	// failures.
 	recovering          bool
 	successes, failures int
+
+	// unproven: the endpoint has never accepted a delivery. Its first
+	// attempts go out only while fewer than the cap of its deliveries are
+	// attempted and unresolved (in flight, or failed and waiting for a
+	// retry): failedWaiting is the second part of that count.
+	unproven      bool
+	failedWaiting int
 }
 
 // firstAttempts is how many first attempts a recovering breaker lets out
@@ -242,7 +274,15 @@ func (b bucket) firstAttempts(rate int) int {
 // attempted is how many of want, placed first, were attempted before: a
 // recovering breaker lets those through and holds first attempts to
 // firstAttempts(rate), counting those retries as in flight.
-func (b bucket) admit(want, attempted, rate int) (n int, tokens float64, probe, byRate bool) {
+//
+// An unproven endpoint — one that has never accepted a delivery — lets
+// its retries through, and first attempts only while fewer than unproven
+// of its deliveries are attempted and unresolved, pool-wide: a new
+// endpoint that answers every request with a 500 gets at most that many
+// first attempts, however many replicas fan out to it, and its breaker
+// opens on their retries. Its first 2xx proves it (proven_at, set by that
+// attempt's mark), and from then on its deliveries are born leased.
+func (b bucket) admit(want, attempted, rate, unproven int) (n int, tokens float64, probe, byRate bool) {
 	if b.paused {
 		return 0, b.tokens, false, false
 	}
@@ -251,6 +291,9 @@ func (b bucket) admit(want, attempted, rate int) (n int, tokens float64, probe, 
 		withRetries := b
 		withRetries.inFlight += min(attempted, want)
 		n = min(want, attempted+withRetries.firstAttempts(rate))
+	}
+	if b.unproven {
+		n = min(n, attempted+max(unproven-b.inFlight-b.failedWaiting, 0))
 	}
 	tokens = b.tokens
 	if b.rate != nil {
@@ -294,7 +337,7 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 	edge, token := p.retryWindow.Start()
 	b := &pgx.Batch{}
 	b.Queue(claim.IndexOnlySQL) // for the whole claim: see there
-	b.Queue(claimCandidatesSQL, n, p.cfg.BreakerProbes, edge, p.cfg.BreakerFailureRate, p.cfg.BreakerWindow.Seconds())
+	b.Queue(claimCandidatesSQL, n, p.cfg.BreakerProbes, edge, p.cfg.BreakerFailureRate, p.cfg.BreakerWindow.Seconds(), p.cfg.Concurrency)
 	br := tx.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		br.Close()
@@ -362,12 +405,17 @@ func (p *Dispatcher) admit(ctx context.Context, tx pgx.Tx, cands []candidate, le
 		var probes []bool
 		for _, b := range buckets {
 			ds, attempted := want[b.id], 0
-			if b.recovering {
+			if b.recovering || b.unproven {
 				if ds, attempted, err = attemptedFirst(ctx, tx, b.id, ds, len(ds)); err != nil {
 					return nil, 0, err
 				}
 			}
-			k, left, probe, byRate := b.admit(len(ds), attempted, p.cfg.BreakerFailureRate)
+			if b.unproven {
+				if err := tx.QueryRow(ctx, failedWaitingSQL, b.id, p.cfg.Concurrency).Scan(&b.failedWaiting); err != nil {
+					return nil, 0, wrapClaim(err)
+				}
+			}
+			k, left, probe, byRate := b.admit(len(ds), attempted, p.cfg.BreakerFailureRate, p.cfg.Concurrency)
 			if probe {
 				if ds, _, err = attemptedFirst(ctx, tx, b.id, ds, k); err != nil {
 					return nil, 0, err
@@ -456,7 +504,7 @@ func lockBuckets(ctx context.Context, tx pgx.Tx, want map[string][]string, probe
 	buckets, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (bucket, error) {
 		var b bucket
 		err := row.Scan(&b.id, &b.rate, &b.maxInFlight, &b.tokens, &b.elapsed, &b.tripped, &b.paused, &b.probeSlots,
-			&b.recovering, &b.successes, &b.failures)
+			&b.recovering, &b.successes, &b.failures, &b.unproven)
 		return b, err
 	})
 	if err != nil {

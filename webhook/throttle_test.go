@@ -28,7 +28,7 @@ func TestRateLimit_HoldsAcrossDispatchers(t *testing.T) {
 	}
 	limitedRC, freeRC := newReceiver(t, nil), newReceiver(t, nil)
 	limited := createEndpoint(t, pool, limitedRC.URL)
-	createEndpoint(t, pool, freeRC.URL)
+	provenEndpoint(t, pool, freeRC.URL)
 	rate := 20.0
 	if err := SetLimits(ctx, pool, limited.ID, Limits{RateLimit: &rate}); err != nil {
 		t.Fatal(err)

@@ -173,15 +173,16 @@ func Claim[T any](ctx context.Context, db Batcher, t Table, w *Window, n int, le
 // more with them in the same transaction (the webhook fan-out makes their
 // events and deliveries), with the same parameters — $1 the most rows, $2
 // a lease, $3 the window's edge — and in the same batch as the window's
-// read of where to start next. scan reads each row the statement returns.
-func ClaimWith[T any](ctx context.Context, db Batcher, t Table, w *Window, sql string, n int, lease time.Duration, scan pgx.RowToFunc[T]) ([]T, error) {
-	rows, _, err := claimRows(ctx, db, t, w, sql, n, lease, nil, scan)
+// read of where to start next; args are its parameters from $4 on. scan
+// reads each row the statement returns.
+func ClaimWith[T any](ctx context.Context, db Batcher, t Table, w *Window, sql string, n int, lease time.Duration, scan pgx.RowToFunc[T], args ...any) ([]T, error) {
+	rows, _, err := claimRows(ctx, db, t, w, sql, n, lease, nil, scan, args...)
 	return rows, err
 }
 
 // claimRows is Claim (its statement claimSQL), and ClaimLimited when
 // bucket is set.
-func claimRows[T any](ctx context.Context, db Batcher, t Table, w *Window, claimSQL string, n int, lease time.Duration, bucket *Bucket, scan pgx.RowToFunc[T]) ([]T, Held, error) {
+func claimRows[T any](ctx context.Context, db Batcher, t Table, w *Window, claimSQL string, n int, lease time.Duration, bucket *Bucket, scan pgx.RowToFunc[T], args ...any) ([]T, Held, error) {
 	// A claim commits before its rows reach the caller. Cancelled in
 	// between — a shift's window closing, a stop — it would leave them
 	// under a lease no one works until the lease ran out (minutes). So,
@@ -195,7 +196,7 @@ func claimRows[T any](ctx context.Context, db Batcher, t Table, w *Window, claim
 	b := &pgx.Batch{}
 	b.Queue(IndexOnlySQL)
 	if bucket == nil {
-		b.Queue(claimSQL, n, lease, edge)
+		b.Queue(claimSQL, append([]any{n, lease, edge}, args...)...)
 	} else {
 		b.Queue(bucketLockSQL, bucket.Name)
 		b.Queue(t.LimitedClaimSQL(), n, lease, edge, bucket.Rate, bucket.Burst, bucket.Name)

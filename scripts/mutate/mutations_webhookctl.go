@@ -342,5 +342,56 @@ func init() {
 			Pkg:     "./webhook/",
 			Test:    "TestBreaker_BacklogDoesNotStarveOthers",
 		},
+
+		// A new endpoint's cap of first attempts (webhook/fanout.go,
+		// webhook/throttle.go: unproven).
+		Mutation{
+			Name:    "unproven: the fan-out births every delivery to a new endpoint leased",
+			File:    "webhook/fanout.go",
+			Find:    "pairs.held OR (s.id IS NOT NULL AND pairs.k > greatest(",
+			Replace: "pairs.held OR (false AND s.id IS NOT NULL AND pairs.k > greatest(",
+			Pkg:     "./webhook/",
+			Test:    "TestUnproven_NewEndpointGetsAtMostTheCapOfFirstAttempts",
+		},
+		Mutation{
+			Name:    "unproven: a new endpoint needs no admission",
+			File:    "webhook/throttle.go",
+			Find:    "const needsAdmission = `(` + limitedOrTripped + ` OR ep.proven_at IS NULL)`",
+			Replace: "const needsAdmission = `(` + limitedOrTripped + `)`",
+			Pkg:     "./webhook/",
+			Test:    "TestUnproven_NewEndpointGetsAtMostTheCapOfFirstAttempts",
+		},
+		Mutation{
+			Name:    "unproven: the admission lets a new endpoint's first attempts out past its cap",
+			File:    "webhook/throttle.go",
+			Find:    "\tif b.unproven {\n\t\tn = min(",
+			Replace: "\tif false && b.unproven {\n\t\tn = min(",
+			Pkg:     "./webhook/",
+			Test:    "TestUnproven_NewEndpointGetsAtMostTheCapOfFirstAttempts",
+		},
+		Mutation{
+			Name:    "unproven: a success does not prove the endpoint",
+			File:    "webhook/breaker.go",
+			Find:    "proven_at = coalesce(ep.proven_at, now()),",
+			Replace: "proven_at = ep.proven_at,",
+			Pkg:     "./webhook/",
+			Test:    "TestUnproven_NewEndpointGetsAtMostTheCapOfFirstAttempts",
+		},
+		Mutation{
+			Name:    "unproven: a fan-out reads the endpoint's count without waiting for another's",
+			File:    "webhook/fanout.go",
+			Find:    "\tORDER BY id\n\tFOR NO KEY UPDATE\n), unproven_spent AS (",
+			Replace: "\tORDER BY id\n), unproven_spent AS (",
+			Pkg:     "./webhook/",
+			Test:    "TestUnproven_FanOutsCountTheCapUnderTheEndpointsLock",
+		},
+		Mutation{
+			Name:    "unproven: a new endpoint's held first attempts fill the retry claim",
+			File:    "webhook/throttle.go",
+			Find:    "\tAND (ep.proven_at IS NOT NULL OR d.attempts > 0 OR %s + %s < $6::int)\n",
+			Replace: "\tAND (true OR %s + %s < $6::int)\n",
+			Pkg:     "./webhook/",
+			Test:    "TestBreaker_BacklogDoesNotStarveOthers",
+		},
 	)
 }

@@ -1,0 +1,138 @@
+package webhook
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
+)
+
+// A new endpoint that answers every request with a 500 gets no more first
+// attempts than the cap (Settings.Concurrency) from three dispatchers
+// fanning out to it and then running their retry lanes at once, however
+// many events wait — whether the fan-outs birth the cap's worth leased or,
+// their count already spent, birth every delivery held for the retry
+// lanes' admission. Once it answers, everything held goes out, and it is
+// proven.
+func TestUnproven_NewEndpointGetsAtMostTheCapOfFirstAttempts(t *testing.T) {
+	t.Parallel()
+	const capped, events = 4, 30
+	for _, tc := range []struct {
+		name  string
+		spent int // unproven_births before the events
+	}{
+		{"born leased up to the cap", 0},
+		{"born held, admitted up to the cap", capped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			pool := pgtest.NewPool(t)
+			ps := make([]*Dispatcher, 3)
+			for i := range ps {
+				ps[i] = newDispatcher(t, pool, func(c *Config) {
+					c.Settings.Concurrency = capped
+					c.Settings.BreakerMinRequests = maxBreakerMinRequests // the cap alone
+					c.Backoff = []time.Duration{time.Hour}
+				})
+			}
+			rc, up := newFailingReceiver(t, http.StatusInternalServerError)
+			ep := createEndpoint(t, pool, rc.URL)
+			if _, err := pool.Exec(ctx, `UPDATE webhook_endpoints SET unproven_births = $2 WHERE id = $1`, ep.ID, tc.spent); err != nil {
+				t.Fatal(err)
+			}
+			for i := range events {
+				insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
+			}
+			// Every dispatcher fans out at once, then every retry lane
+			// runs at once over what was born held.
+			for _, drain := range []func(*Dispatcher) (Tally, error){
+				func(p *Dispatcher) (Tally, error) { return p.Drain(ctx, testWindow) },
+				func(p *Dispatcher) (Tally, error) { return p.DrainRetries(ctx, testWindow) },
+			} {
+				var wg sync.WaitGroup
+				for _, p := range ps {
+					wg.Go(func() {
+						if _, err := drain(p); err != nil {
+							t.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+			}
+			if got := len(rc.requests()); got == 0 || got > capped {
+				t.Fatalf("the new endpoint got %d first attempts, want 1 to %d", got, capped)
+			}
+
+			up.Store(true)
+			if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET next_retry_at = now() WHERE attempts > 0`); err != nil {
+				t.Fatal(err)
+			}
+			for range 20 {
+				if count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) == events {
+					break
+				}
+				if _, err := ps[0].DrainRetries(ctx, testWindow); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`); n != events {
+				t.Fatalf("%d of %d delivered once the endpoint answered", n, events)
+			}
+			if n := count(t, pool, `SELECT count(*) FROM webhook_endpoints WHERE id = $1 AND proven_at IS NOT NULL`, ep.ID); n != 1 {
+				t.Fatal("the endpoint that answered is not proven")
+			}
+		})
+	}
+}
+
+// Fan-outs on two replicas at once count a new endpoint's leased births
+// under its row's lock: the second waits for the first to commit and reads
+// the count it left, so between them they birth no more leased than the
+// cap. Here the cap has one left; the first fan-out takes it and holds its
+// transaction open until the second is waiting on a lock.
+func TestUnproven_FanOutsCountTheCapUnderTheEndpointsLock(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	const capped = 4
+	p := newDispatcher(t, pool, func(c *Config) { c.Settings.Concurrency = capped })
+	other := newDispatcher(t, pool, func(c *Config) { c.Settings.Concurrency = capped })
+	ep := createEndpoint(t, pool, "http://127.0.0.1:9/new")
+	if _, err := pool.Exec(ctx, `UPDATE webhook_endpoints SET unproven_births = $2 WHERE id = $1`, ep.ID, capped-1); err != nil {
+		t.Fatal(err)
+	}
+	first := insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
+	second := insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 2})
+	secondDone := make(chan error, 1)
+	p.hooks.afterFanOut = func(string) error {
+		go func() {
+			_, err := other.dispatch(context.Background(), second)
+			secondDone <- err
+		}()
+		// Until the second fan-out waits on a lock (this one's, on the
+		// endpoint row), or gives up looking.
+		for range 500 {
+			if count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH claimed AS%'`) > 0 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		return nil
+	}
+	if _, err := p.dispatch(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-secondDone; err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1 AND leased_until IS NOT NULL`, ep.ID); n != 1 {
+		t.Fatalf("%d of the two deliveries born leased, want 1: the cap had one left", n)
+	}
+	if n := count(t, pool, `SELECT unproven_births FROM webhook_endpoints WHERE id = $1`, ep.ID); n != capped+1 {
+		t.Fatalf("unproven_births = %d, want %d", n, capped+1)
+	}
+}
