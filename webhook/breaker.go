@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -84,20 +85,21 @@ const breakerWatching = `(ep.consecutive_failures > 0 OR ep.breaker_window_at IS
 // failed for the whole disable window.
 func breakerFailureCTE(match string, b breakerParams) string {
 	return `breaker_fold AS (
-	SELECT id, breaker_opens, breaker_requests, breaker_failures, breaker_window_at, breaker_recovering,
+	SELECT id, breaker_opens, breaker_requests, breaker_failures, breaker_window_at, breaker_recovering, proven_at IS NULL AS unproven,
 		coalesce(paused_until > clock_timestamp(), false) AS open,
 		coalesce(paused_until <= clock_timestamp(), false) AS half_open,
 		paused_until IS NULL AND coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => ` + b.window + `::float8), false) AS live
 	FROM webhook_endpoints WHERE id = ` + match + ` FOR NO KEY UPDATE
 ), breaker_counted AS (
-	SELECT id, breaker_opens, open, half_open,
+	SELECT id, breaker_opens, open, half_open, unproven,
 		CASE WHEN open THEN breaker_requests WHEN half_open OR live THEN breaker_requests + 1
 			WHEN breaker_recovering THEN ` + b.probes + `::int + 1 ELSE 1 END AS requests,
 		CASE WHEN open THEN breaker_failures WHEN half_open OR live THEN breaker_failures + 1 ELSE 1 END AS failures,
 		CASE WHEN open OR half_open OR live THEN breaker_window_at ELSE clock_timestamp() END AS window_at
 	FROM breaker_fold
 ), breaker_ft AS (
-	SELECT *, NOT open AND failures * 100 >= ` + b.rate + `::int * requests AND (half_open OR requests >= ` + b.minRequests + `::int) AS trips
+	SELECT *, NOT open AND failures * 100 >= ` + b.rate + `::int * requests AND (half_open OR requests >= ` + b.minRequests + `::int
+		OR unproven AND ` + b.minRequests + `::int < ` + maxBreakerMinRequestsSQL + ` AND requests >= ` + b.unprovenCap + `::int) AS trips
 	FROM breaker_counted
 ), breaker_failure AS (
 	UPDATE webhook_endpoints ep SET
@@ -117,10 +119,18 @@ func breakerFailureCTE(match string, b breakerParams) string {
 )`
 }
 
-// breakerParams names the SQL parameters of the breaker's settings.
+// breakerParams names the SQL parameters of the breaker's settings;
+// unprovenCap is Settings.Concurrency: an endpoint that has never accepted
+// a delivery opens once that many attempts are counted (it gets no more
+// first attempts than that: bornSQL), not BreakerMinRequests — unless the
+// breaker is switched off.
 type breakerParams struct {
-	probes, window, minRequests, rate, cooldown, maxCooldown, disableAfter string
+	probes, window, minRequests, rate, cooldown, maxCooldown, disableAfter, unprovenCap string
 }
+
+// maxBreakerMinRequestsSQL is maxBreakerMinRequests in SQL: the minimum
+// that switches the breaker off.
+var maxBreakerMinRequestsSQL = strconv.Itoa(maxBreakerMinRequests)
 
 // breakerSuccessCTE is the CTEs, named breaker_success last, that count
 // one success of the endpoint whose id = match (an SQL condition on the

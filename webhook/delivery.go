@@ -181,7 +181,7 @@ type handedOn struct {
 
 // markBreakerParams are updateDeliverySQL's breaker parameters.
 var markBreakerParams = breakerParams{probes: "$10", window: "$11", minRequests: "$13", rate: "$14",
-	cooldown: "$15", maxCooldown: "$16", disableAfter: "$17"}
+	cooldown: "$15", maxCooldown: "$16", disableAfter: "$17", unprovenCap: "$20"}
 
 // UpdateDelivery records one attempt and applies its mark. It runs on a
 // context detached from ctx's cancellation and bounded by
@@ -240,7 +240,7 @@ func markDelivery(ctx context.Context, db DB, group *claim.Group, deliveryID str
 			Args: []any{deliveryID, m.Attempt, m.StatusCode, max(m.Duration.Milliseconds(), 0), pgtext.LastError(m.Error),
 				nullIfEmpty(m.Excerpt, m.StatusCode), string(status), m.RetryIn, endpoint,
 				s.BreakerProbes, s.BreakerWindow.Seconds(), counts, s.BreakerMinRequests, s.BreakerFailureRate,
-				s.BreakerCooldown.Seconds(), s.BreakerMaxCooldown.Seconds(), s.DisableAfter, handOn, ahead},
+				s.BreakerCooldown.Seconds(), s.BreakerMaxCooldown.Seconds(), s.DisableAfter, handOn, ahead, s.Concurrency},
 			Result: func(row pgx.Row) error {
 				var (
 					marked   bool

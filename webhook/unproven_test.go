@@ -21,11 +21,13 @@ func TestUnproven_NewEndpointGetsAtMostTheCapOfFirstAttempts(t *testing.T) {
 	t.Parallel()
 	const capped, events = 4, 30
 	for _, tc := range []struct {
-		name  string
-		spent int // unproven_births before the events
+		name       string
+		spent      int // unproven_births before the events
+		unresolved int // deliveries already attempted, failed and waiting an hour
 	}{
-		{"born leased up to the cap", 0},
-		{"born held, admitted up to the cap", capped},
+		{"born leased up to the cap", 0, 0},
+		{"born held, admitted up to the cap", capped, 0},
+		{"born held, admitted up to what the cap has left", capped, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -43,6 +45,9 @@ func TestUnproven_NewEndpointGetsAtMostTheCapOfFirstAttempts(t *testing.T) {
 			ep := createEndpoint(t, pool, rc.URL)
 			if _, err := pool.Exec(ctx, `UPDATE webhook_endpoints SET unproven_births = $2 WHERE id = $1`, ep.ID, tc.spent); err != nil {
 				t.Fatal(err)
+			}
+			for range tc.unresolved {
+				backlogDelivery(t, pool, ep.ID, 1, "1 hour", "-1 minute")
 			}
 			for i := range events {
 				insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
@@ -63,24 +68,28 @@ func TestUnproven_NewEndpointGetsAtMostTheCapOfFirstAttempts(t *testing.T) {
 				}
 				wg.Wait()
 			}
-			if got := len(rc.requests()); got == 0 || got > capped {
-				t.Fatalf("the new endpoint got %d first attempts, want 1 to %d", got, capped)
+			if got := len(rc.requests()); got == 0 || got > capped-tc.unresolved {
+				t.Fatalf("the new endpoint got %d first attempts, want 1 to %d", got, capped-tc.unresolved)
+			}
+			if n := count(t, pool, `SELECT count(*) FROM webhook_endpoints WHERE id = $1 AND paused_until IS NOT NULL`, ep.ID); n != 0 {
+				t.Fatal("the breaker switched off opened")
 			}
 
 			up.Store(true)
 			if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET next_retry_at = now() WHERE attempts > 0`); err != nil {
 				t.Fatal(err)
 			}
+			all := events + tc.unresolved
 			for range 20 {
-				if count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) == events {
+				if count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) == all {
 					break
 				}
 				if _, err := ps[0].DrainRetries(ctx, testWindow); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`); n != events {
-				t.Fatalf("%d of %d delivered once the endpoint answered", n, events)
+			if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`); n != all {
+				t.Fatalf("%d of %d delivered once the endpoint answered", n, all)
 			}
 			if n := count(t, pool, `SELECT count(*) FROM webhook_endpoints WHERE id = $1 AND proven_at IS NOT NULL`, ep.ID); n != 1 {
 				t.Fatal("the endpoint that answered is not proven")
@@ -134,5 +143,36 @@ func TestUnproven_FanOutsCountTheCapUnderTheEndpointsLock(t *testing.T) {
 	}
 	if n := count(t, pool, `SELECT unproven_births FROM webhook_endpoints WHERE id = $1`, ep.ID); n != capped+1 {
 		t.Fatalf("unproven_births = %d, want %d", n, capped+1)
+	}
+}
+
+// A new endpoint whose first attempts, as many as its cap, all failed
+// opens its breaker then, not at BreakerMinRequests: it gets no more first
+// attempts than that to count, and its retries wait for the probes.
+func TestUnproven_BreakerOpensOnceTheCapHasFailed(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	const capped = 4
+	p := newDispatcher(t, pool, func(c *Config) {
+		c.Settings.Concurrency = capped
+		c.Backoff = []time.Duration{time.Hour}
+	})
+	rc, _ := newFailingReceiver(t, http.StatusInternalServerError)
+	ep := createEndpoint(t, pool, rc.URL)
+	for i := range 10 {
+		insertOutbox(t, pool, "invoice.paid", map[string]any{"n": i})
+	}
+	if _, err := p.Drain(ctx, testWindow); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.DrainRetries(ctx, testWindow); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(rc.requests()); got != capped {
+		t.Fatalf("the new endpoint got %d first attempts, want %d", got, capped)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_endpoints WHERE id = $1 AND paused_until > now()`, ep.ID); n != 1 {
+		t.Fatalf("the breaker of a new endpoint whose %d first attempts failed is not open (BreakerMinRequests %d)", capped, DefaultBreakerMinRequests)
 	}
 }

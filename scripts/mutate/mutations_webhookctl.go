@@ -393,5 +393,21 @@ func init() {
 			Pkg:     "./webhook/",
 			Test:    "TestBreaker_BacklogDoesNotStarveOthers",
 		},
+		Mutation{
+			Name:    "unproven: a new endpoint's breaker waits for BreakerMinRequests",
+			File:    "webhook/breaker.go",
+			Find:    "AND requests >= ` + b.unprovenCap + `::int) AS trips",
+			Replace: "AND false) AS trips",
+			Pkg:     "./webhook/",
+			Test:    "TestUnproven_BreakerOpensOnceTheCapHasFailed",
+		},
+		Mutation{
+			Name:    "unproven: a new endpoint's breaker opens at its cap even switched off",
+			File:    "webhook/breaker.go",
+			Find:    "OR unproven AND ` + b.minRequests + `::int < ` + maxBreakerMinRequestsSQL + ` AND",
+			Replace: "OR unproven AND",
+			Pkg:     "./webhook/",
+			Test:    "TestUnproven_NewEndpointGetsAtMostTheCapOfFirstAttempts",
+		},
 	)
 }
