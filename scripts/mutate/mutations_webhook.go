@@ -60,8 +60,8 @@ func init() {
 		Mutation{
 			Name:    "webhook fan-out: outbox mark outside the fan-out transaction",
 			File:    outboxGo,
-			Find:    "q, err := tx.Query(ctx, rowFanOutSQL, []string{outboxID}, p.lc.BirthLeaseWindow)",
-			Replace: "q, err := p.pool.Query(ctx, rowFanOutSQL, []string{outboxID}, p.lc.BirthLeaseWindow)",
+			Find:    "q, err := tx.Query(ctx, rowFanOutSQL, []string{outboxID}, p.lc.BirthLeaseWindow, p.cfg.Concurrency)",
+			Replace: "q, err := p.pool.Query(ctx, rowFanOutSQL, []string{outboxID}, p.lc.BirthLeaseWindow, p.cfg.Concurrency)",
 			Pkg:     pkg,
 			Test:    "TestDispatchFromOutbox_AllOrNothing",
 		},

@@ -75,8 +75,8 @@ func init() {
 		Mutation{
 			Name:    "rate limit: limited endpoints born leased (first attempt bypasses admission)",
 			File:    "webhook/fanout.go",
-			Find:    "CROSS JOIN LATERAL (SELECT ` + needsAdmission + `\n",
-			Replace: "CROSS JOIN LATERAL (SELECT false AND ` + needsAdmission + `\n",
+			Find:    "CROSS JOIN LATERAL (SELECT ` + limitedOrTripped + `\n",
+			Replace: "CROSS JOIN LATERAL (SELECT false AND ` + limitedOrTripped + `\n",
 			Pkg:     "./webhook/",
 			Test:    "TestRateLimit_HoldsAcrossDispatchers",
 		},
@@ -134,8 +134,8 @@ func init() {
 		Mutation{
 			Name:    "breaker: no minimum of requests before the rate counts",
 			File:    "webhook/breaker.go",
-			Find:    "AND (half_open OR requests >= ` + b.minRequests + `::int) AS trips",
-			Replace: "AND (half_open OR requests >= 0 * ` + b.minRequests + `::int) AS trips",
+			Find:    "AND (half_open OR requests >= ` + b.minRequests + `::int\n",
+			Replace: "AND (half_open OR requests >= 0 * ` + b.minRequests + `::int\n",
 			Pkg:     "./webhook/",
 			Test:    "TestBreaker_MinimumRequestsBeforeTheRateCounts",
 		},
@@ -166,8 +166,8 @@ func init() {
 		Mutation{
 			Name:    "breaker: a failed probe does not reopen it",
 			File:    "webhook/breaker.go",
-			Find:    "AND (half_open OR requests >= ` + b.minRequests + `::int) AS trips",
-			Replace: "AND (NOT half_open AND requests >= ` + b.minRequests + `::int) AS trips",
+			Find:    "AND (half_open OR requests >= ` + b.minRequests + `::int\n",
+			Replace: "AND (NOT half_open AND requests >= ` + b.minRequests + `::int\n",
 			Pkg:     "./webhook/",
 			Test:    "TestBreaker_OpensOnFailureRateAndProbesClose",
 		},

@@ -11,8 +11,8 @@ func init() {
 			// Today's claim shape: every claim from the start of the index.
 			Name:    "claim window: every claim from the start of the index",
 			File:    "internal/claim/claim.go",
-			Find:    "b.Queue(claimSQL, n, lease, edge)",
-			Replace: "b.Queue(claimSQL, n, lease, time.Time{})",
+			Find:    "b.Queue(claimSQL, append([]any{n, lease, edge}, args...)...)",
+			Replace: "b.Queue(claimSQL, append([]any{n, lease, time.Time{}}, args...)...)",
 			Pkg:     "./internal/claim/",
 			Test:    "TestWindow_ClaimReadsPastDeadEntriesUnderHeldSnapshot",
 		},
