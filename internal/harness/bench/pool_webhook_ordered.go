@@ -75,7 +75,7 @@ func (pr *poolRunner) webhookOrderedSection(ctx context.Context) error {
 		}
 		r := median(a) / median(b)
 		pr.add(Row{Section: titlePoolWebhookOrdered, Path: rp(rc) + path, Figure: fmt.Sprintf("%.2f", r), Unit: "×", Value: r,
-			Notes: fmt.Sprintf("medians; per trial %s; %s: the aim is ≥ %.1f× (%s)", strings.Join(each, ", "), verdict(r >= aim), aim, what)})
+			Notes: fmt.Sprintf("medians; per trial %s; %s: the aim is ≥ %g× (%s)", strings.Join(each, ", "), verdict(r >= aim), aim, what)})
 	}
 	ratio("ratio ordered / unordered", rates[kinds[1].name], rates[kinds[0].name], orderedAimRatio,
 		fmt.Sprintf("%d keys ≥ WEBHOOK_CONCURRENCY=%d", keys, pr.po.WebhookConcurrency))
