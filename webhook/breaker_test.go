@@ -354,7 +354,7 @@ func TestBreaker_ProbesPreferAttemptedDeliveries(t *testing.T) {
 	ctx := testCtx(t)
 	pool := pgtest.NewPool(t)
 	rc := newReceiver(t, nil)
-	ep := createEndpoint(t, pool, rc.URL)
+	ep := provenEndpoint(t, pool, rc.URL) // an unproven one puts attempted deliveries first anyway
 	p := newDispatcher(t, pool, nil)
 	if _, err := pool.Exec(ctx, `UPDATE webhook_endpoints SET consecutive_failures = 20, failing_since = now(), breaker_opens = 1,
 	paused_until = now() - interval '1 second', breaker_window_at = now() WHERE id = $1`, ep.ID); err != nil {
