@@ -280,7 +280,7 @@ func (b bucket) firstAttempts(rate int) int {
 // of its deliveries are attempted and unresolved, pool-wide: a new
 // endpoint that answers every request with a 500 gets at most that many
 // first attempts, however many replicas fan out to it, and its breaker
-// opens on their retries. Its first 2xx proves it (proven_at, set by that
+// opens once they have failed (breakerFailureCTE). Its first 2xx proves it (proven_at, set by that
 // attempt's mark), and from then on its deliveries are born leased.
 func (b bucket) admit(want, attempted, rate, unproven int) (n int, tokens float64, probe, byRate bool) {
 	if b.paused {
