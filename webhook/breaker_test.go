@@ -309,7 +309,7 @@ func TestBreaker_ClosedBreakerLetsHeldFirstAttemptsOutInASlowStart(t *testing.T)
 	ctx := testCtx(t)
 	pool := pgtest.NewPool(t)
 	rc := failFirstReceiver(t)
-	ep := createEndpoint(t, pool, rc.URL)
+	ep := provenEndpoint(t, pool, rc.URL) // its probes succeeded; an unproven one would need admission anyway
 	p := newDispatcher(t, pool, func(o *Config) {
 		o.Settings.BreakerMinRequests = 3
 		o.Settings.BreakerProbes = 2
