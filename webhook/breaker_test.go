@@ -551,16 +551,8 @@ func TestBreaker_RecoveringEdges(t *testing.T) {
 			if got != tc.want || win != tc.wantWin {
 				t.Fatalf("after a %s mark: %+v (window %t), want %+v (window %t)", tc.outcome, got, win, tc.want, tc.wantWin)
 			}
-			if tc.want.recovering {
-				eps, err := ListEndpoints(ctx, pool)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for _, e := range eps {
-					if e.ID == ep.ID && e.Breaker.State != "recovering" {
-						t.Fatalf("listed as %q, want recovering", e.Breaker.State)
-					}
-				}
+			if s := listedState(t, pool, ep.ID); tc.want.recovering && s != "recovering" {
+				t.Fatalf("listed as %q, want recovering", s)
 			}
 		})
 	}

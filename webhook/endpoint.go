@@ -57,7 +57,9 @@ type Breaker struct {
 	// State is "closed", "open" (deliveries held until PausedUntil),
 	// "probing" (half-open, its probes have gone out), "half-open"
 	// (the next claim sends a probe), "recovering" (closed, first
-	// attempts in a slow start) or "closed".
+	// attempts in a slow start), "new" (closed, but it has not accepted a
+	// delivery yet: at most Settings.Concurrency first attempts out
+	// pool-wide) or "closed".
 	State               string     `json:"state"`
 	ConsecutiveFailures int        `json:"consecutive_failures"`
 	FailingSince        *time.Time `json:"failing_since,omitempty"`
@@ -109,6 +111,7 @@ const endpointColumns = `id, url, event_types, enabled, coalesce(disabled_reason
 		WHEN probing AND paused_until IS NOT NULL THEN 'probing'
 		WHEN paused_until IS NOT NULL THEN 'half-open'
 		WHEN breaker_recovering THEN 'recovering'
+		WHEN proven_at IS NULL THEN 'new'
 		ELSE 'closed' END, send_traceparent, order_on_failure`
 
 func scanEndpoint(row pgx.CollectableRow) (Endpoint, error) {

@@ -74,6 +74,9 @@ func TestUnproven_NewEndpointGetsAtMostTheCapOfFirstAttempts(t *testing.T) {
 			if n := count(t, pool, `SELECT count(*) FROM webhook_endpoints WHERE id = $1 AND paused_until IS NOT NULL`, ep.ID); n != 0 {
 				t.Fatal("the breaker switched off opened")
 			}
+			if s := listedState(t, pool, ep.ID); s != "new" {
+				t.Fatalf("the capped endpoint is listed %q, want new", s)
+			}
 
 			up.Store(true)
 			if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET next_retry_at = now() WHERE attempts > 0`); err != nil {
@@ -94,8 +97,27 @@ func TestUnproven_NewEndpointGetsAtMostTheCapOfFirstAttempts(t *testing.T) {
 			if n := count(t, pool, `SELECT count(*) FROM webhook_endpoints WHERE id = $1 AND proven_at IS NOT NULL`, ep.ID); n != 1 {
 				t.Fatal("the endpoint that answered is not proven")
 			}
+			if s := listedState(t, pool, ep.ID); s != "closed" {
+				t.Fatalf("the proven endpoint is listed %q, want closed", s)
+			}
 		})
 	}
+}
+
+// listedState is the breaker state ListEndpoints shows for endpoint id.
+func listedState(t *testing.T, db DB, id string) string {
+	t.Helper()
+	eps, err := ListEndpoints(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range eps {
+		if e.ID == id {
+			return e.Breaker.State
+		}
+	}
+	t.Fatalf("endpoint %s not listed", id)
+	return ""
 }
 
 // Fan-outs on two replicas at once count a new endpoint's leased births

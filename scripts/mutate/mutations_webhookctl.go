@@ -409,5 +409,13 @@ func init() {
 			Pkg:     "./webhook/",
 			Test:    "TestUnproven_NewEndpointGetsAtMostTheCapOfFirstAttempts",
 		},
+		Mutation{
+			Name:    "unproven: a new endpoint is listed closed",
+			File:    "webhook/endpoint.go",
+			Find:    "\t\tWHEN proven_at IS NULL THEN 'new'\n",
+			Replace: "",
+			Pkg:     "./webhook/",
+			Test:    "TestUnproven_NewEndpointGetsAtMostTheCapOfFirstAttempts",
+		},
 	)
 }
