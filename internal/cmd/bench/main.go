@@ -14,7 +14,7 @@
 // --only selects the others (pool-scale, pool-retention, pool-pgbouncer,
 // pool-ratelimit, and the webhook sections pool-webhook,
 // pool-webhook-ratelimit, pool-webhook-retry, pool-webhook-breaker,
-// pool-webhook-ordered).
+// pool-webhook-ordered, pool-webhook-scale).
 //
 // It is a program of its own so that the production binary does not link
 // the harness. Exit codes: 0 done; 1 a run or check failed; 2 bad flags.
@@ -76,11 +76,12 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to FILE")
 	keep := fs.Bool("keep", false, "keep the postbox_bench_* database")
 	scaleRows := fs.Int("scale-rows", 0, "pool-scale: sent rows (and attempts) seeded into the kept-history database (default 10000000; 200000 with --quick)")
-	scaleRate := fs.Int("scale-rate", 0, "pool-scale: the steady load, msg/s (default 200)")
-	scaleDuration := fs.Duration("scale-duration", 0, "pool-scale: length of each steady-load run (default 120s; 20s with --quick)")
-	scaleBacklog := fs.Int("scale-backlog", 0, "pool-scale: rows of the backlog drains (default 20000; 5000 with --quick)")
+	scaleRate := fs.Int("scale-rate", 0, "pool-scale, pool-webhook-scale: the steady load, msg/s (default 200)")
+	scaleDuration := fs.Duration("scale-duration", 0, "pool-scale, pool-webhook-scale: length of each steady-load run (default 120s; 20s with --quick)")
+	scaleBacklog := fs.Int("scale-backlog", 0, "pool-scale, pool-webhook-scale: rows of the backlog drains (default 20000; 5000 with --quick)")
 	tracing := fs.Bool("tracing", false, "pool-backlog: also run postbox with tracing on (every span sampled, OTLP/HTTP to a receiver in the bench process) beside it off")
 	retentionRows := fs.Int("retention-rows", 0, "pool-retention: rows seeded into each history log over 30 days (default 1000000; 100000 with --quick)")
+	webhookScaleEvents := fs.Int("webhook-scale-events", 0, "pool-webhook-scale: delivered events (each with its delivery and attempt) seeded into the kept-history database (default 2000000; 100000 with --quick)")
 	webhookEvents := fs.Int("webhook-events", 0, "pool-webhook: events of each backlog (default 3000; 600 with --quick)")
 	webhookEndpoints := fs.String("webhook-endpoints", "", "pool-webhook: endpoints per event, comma-separated, each in turn (default 1,10)")
 	webhookReplicas := fs.String("webhook-replicas", "", "pool-webhook*: worker processes, comma-separated, each in turn; the other webhook sections run the largest (default 1,3)")
@@ -160,7 +161,8 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 				dst *int
 			}{{*n, &popts.N}, {*concurrency, &popts.Concurrency}, {*trials, &popts.Trials},
 				{*scaleRows, &popts.ScaleRows}, {*scaleRate, &popts.ScaleRate}, {*scaleBacklog, &popts.ScaleBacklog},
-				{*retentionRows, &popts.RetentionRows}, {*webhookEvents, &popts.WebhookEvents}, {*webhookConcurrency, &popts.WebhookConcurrency}} {
+				{*retentionRows, &popts.RetentionRows}, {*webhookEvents, &popts.WebhookEvents}, {*webhookConcurrency, &popts.WebhookConcurrency},
+				{*webhookScaleEvents, &popts.WebhookScaleEvents}} {
 				if f.v < 0 {
 					return program.Usagef("a count flag is %d: want 0 (the default) or more", f.v)
 				}

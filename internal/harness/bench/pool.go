@@ -35,12 +35,14 @@ const (
 	SectionPoolWebhookRetry     = "pool-webhook-retry"
 	SectionPoolWebhookBreaker   = "pool-webhook-breaker"
 	SectionPoolWebhookOrdered   = "pool-webhook-ordered"
+	SectionPoolWebhookScale     = "pool-webhook-scale"
 )
 
 // PoolSections lists the pool sections in run order.
 var PoolSections = []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLeaderKill, SectionPoolScale, SectionPoolRetention,
 	SectionPoolPgBouncer, SectionPoolRateLimit,
-	SectionPoolWebhook, SectionPoolWebhookRateLimit, SectionPoolWebhookRetry, SectionPoolWebhookBreaker, SectionPoolWebhookOrdered}
+	SectionPoolWebhook, SectionPoolWebhookRateLimit, SectionPoolWebhookRetry, SectionPoolWebhookBreaker, SectionPoolWebhookOrdered,
+	SectionPoolWebhookScale}
 
 // DefaultPoolSections are what --pool runs without --only: all but the
 // scale and retention sections, which seed millions of rows and run for
@@ -63,6 +65,7 @@ const (
 	titlePoolWebhookRetry     = "pool webhook retry latency, due → received"
 	titlePoolWebhookBreaker   = "pool webhook breaker"
 	titlePoolWebhookOrdered   = "pool webhook ordered delivery (webhook_outbox.ordering_key)"
+	titlePoolWebhookScale     = "pool webhook scale: kept history, held snapshot"
 )
 
 // PoolOptions configure the pool sections. Zero fields take
@@ -133,6 +136,10 @@ type PoolOptions struct {
 	WebhookLoad        time.Duration
 	WebhookSettle      time.Duration
 	BreakerOff         []string
+	// WebhookScaleEvents is the delivered events (each with its delivery
+	// and attempt) the pool-webhook-scale section seeds; it reuses
+	// ScaleRate, ScaleDuration and ScaleBacklog for its load.
+	WebhookScaleEvents int
 
 	BodyBytes int
 	// Tracing adds a path to the backlog section: postbox with tracing on
@@ -175,6 +182,7 @@ func DefaultPool() PoolOptions {
 		WebhookLoad:        60 * time.Second,
 		WebhookSettle:      breakerSettle,
 		BreakerOff:         BreakerOffEnv,
+		WebhookScaleEvents: 2_000_000,
 	}
 }
 
@@ -193,6 +201,7 @@ func QuickPool() PoolOptions {
 	o.WebhookEvents = 600
 	o.WebhookLoad = 15 * time.Second
 	o.WebhookSettle = 20 * time.Second
+	o.WebhookScaleEvents = 100_000
 	return o
 }
 
@@ -278,6 +287,9 @@ func (o PoolOptions) withDefaults() PoolOptions {
 	}
 	if len(o.BreakerOff) == 0 {
 		o.BreakerOff = d.BreakerOff
+	}
+	if o.WebhookScaleEvents <= 0 {
+		o.WebhookScaleEvents = d.WebhookScaleEvents
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -372,6 +384,9 @@ func (o PoolOptions) String() string {
 	if o.want(SectionPoolScale) {
 		s += fmt.Sprintf("; scale: %s sent rows seeded, %d msg/s for %s, backlog %d", fmtCount(o.ScaleRows), o.ScaleRate, o.ScaleDuration, o.ScaleBacklog)
 	}
+	if o.want(SectionPoolWebhookScale) {
+		s += fmt.Sprintf("; webhook scale: %s delivered events seeded, %d events/s for %s, backlog %d", fmtCount(o.WebhookScaleEvents), o.ScaleRate, o.ScaleDuration, o.ScaleBacklog)
+	}
 	return s
 }
 
@@ -410,9 +425,9 @@ type poolRunner struct {
 	ctl  *pgxpool.Pool // the bench's own connections: setup, checks, leader lookup
 	base string        // the run's own database, which url may leave for a while (onSeeded)
 
-	seedName, seedNote string    // the scale section's seeded template, once made or found
-	cleanups           []func()  // run when the run ends
-	otlp               *otlpSink // the traced path's receiver, started with it
+	seeds    map[string]string // the scale sections' seeded templates by seedKind.prefix, once made or found
+	cleanups []func()          // run when the run ends
+	otlp     *otlpSink         // the traced path's receiver, started with it
 }
 
 // RunPoolURL runs the pool sections on an existing, migrated database
@@ -427,7 +442,7 @@ func RunPoolURL(ctx context.Context, url string, opts PoolOptions) (rep *Report,
 	if r.rep.Machine, err = r.machine(ctx); err != nil {
 		return nil, err
 	}
-	pr := &poolRunner{runner: r, po: opts, base: url}
+	pr := &poolRunner{runner: r, po: opts, base: url, seeds: map[string]string{}}
 	defer func() {
 		for _, c := range pr.cleanups {
 			c()
@@ -469,6 +484,7 @@ func RunPoolURL(ctx context.Context, url string, opts PoolOptions) (rep *Report,
 		{opts.want(SectionPoolWebhookRetry), pr.webhookRetrySection},
 		{opts.want(SectionPoolWebhookBreaker), pr.webhookBreakerSection},
 		{opts.want(SectionPoolWebhookOrdered), pr.webhookOrderedSection},
+		{opts.want(SectionPoolWebhookScale), pr.webhookScaleSection},
 	}
 	for _, s := range steps {
 		if !s.on {

@@ -89,7 +89,7 @@ func (pr *poolRunner) scaleSection(ctx context.Context) error {
 				drains[false] = append(drains[false], rate)
 			}
 		}
-		return pr.onSeeded(ctx, func(ctx context.Context) error {
+		return pr.onSeeded(ctx, pr.emailSeed(), func(ctx context.Context) error {
 			for _, c := range rotate(seeded, t) {
 				v, err := pr.scaleRun(ctx, c)
 				if err != nil {
@@ -119,11 +119,30 @@ func (pr *poolRunner) scaleSection(ctx context.Context) error {
 	return nil
 }
 
-// onSeeded runs fn with the runner pointed at a fresh copy of the seeded
+// seedKind is one kept history a scale section runs on: its template's
+// name prefix, how many rows, what they are, and what fills a migrated
+// database with them.
+type seedKind struct {
+	prefix string
+	rows   int
+	what   string
+	fill   func(ctx context.Context, url string) (time.Duration, error)
+}
+
+// emailSeed is the pool-scale section's history: ScaleRows sent rows and
+// their attempts.
+func (pr *poolRunner) emailSeed() seedKind {
+	return seedKind{prefix: "postbox_scale_seed", rows: pr.po.ScaleRows, what: "sent rows and their attempts",
+		fill: func(ctx context.Context, url string) (time.Duration, error) {
+			return seedHistory(ctx, url, pr.po.ScaleRows, pr.body, pr.logf)
+		}}
+}
+
+// onSeeded runs fn with the runner pointed at a fresh copy of k's seeded
 // database, made from its template (seeded first if there is none), and
 // dropped afterwards.
-func (pr *poolRunner) onSeeded(ctx context.Context, fn func(context.Context) error) error {
-	tmpl, err := pr.seedTemplate(ctx)
+func (pr *poolRunner) onSeeded(ctx context.Context, k seedKind, fn func(context.Context) error) error {
+	tmpl, err := pr.seedTemplate(ctx, k)
 	if err != nil {
 		return err
 	}
@@ -163,29 +182,36 @@ func (pr *poolRunner) adminURL() string {
 	return u
 }
 
-// seedTemplate returns the name of a database holding ScaleRows sent rows
-// at the current migration, seeding it first when there is none. It is
-// kept for the next run with KeepSeed (seeding 10 M rows takes minutes),
-// else dropped when the run ends.
-func (pr *poolRunner) seedTemplate(ctx context.Context) (string, error) {
-	if pr.seedName != "" {
-		return pr.seedName, nil
+// seedTemplate returns the name of a database holding k's rows at the
+// current migration, seeding it first when there is none. It is kept for
+// the next run with KeepSeed (seeding 10 M rows takes minutes), else
+// dropped when the run ends.
+func (pr *poolRunner) seedTemplate(ctx context.Context, k seedKind) (string, error) {
+	if name, ok := pr.seeds[k.prefix]; ok {
+		return name, nil
 	}
 	schema, err := schemaHash()
 	if err != nil {
 		return "", err
 	}
-	name := fmt.Sprintf("postbox_scale_seed_%d_%s", pr.po.ScaleRows, schema)
+	name := fmt.Sprintf("%s_%d_%s", k.prefix, k.rows, schema)
 	var exists bool
 	if err := pr.ctl.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
 		return "", err
 	}
 	if exists {
+		// The note is written once the seed is complete: a seed without
+		// one is another run's, still being filled (or one that failed),
+		// and this run seeds its own beside it.
 		var note string
 		_ = pr.ctl.QueryRow(ctx, `SELECT coalesce(shobj_description(oid, 'pg_database'), '') FROM pg_database WHERE datname = $1`, name).Scan(&note)
-		pr.logf("pool scale: reusing %s (%s)", name, note)
-		pr.seedName, pr.seedNote = name, "reused "+name+": "+note
-		return name, nil
+		if note != "" {
+			pr.logf("pool scale: reusing %s (%s)", name, note)
+			pr.seeds[k.prefix] = name
+			return name, nil
+		}
+		name += "_" + randomHex(4)
+		pr.logf("pool scale: a seed of the same name is unfinished; seeding %s", name)
 	}
 	url, err := pgserver.CreateDatabase(ctx, pr.adminURL(), name, "")
 	if err != nil {
@@ -200,18 +226,18 @@ func (pr *poolRunner) seedTemplate(ctx context.Context) (string, error) {
 	if err := migrate(ctx, url); err != nil {
 		return "", err
 	}
-	took, err := seedHistory(ctx, url, pr.po.ScaleRows, pr.body, pr.logf)
+	took, err := k.fill(ctx, url)
 	if err != nil {
 		return "", err
 	}
 	size, _ := databaseSize(ctx, url)
-	note := fmt.Sprintf("%s sent rows and their attempts seeded in %s; %s on disk", fmtCount(pr.po.ScaleRows), took.Round(time.Second), size)
+	note := fmt.Sprintf("%s %s seeded in %s; %s on disk", fmtCount(k.rows), k.what, took.Round(time.Second), size)
 	if _, err := pr.ctl.Exec(ctx, "COMMENT ON DATABASE "+pgx.Identifier{name}.Sanitize()+" IS "+quoteLiteral(note)); err != nil {
 		return "", err
 	}
 	pr.logf("pool scale: %s", note)
 	ok = true
-	pr.seedName, pr.seedNote = name, note
+	pr.seeds[k.prefix] = name
 	if !pr.po.KeepSeed {
 		pr.cleanups = append(pr.cleanups, func() {
 			dctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -310,20 +336,13 @@ func (pr *poolRunner) scaleRun(ctx context.Context, c scaleCase) (float64, error
 	if err := pr.warmUp(ctx, fn, rs, procs, "pool scale: "+label); err != nil {
 		return 0, err
 	}
-	if c.hold {
-		release, err := holdSnapshot(ctx, pr.url)
-		if err != nil {
-			return 0, err
-		}
-		defer release()
-	}
-	total := max(1, int(float64(pr.po.ScaleRate)*pr.po.ScaleDuration.Seconds()))
 	pr.logf("pool scale: %s, %d msg/s for %s", label, pr.po.ScaleRate, pr.po.ScaleDuration)
-	busy := machineBusy()
-	commits, achieved, err := openLoop(ctx, pr.po.ScaleRate, total, appConns, fn)
+	commits, achieved, busy, release, err := pr.offerScale(ctx, c.hold, appConns, fn)
 	if err != nil {
 		return 0, fmt.Errorf("pool scale %s: %w", label, err)
 	}
+	defer release()
+	total := len(commits)
 	ids := make([]string, 0, len(commits))
 	for id := range commits {
 		ids = append(ids, id)
@@ -340,13 +359,54 @@ func (pr *poolRunner) scaleRun(ctx context.Context, c scaleCase) (float64, error
 	if t.dups != 0 {
 		return 0, checkf("pool scale %s: %d duplicates among %d messages", label, t.dups, total)
 	}
+	arrived := make(map[string]time.Time, len(commits))
+	for id := range commits {
+		arrived[id] = first(t.byID[id]).at
+	}
+	whole, head, tail := byFifths(commits, arrived)
+	dead := deadTuples(ctx, pr.ctl, c.p)
+	pr.add(Row{Section: titlePoolScale, Path: label,
+		Figure: fmtMs(whole[0]) + " / " + fmtMs(whole[1]) + " / " + fmtMs(head) + " / " + fmtMs(tail), Unit: "ms p50/p99/p99 first fifth/p99 last fifth",
+		Value: float64(whole[1]) / float64(time.Millisecond),
+		Notes: fmt.Sprintf("commit → DATA accepted, relay delay %s; last fifth %.1f× the first; max %s ms; %d committed by plain SQL over %s (achieved %.0f/s), %d received, 0 duplicates, 0 lost; machine CPU %s per message; %s; %s",
+			pr.po.RelayDelay, float64(tail)/float64(max(head, 1)), fmtMs(whole[2]), total, pr.po.ScaleDuration, achieved, t.received,
+			fmtCPU(cpu, total), dead, c.p.notes(pr.po))})
+	return float64(whole[1]) / float64(time.Millisecond), nil
+}
+
+// offerScale holds a snapshot open when hold says so, then offers
+// ScaleRate for ScaleDuration through fn from workers goroutines. It
+// returns the commits, the rate achieved, the machine's busy time at the
+// start, and what ends the held snapshot (once the run is counted).
+func (pr *poolRunner) offerScale(ctx context.Context, hold bool, workers int, fn load) (commits map[string]time.Time, achieved float64, busy time.Duration, release func(), err error) {
+	release = func() {}
+	if hold {
+		if release, err = holdSnapshot(ctx, pr.url); err != nil {
+			return nil, 0, 0, nil, err
+		}
+	}
+	total := max(1, int(float64(pr.po.ScaleRate)*pr.po.ScaleDuration.Seconds()))
+	busy = machineBusy()
+	commits, achieved, err = openLoop(ctx, pr.po.ScaleRate, total, workers, fn)
+	if err != nil {
+		release()
+		return nil, 0, 0, nil, err
+	}
+	return commits, achieved, busy, release, nil
+}
+
+// byFifths is commit → arrival over a steady run: p50, p99 and the most
+// of the whole run, and the p99 of its first and last fifths by commit
+// time, which is where a cost growing with dead tuples shows. Every
+// committed id must have arrived.
+func byFifths(commits, arrived map[string]time.Time) (whole []time.Duration, head, tail time.Duration) {
 	type sample struct {
 		at  time.Time
 		lat time.Duration
 	}
-	samples := make([]sample, 0, total)
+	samples := make([]sample, 0, len(commits))
 	for id, at := range commits {
-		samples = append(samples, sample{at, first(t.byID[id]).at.Sub(at)})
+		samples = append(samples, sample{at, arrived[id].Sub(at)})
 	}
 	slices.SortFunc(samples, func(a, b sample) int { return a.at.Compare(b.at) })
 	lats := func(s []sample) []time.Duration {
@@ -357,17 +417,10 @@ func (pr *poolRunner) scaleRun(ctx context.Context, c scaleCase) (float64, error
 		return out
 	}
 	fifth := max(len(samples)/5, 1)
-	whole := percentiles(lats(samples), 50, 99, 100)
-	head := percentiles(lats(samples[:fifth]), 99)[0]
-	tail := percentiles(lats(samples[len(samples)-fifth:]), 99)[0]
-	dead := deadTuples(ctx, pr.ctl, c.p)
-	pr.add(Row{Section: titlePoolScale, Path: label,
-		Figure: fmtMs(whole[0]) + " / " + fmtMs(whole[1]) + " / " + fmtMs(head) + " / " + fmtMs(tail), Unit: "ms p50/p99/p99 first fifth/p99 last fifth",
-		Value: float64(whole[1]) / float64(time.Millisecond),
-		Notes: fmt.Sprintf("commit → DATA accepted, relay delay %s; last fifth %.1f× the first; max %s ms; %d committed by plain SQL over %s (achieved %.0f/s), %d received, 0 duplicates, 0 lost; machine CPU %s per message; %s; %s",
-			pr.po.RelayDelay, float64(tail)/float64(max(head, 1)), fmtMs(whole[2]), total, pr.po.ScaleDuration, achieved, t.received,
-			fmtCPU(cpu, total), dead, c.p.notes(pr.po))})
-	return float64(whole[1]) / float64(time.Millisecond), nil
+	whole = percentiles(lats(samples), 50, 99, 100)
+	head = percentiles(lats(samples[:fifth]), 99)[0]
+	tail = percentiles(lats(samples[len(samples)-fifth:]), 99)[0]
+	return whole, head, tail
 }
 
 // scaleDrain inserts ScaleBacklog rows before the process starts and

@@ -138,6 +138,55 @@ func TestRunPool_WebhookTinyPreset(t *testing.T) {
 	}
 }
 
+// TestRunPool_WebhookScaleTinyPreset runs the pool-webhook-scale section
+// at a tiny size: a seeded history, the steady runs with and without a
+// held snapshot beside the River peer, and the drains. It checks only
+// that every event arrived once and the seeded database was used; no
+// timing is asserted.
+func TestRunPool_WebhookScaleTinyPreset(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs worker processes")
+	}
+	url := pgtest.URL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	opts := PoolOptions{
+		WebhookReplicas:    []int{2},
+		WebhookConcurrency: 4,
+		ReceiverDelay:      time.Millisecond,
+		WebhookScaleEvents: 3000,
+		ScaleRate:          20,
+		ScaleDuration:      2 * time.Second,
+		ScaleBacklog:       100,
+		Sections:           []string{SectionPoolWebhookScale},
+		Progress:           testWriter{t, time.Now()},
+	}
+	rep, err := RunPoolURL(ctx, url, opts)
+	if err != nil {
+		t.Fatalf("RunPoolURL: %v", err)
+	}
+	var wants []wantRow
+	for _, db := range []string{"empty database", "3 k delivered events"} {
+		for _, held := range []string{"nothing held", "snapshot held"} {
+			wants = append(wants, wantRow{titlePoolWebhookScale, "R=2 " + db + ", " + held + ": postbox worker run", "40 committed"})
+		}
+		wants = append(wants, wantRow{titlePoolWebhookScale, "backlog drain 100, R=2 " + db, "100 events before the processes started"})
+	}
+	wants = append(wants,
+		wantRow{titlePoolWebhookScale, "R=2 empty database, snapshot held: River peer, defaults", "40 committed"},
+		wantRow{titlePoolWebhookScale, "ratio: backlog drain, 3 k delivered events / empty database", ""},
+		wantRow{titlePoolWebhookScale, "ratio: p99 at 20 events/s, 3 k delivered events / empty database, snapshot held", ""})
+	checkRows(t, rep, wants)
+	// The seeded runs' deliveries went to the endpoint that holds the
+	// seeded history.
+	for _, held := range []string{"nothing held", "snapshot held"} {
+		if row, _ := rep.Find(titlePoolWebhookScale, "R=2 3 k delivered events, "+held+": postbox worker run"); !strings.Contains(row.Notes, "41 deliveries joined the seeded endpoint's history") {
+			t.Errorf("the seeded run (%s) did not join the seeded history: %q", held, row.Notes)
+		}
+	}
+}
+
 // wantRow is a row a run's report must hold: section, path prefix, and
 // text its notes contain.
 type wantRow struct{ section, path, notes string }
