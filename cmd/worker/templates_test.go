@@ -137,6 +137,15 @@ func TestRunRefusesBrokenTemplates(t *testing.T) {
 	// It must exit; one that says it is running booted with the broken
 	// template (the cleanup kills it), and says so at once rather than
 	// after the wait.
+	// Failing, it kills the worker and waits for the Wait above to return
+	// first: startBinary's cleanup would otherwise Wait a second time
+	// beside it, and one of the two never returns.
+	fail := func(format string, args ...any) {
+		t.Helper()
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf(format, args...)
+	}
 	deadline := time.After(2 * time.Minute)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -150,10 +159,10 @@ wait:
 			break wait
 		case <-tick.C:
 			if strings.Contains(out.String(), "postbox worker running") {
-				t.Fatalf("worker run booted with a broken template:\n%s", out)
+				fail("worker run booted with a broken template:\n%s", out)
 			}
 		case <-deadline:
-			t.Fatalf("worker run is still running with a broken template:\n%s", out)
+			fail("worker run is still running with a broken template:\n%s", out)
 		}
 	}
 	if s := out.String(); !strings.Contains(s, "EMAIL_TEMPLATES_DIR") || !strings.Contains(s, "receipt/text.tmpl:3:") {

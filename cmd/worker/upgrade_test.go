@@ -99,7 +99,15 @@ func startBinary(t *testing.T, bin string, env []string, args ...string) (*exec.
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			cmd.Process.Kill()
-			cmd.Wait()
+			// A test that failed while its own goroutine waited for the
+			// process may still be in that Wait; a second one beside it
+			// can block for ever, so this one is bounded.
+			waited := make(chan struct{})
+			go func() { cmd.Wait(); close(waited) }()
+			select {
+			case <-waited:
+			case <-time.After(10 * time.Second):
+			}
 		}
 	})
 	return cmd, out
