@@ -80,14 +80,30 @@ func TestClaim_StampsLeaseCountsAttemptOldestFirst(t *testing.T) {
 // and sent exactly once. The claimers send at different speeds, so the
 // faster one always claims again while the slower still holds unsent
 // rows: without the lease stamp those would be claimed and sent twice.
+//
+// Each claimer's first send waits until the other has a row too. Without
+// that, a busy machine can run one goroutine through all ten rows before
+// the other claims, and the race the test is about never happens.
 func TestClaim_ConcurrentClaimersDisjoint(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	pool := pgtest.NewPool(t)
 	ids := insertRows(t, pool, 10)
 
+	const claimers = 2
+	var arrived sync.WaitGroup
+	arrived.Add(claimers)
+	bothHoldARow := make(chan struct{})
+	go func() { arrived.Wait(); close(bothHoldARow) }()
 	slowSender := func(d time.Duration) *fakeSender {
+		var first sync.Once
 		return newFakeSender(func(ctx context.Context, _ smtp.Message) error {
+			first.Do(arrived.Done)
+			select {
+			case <-bothHoldARow:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 			select {
 			case <-time.After(d):
 				return nil
