@@ -364,7 +364,7 @@ func (pr *poolRunner) scaleRun(ctx context.Context, c scaleCase) (float64, error
 		arrived[id] = first(t.byID[id]).at
 	}
 	whole, head, tail := byFifths(commits, arrived)
-	dead := deadTuples(ctx, pr.ctl, c.p)
+	dead := deadTuples(ctx, pr.ctl, c.p, "email_outbox")
 	pr.add(Row{Section: titlePoolScale, Path: label,
 		Figure: fmtMs(whole[0]) + " / " + fmtMs(whole[1]) + " / " + fmtMs(head) + " / " + fmtMs(tail), Unit: "ms p50/p99/p99 first fifth/p99 last fifth",
 		Value: float64(whole[1]) / float64(time.Millisecond),
@@ -492,20 +492,26 @@ func holdSnapshot(ctx context.Context, url string) (release func(), err error) {
 	}, nil
 }
 
-// deadTuples describes the dead tuples the path's queue table holds after
-// a run, which a held snapshot keeps VACUUM from removing.
-func deadTuples(ctx context.Context, db *pgxpool.Pool, p path) string {
-	table := "email_outbox"
+// deadTuples describes the dead tuples the path's queue tables hold after
+// a run, which a held snapshot keeps VACUUM from removing: river_job for
+// the River peer, postboxTables for postbox.
+func deadTuples(ctx context.Context, db *pgxpool.Pool, p path, postboxTables ...string) string {
+	tables := postboxTables
 	if p.peer != nil {
-		table = "river_job"
+		tables = []string{"river_job"}
 	}
-	var dead int64
-	var size string
-	err := db.QueryRow(ctx, `SELECT n_dead_tup, pg_size_pretty(pg_total_relation_size(relid)) FROM pg_stat_user_tables WHERE relname = $1`, table).Scan(&dead, &size)
-	if err != nil {
-		return table + ": " + err.Error()
+	described := make([]string, 0, len(tables))
+	for _, table := range tables {
+		var dead int64
+		var size string
+		err := db.QueryRow(ctx, `SELECT n_dead_tup, pg_size_pretty(pg_total_relation_size(relid)) FROM pg_stat_user_tables WHERE relname = $1`, table).Scan(&dead, &size)
+		if err != nil {
+			described = append(described, table+": "+err.Error())
+			continue
+		}
+		described = append(described, fmt.Sprintf("%s after the run: %d dead tuples, %s with its indexes", table, dead, size))
 	}
-	return fmt.Sprintf("%s after the run: %d dead tuples, %s with its indexes", table, dead, size)
+	return strings.Join(described, "; ")
 }
 
 func fmtCPU(cpu time.Duration, n int) string {

@@ -185,6 +185,18 @@ func TestRunPool_WebhookScaleTinyPreset(t *testing.T) {
 			t.Errorf("the seeded run (%s) did not join the seeded history: %q", held, row.Notes)
 		}
 	}
+	// Each path reports the dead tuples of the tables it queues in.
+	for path, tables := range map[string][]string{
+		"R=2 empty database, snapshot held: postbox worker run":   {"webhook_outbox", "webhook_deliveries"},
+		"R=2 empty database, snapshot held: River peer, defaults": {"river_job"},
+	} {
+		row, _ := rep.Find(titlePoolWebhookScale, path)
+		for _, table := range tables {
+			if !strings.Contains(row.Notes, table+" after the run: ") {
+				t.Errorf("%s: the notes do not give %s's dead tuples: %q", path, table, row.Notes)
+			}
+		}
+	}
 }
 
 // wantRow is a row a run's report must hold: section, path prefix, and

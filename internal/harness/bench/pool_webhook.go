@@ -143,17 +143,9 @@ func (pr *poolRunner) webhookRun(ctx context.Context, p path, rc, fanout, concur
 		return 0, err
 	}
 	defer stop()
-	w, err := pr.waitHooks(ctx, hooks, want, backlogLimit, "pool webhook: "+label, procs)
+	w, err := pr.waitEveryHook(ctx, hooks, want, backlogLimit, "pool webhook: "+label, procs)
 	if err != nil {
 		return 0, err
-	}
-	if w.got < want {
-		return 0, checkf("pool webhook %s: %d of %d deliveries arrived within %s", label, w.got, want, backlogLimit)
-	}
-	time.Sleep(500 * time.Millisecond) // a duplicate sent just after the last first arrival still counts
-	total, distinct := hooks.counts()
-	if total != distinct {
-		return 0, checkf("pool webhook %s: %d duplicates among %d deliveries", label, total-distinct, want)
 	}
 	hits := hooks.log()
 	fromStart := perSecond(want, w.doneAt.Sub(started))
@@ -355,4 +347,22 @@ func (pr *poolRunner) waitHooks(ctx context.Context, hooks *receivers, want int,
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// waitEveryHook is waitHooks for a run that must deliver every one of want
+// deliveries exactly once: fewer within limit fails it, and so does a
+// duplicate, including one that arrives just after the last delivery.
+func (pr *poolRunner) waitEveryHook(ctx context.Context, hooks *receivers, want int, limit time.Duration, label string, procs []*proc) (hookWait, error) {
+	w, err := pr.waitHooks(ctx, hooks, want, limit, label, procs)
+	if err != nil {
+		return w, err
+	}
+	if w.got < want {
+		return w, checkf("%s: %d of %d deliveries arrived within %s", label, w.got, want, limit)
+	}
+	time.Sleep(500 * time.Millisecond) // a duplicate sent just after the last first arrival still counts
+	if total, distinct := hooks.counts(); total != distinct {
+		return w, checkf("%s: %d duplicates among %d deliveries", label, total-distinct, want)
+	}
+	return w, nil
 }
