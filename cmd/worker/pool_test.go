@@ -25,6 +25,10 @@ func poolEnv(t *testing.T, dbURL string, sink *smtpsink.Sink) []string {
 	}
 }
 
+// replicaName is the application_name of the i-th worker process of a
+// test, to tell its server connections in pg_stat_activity.
+func replicaName(i int) string { return "worker-" + strconv.Itoa(i) }
+
 // insertEmails enqueues n emails by plain SQL, as any language could.
 func insertEmails(t *testing.T, pool *pgxpool.Pool, prefix string, n int) {
 	t.Helper()
@@ -114,7 +118,7 @@ func TestPool_EveryReplicaDrainsAndNoneWaitsForTheLeader(t *testing.T) {
 		outs    []fmt.Stringer
 		sinks   []*smtpsink.Sink
 	)
-	for range 3 {
+	for i := range 3 {
 		sink, err := smtpsink.Start(smtpsink.Options{DiscardData: true, Fault: func(smtpsink.Envelope) error {
 			time.Sleep(20 * time.Millisecond) // the relay, not the machine, is the bound
 			return nil
@@ -124,7 +128,7 @@ func TestPool_EveryReplicaDrainsAndNoneWaitsForTheLeader(t *testing.T) {
 		}
 		defer sink.Close()
 		sinks = append(sinks, sink)
-		cmd, out := startWorker(t, append(poolEnv(t, url, sink), "EMAIL_CONCURRENCY=2"), "run")
+		cmd, out := startWorker(t, append(poolEnv(t, withAppName(t, url, replicaName(i)), sink), "EMAIL_CONCURRENCY=2"), "run")
 		workers = append(workers, cmd)
 		outs = append(outs, out)
 	}
@@ -145,6 +149,11 @@ func TestPool_EveryReplicaDrainsAndNoneWaitsForTheLeader(t *testing.T) {
 	if err := pool.QueryRow(context.Background(), `SELECT leader_id FROM river_leader`).Scan(&leader); err != nil {
 		t.Fatalf("no River leader: %v", err)
 	}
+	for i := range workers {
+		if queryInt(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, replicaName(i)) == 0 {
+			t.Fatalf("no server connection is named %s: the wait for the killed replica's connections below would see none", replicaName(i))
+		}
+	}
 	killed := -1
 	for i, w := range workers {
 		if strings.HasSuffix(leader, "-"+strconv.Itoa(w.Process.Pid)) {
@@ -158,6 +167,14 @@ func TestPool_EveryReplicaDrainsAndNoneWaitsForTheLeader(t *testing.T) {
 	if killed < 0 {
 		t.Fatalf("leader %q is none of the three workers", leader)
 	}
+	// A statement the killed process had sent still runs on its server
+	// connection, a claim too: one that starts after the rows below are
+	// committed leases them to the dead process, and they wait out its
+	// lease, as they should. The replicas' promise is about rows no dead
+	// process can claim, so the rows go in once its connections are gone.
+	waitUntil(t, 30*time.Second, replicaName(killed)+"'s server connections are gone", func() bool {
+		return queryInt(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, replicaName(killed)) == 0
+	}, logs)
 	killedSent := sinks[killed].Len()
 	insertEmails(t, pool, "after", 50)
 	waitEmails(t, pool, 60*time.Second, logs)
