@@ -149,8 +149,11 @@ func TestPool_EveryReplicaDrainsAndNoneWaitsForTheLeader(t *testing.T) {
 	if err := pool.QueryRow(context.Background(), `SELECT leader_id FROM river_leader`).Scan(&leader); err != nil {
 		t.Fatalf("no River leader: %v", err)
 	}
+	connections := func(i int) int {
+		return queryInt(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, replicaName(i))
+	}
 	for i := range workers {
-		if queryInt(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, replicaName(i)) == 0 {
+		if connections(i) == 0 {
 			t.Fatalf("no server connection is named %s: the wait for the killed replica's connections below would see none", replicaName(i))
 		}
 	}
@@ -173,7 +176,7 @@ func TestPool_EveryReplicaDrainsAndNoneWaitsForTheLeader(t *testing.T) {
 	// lease, as they should. The replicas' promise is about rows no dead
 	// process can claim, so the rows go in once its connections are gone.
 	waitUntil(t, 30*time.Second, replicaName(killed)+"'s server connections are gone", func() bool {
-		return queryInt(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, replicaName(killed)) == 0
+		return connections(killed) == 0
 	}, logs)
 	killedSent := sinks[killed].Len()
 	insertEmails(t, pool, "after", 50)
