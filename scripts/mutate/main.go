@@ -16,6 +16,9 @@
 //
 //	go run ./scripts/mutate            # every mutation
 //	go run ./scripts/mutate -run scrub # those whose name matches
+//	go run ./scripts/mutate -since REV -share 2/5
+//	                                   # what CI runs: the mutations a change since REV
+//	                                   # touches, and one rotating fifth of the rest
 package main
 
 import (
@@ -58,6 +61,8 @@ func main() {
 	timeout := flag.Duration("timeout", 5*time.Minute, "per-mutation test timeout")
 	parallel := flag.Int("parallel", 3, "mutations tested at once (each in its own scratch tree)")
 	list := flag.Bool("list", false, "print the selected mutations (package, test, file, name) and exit")
+	since := flag.String("since", "", "with -share: only the mutations whose target file or test file changed since this revision, and the share's")
+	shareFlag := flag.String("share", "", "with -since: K/N, the rotating share of the other mutations to run as well")
 	flag.Parse()
 
 	filter, err := regexp.Compile(*run)
@@ -73,6 +78,27 @@ func main() {
 	for _, m := range mutations {
 		if filter.MatchString(m.Name) {
 			selected = append(selected, m)
+		}
+	}
+	if (*since == "") != (*shareFlag == "") {
+		fail("-since and -share go together")
+	}
+	if *since != "" {
+		s, err := parseShare(*shareFlag)
+		if err != nil {
+			fail("%v", err)
+		}
+		c, err := changedSince(root, *since)
+		if err != nil {
+			// Without the base, nothing says what the change touched:
+			// the whole selection runs rather than too little.
+			fmt.Fprintf(os.Stderr, "mutate: %v; running all %d selected mutations\n", err, len(selected))
+		} else {
+			all := len(selected)
+			var touched, rotated int
+			selected, touched, rotated = pick(selected, c, s)
+			fmt.Fprintf(os.Stderr, "mutate: %d of %d mutations: %d touched by the change since %s, %d in share %d/%d\n",
+				len(selected), all, touched, *since, rotated, s.index, s.of)
 		}
 	}
 	if *list {
