@@ -138,7 +138,7 @@ func TestChangedSince_ReadsGit(t *testing.T) {
 
 	write("p/p_test.go", "package p\n\nfunc TestOne(t *testing.T) {}\n\nfunc helper() {}\nfunc TestTwo(t *testing.T) {}\n")
 	git("commit", "-qam", "tests")
-	write("q/q.go", "package q\n\nvar x = 1\n") // uncommitted
+	write("q/q.go", "package q\n\nvar x = 1\n")                          // uncommitted
 	write("r/r_test.go", "package r\n\nfunc TestNew(t *testing.T) {}\n") // untracked
 
 	c, err := changedSince(dir, base)
