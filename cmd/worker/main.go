@@ -297,7 +297,7 @@ commands:
 	fmt.Fprint(w, `
 Run 'worker <command> --help' for a command's flags and arguments.
 'worker --version' prints the version. Configuration comes from the
-environment (README.md, "Configuration"); the *_FILE variants of
+environment (docs/OPERATIONS.md, "Configuration"); the *_FILE variants of
 DATABASE_URL, SMTP_PASSWORD and RIVERUI_PASSWORD read the value from a file.
 
 Exit codes: 0 success, 1 failure (migrate status: migrations behind),

@@ -30,7 +30,7 @@ func init() {
 			"HTTP_ADDR (/healthz, /readyz, /metrics, /riverui/). It refuses to start while migrations are behind " +
 			"(run 'worker migrate up' first). On SIGTERM it claims nothing more and gives in-flight rows " +
 			"SHUTDOWN_TIMEOUT to finish before cancelling them. Everything else is configured by the environment " +
-			"(README.md, \"Configuration\"); it takes no arguments.",
+			"(docs/OPERATIONS.md, \"Configuration\"); it takes no arguments.",
 		Run: runRun,
 	})
 }

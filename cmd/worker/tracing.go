@@ -29,7 +29,7 @@ import (
 	"github.com/postbox/postbox/internal/version"
 )
 
-// The OpenTelemetry variables the worker reads itself (README.md,
+// The OpenTelemetry variables the worker reads itself (docs/OPERATIONS.md,
 // "Configuration"). The exporters read the rest of OTEL_EXPORTER_OTLP_*
 // (certificates, compression, insecure) and the batch span processor its
 // OTEL_BSP_* from the process environment, as every OpenTelemetry SDK does.
