@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox/postbox/internal/pgtext"
 )
 
 // MaxSendAhead is how far ahead Event.SendAt may be: a year, as for
@@ -49,9 +51,7 @@ func Cancel(ctx context.Context, db DB, id, who string) error {
 	if err := validateID(id); err != nil {
 		return err
 	}
-	if len(who) > maxActor {
-		who = who[:maxActor]
-	}
+	who, _ = pgtext.Clean(who, maxActor) // as the email side's cancel does: one rule for cancelled_by
 	tag, err := db.Exec(ctx, cancelSQL, id, who)
 	if err != nil {
 		return fmt.Errorf("webhook: cancel webhook_outbox %s: %w", id, err)

@@ -116,6 +116,30 @@ func TestCancel_OutboxRow(t *testing.T) {
 	}
 }
 
+// Who cancelled is cut to the column's 200 bytes on a rune boundary, as
+// the email side cuts it: a name of 100 "€" (300 bytes) cut mid-rune would
+// be invalid UTF-8, which Postgres refuses, and the cancel would fail.
+func TestCancel_LongWhoCutOnARuneBoundary(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	id := insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
+	if _, err := pool.Exec(ctx, `UPDATE webhook_outbox SET next_attempt_at = now() + interval '1 day' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	who := strings.Repeat("€", 100)
+	if err := Cancel(ctx, pool, id, who); err != nil {
+		t.Fatalf("Cancel with a who of 100 €: %v", err)
+	}
+	var by string
+	if err := pool.QueryRow(ctx, `SELECT cancelled_by FROM webhook_outbox WHERE id = $1`, id).Scan(&by); err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Repeat("€", 66); by != want {
+		t.Fatalf("cancelled_by = %q (%d bytes); want %q, the runes that fit in 200 bytes", by, len(by), want)
+	}
+}
+
 // The guarantee for events: a cancel racing the fan-out never both sends
 // and says cancelled. Two dispatchers drain rows to a real HTTP receiver
 // while two cancellers try every row; afterwards no cancelled row has an
