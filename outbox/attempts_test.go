@@ -3,8 +3,11 @@ package outbox
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/smtp"
@@ -157,5 +160,43 @@ WHERE id = $1 AND status = 'failed'`, bySQL); err != nil {
 			t.Errorf("%s's row: %s, attempts %d, prior %d; want dispatched, 1 since the requeue, 2 before it",
 				tc.by, rec.Status, rec.Attempts, rec.PriorAttempts)
 		}
+	}
+}
+
+// email_requeues records, with each requeue, the number of the row's last
+// attempt over its life, not over its budget since the last requeue: here
+// #1 failed, a requeue, #2 retried and #3 failed, a second requeue — which
+// records #3, not the 2 attempts its budget spent.
+func TestAttempts_RequeueRecordsTheLifetimeAttemptNumber(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	id := insertRow(t, pool, "raw", rawPayload("ada@example.com"))
+	fail := func() {
+		t.Helper()
+		claimRow(t, pool, id)
+		if err := MarkFailed(ctx, pool, id, errors.New("550 5.1.1 no such user")); err != nil {
+			t.Fatal(err)
+		}
+		if err := Requeue(ctx, pool, id, "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fail()
+	claimRow(t, pool, id)
+	if err := MarkRetry(ctx, pool, id, time.Hour, errors.New("451 4.3.0 try again later")); err != nil {
+		t.Fatal(err)
+	}
+	fail()
+	rows, err := pool.Query(ctx, `SELECT attempt FROM email_requeues WHERE row_id = $1 ORDER BY id`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, []int{1, 3}) {
+		t.Fatalf("email_requeues.attempt %v, want [1 3]: each requeue after the row's last attempt over its life", got)
 	}
 }

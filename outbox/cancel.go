@@ -54,12 +54,19 @@ func (e *CancelRefusedError) Is(target error) bool { return target == ErrNotCanc
 // attempt (prior_attempts + attempts) is not logged yet is one whose
 // worker has not marked it — it may be sending it right now. A scheduled
 // row has never been claimed (attempts 0); a requeued one starts again
-// from 0 too. The log is partitioned by week: only the weeks since the
-// row was made are looked at.
+// from 0 too, and the log numbers its attempts after the ones before the
+// requeue, so an attempt logged before it never answers for the claim
+// after it.
+//
+// The log is partitioned by week, and every week is looked in: created_at
+// is the application's (an INSERT may set it, a clock may run ahead of the
+// database's), so a bound by it would miss the attempt of a row made
+// "later" than its mark and refuse the cancel of a row no one holds. A
+// cancel is one operator's single-row statement; planning its weeks costs
+// milliseconds.
 const leasedSQL = `(email_outbox.attempts > 0 AND email_outbox.next_attempt_at > now() AND NOT EXISTS (
 	SELECT 1 FROM email_attempts a
-	WHERE a.row_id = email_outbox.id AND a.attempt = email_outbox.prior_attempts + email_outbox.attempts
-		AND a.at >= email_outbox.created_at))`
+	WHERE a.row_id = email_outbox.id AND a.attempt = email_outbox.prior_attempts + email_outbox.attempts))`
 
 // cancelSQL withdraws a pending row that no worker holds, with a
 // compare-and-set like every mark, and removes its secret keys as the

@@ -112,10 +112,7 @@ func TestCancel_WhatItTakesAndRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, tc := range []struct {
-		name, id string
-		refusal  string // "" = cancelled
-	}{
+	checkCancels(t, pool, []cancelCase{
 		{"scheduled", scheduled, ""},
 		{"backing off after a retry", backingOff, ""},
 		{"claimed, its lease running", claimed, "is being sent now (claimed until "},
@@ -123,15 +120,7 @@ func TestCancel_WhatItTakesAndRefuses(t *testing.T) {
 		{"cancelled already", scheduled, "was already cancelled at"},
 		{"unknown", "00000000-0000-7000-8000-00000000dead", "no such email"},
 		{"not an id", "INV-1", "is not an email id"},
-	} {
-		err := Cancel(ctx, pool, tc.id, "alice")
-		switch {
-		case tc.refusal == "" && err != nil:
-			t.Errorf("%s: Cancel = %v; want it cancelled", tc.name, err)
-		case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
-			t.Errorf("%s: Cancel = %v; want a refusal saying %q", tc.name, err, tc.refusal)
-		}
-	}
+	})
 	var status, by string
 	var scrubbed []string
 	var hasSecret bool
@@ -260,4 +249,87 @@ func TestCancel_AfterTheLeaseOfASlowWorkerExpired(t *testing.T) {
 	if r := getRow(t, pool, id); r.Status != "cancelled" {
 		t.Fatalf("row: %s; want cancelled", r.Status)
 	}
+}
+
+// cancelCase is a Cancel by alice and what it answers: refusal is text
+// its refusal holds, or "" for cancelled.
+type cancelCase struct{ name, id, refusal string }
+
+func checkCancels(t *testing.T, pool *pgxpool.Pool, cases []cancelCase) {
+	t.Helper()
+	for _, tc := range cases {
+		err := Cancel(testCtx(t), pool, tc.id, "alice")
+		switch {
+		case tc.refusal == "" && err != nil:
+			t.Errorf("%s: Cancel = %v; want it cancelled", tc.name, err)
+		case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
+			t.Errorf("%s: Cancel = %v; want a refusal saying %q", tc.name, err, tc.refusal)
+		}
+	}
+}
+
+// claimRow makes row id due and claims it, alone, under an hour's lease.
+func claimRow(t *testing.T, pool *pgxpool.Pool, id string) {
+	t.Helper()
+	ctx := testCtx(t)
+	if _, err := pool.Exec(ctx, `UPDATE email_outbox SET next_attempt_at = now() - interval '1 hour' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	if rows, err := Claim(ctx, pool, 1, time.Hour); err != nil || len(rows) != 1 || rows[0].ID != id {
+		t.Fatalf("claim of %s: %v %v", id, rows, err)
+	}
+}
+
+// Whether a pending row is being sent now is decided by its current
+// claim's attempt alone: not by created_at, which the application writes
+// (a clock ahead of the database's, an explicit value), and not by an
+// attempt logged before a requeue, which numbered the attempts before it.
+func TestCancel_DecidedByTheCurrentClaimsAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	enqueue := func() string {
+		t.Helper()
+		id, err := enqueueAt(t, pool, time.Time{}, resetPayload())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+
+	// Made an hour ahead of the database's clock, then backing off after
+	// a relay's 451: its attempt is logged before its created_at.
+	ahead := enqueue()
+	exec(`UPDATE email_outbox SET created_at = now() + interval '1 hour' WHERE id = $1`, ahead)
+	claimRow(t, pool, ahead)
+	if err := MarkRetry(ctx, pool, ahead, time.Hour, errors.New("451 4.7.1 try again later")); err != nil {
+		t.Fatal(err)
+	}
+	// Made ahead too, and claimed: its worker holds it.
+	aheadClaimed := enqueue()
+	exec(`UPDATE email_outbox SET created_at = now() + interval '1 hour' WHERE id = $1`, aheadClaimed)
+	claimRow(t, pool, aheadClaimed)
+	// Failed at attempt #1, requeued, and claimed again: its worker holds
+	// it under attempt #2 while #1 is in the log.
+	requeued := enqueue()
+	claimRow(t, pool, requeued)
+	if err := MarkFailed(ctx, pool, requeued, errors.New("550 5.1.1 no such user")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Requeue(ctx, pool, requeued, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	claimRow(t, pool, requeued)
+
+	checkCancels(t, pool, []cancelCase{
+		{"made ahead of the database clock, backing off", ahead, ""},
+		{"made ahead of the database clock, claimed", aheadClaimed, "is being sent now (claimed until "},
+		{"requeued and claimed again, its lease running", requeued, "is being sent now (claimed until "},
+	})
 }
