@@ -132,8 +132,10 @@ resolution and immediately before connect, so a name that resolves to a
 public address when checked and to 169.254.169.254 when dialled cannot slip
 through. Loopback, private, link-local (cloud metadata included), CGNAT,
 multicast, unspecified, IPv4-mapped IPv6, IPv6 unique-local and a few
-reserved ranges are refused unless WEBHOOK_ALLOWED_CIDRS admits them. A
-refusal names the address and fails the delivery for good. Redirects are
+reserved ranges are refused unless WEBHOOK_ALLOWED_CIDRS admits them; an
+IPv4-mapped address (::ffff:127.0.0.1, which localhost can resolve to) is
+admitted by the IPv4 CIDR it maps into. A refusal names the address and the
+CIDR that would admit it, and fails the delivery for good. Redirects are
 never followed and no proxy is used.
 
 # Replay and pruning

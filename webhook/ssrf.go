@@ -21,7 +21,14 @@ type AddressError struct {
 }
 
 func (e *AddressError) Error() string {
-	return fmt.Sprintf("%s %s (%s address; admit it with %s)", addressRefusal, e.Addr, e.Range, EnvAllowedCIDRs)
+	return fmt.Sprintf("%s %s (%s address; admit it with %s=%s)", addressRefusal, e.Addr, e.Range, EnvAllowedCIDRs, e.admittedBy())
+}
+
+// admittedBy is the narrowest CIDR that admits the address: the address
+// alone, an IPv4-mapped one in its IPv4 form (which check matches).
+func (e *AddressError) admittedBy() netip.Prefix {
+	a := e.Addr.Unmap()
+	return netip.PrefixFrom(a, a.BitLen())
 }
 
 // addressRefusal starts every AddressError's text, as last_error keeps it.
@@ -65,12 +72,14 @@ type addressPolicy struct {
 }
 
 // check returns an *AddressError for a denied address that no allowed
-// prefix admits. An IPv4-mapped IPv6 address is checked both as itself and
-// as the IPv4 address it maps to, so ::ffff:10.0.0.1 is not a way around
-// the 10/8 rule; it is admitted only when its own form is allowlisted.
+// prefix admits. An IPv4-mapped IPv6 address is the IPv4 address it maps
+// to: an IPv4 CIDR admits it (a resolver can answer ::ffff:127.0.0.1 for
+// localhost), as does a CIDR of its mapped form, and it is denied for the
+// ranges of both forms, so ::ffff:10.0.0.1 is not a way around the 10/8
+// rule.
 func (p addressPolicy) check(addr netip.Addr) error {
 	addr = addr.WithZone("")
-	if slices.ContainsFunc(p.allowed, func(pf netip.Prefix) bool { return pf.Contains(addr) }) {
+	if p.admits(addr) || addr.Is4In6() && p.admits(addr.Unmap()) {
 		return nil
 	}
 	if r := deniedRange(addr); r != "" {
@@ -82,6 +91,10 @@ func (p addressPolicy) check(addr netip.Addr) error {
 		}
 	}
 	return nil
+}
+
+func (p addressPolicy) admits(addr netip.Addr) bool {
+	return slices.ContainsFunc(p.allowed, func(pf netip.Prefix) bool { return pf.Contains(addr) })
 }
 
 func deniedRange(a netip.Addr) string {

@@ -99,7 +99,9 @@ func TestAddressPolicy(t *testing.T) {
 		{"0.0.0.0", "unspecified", false},
 		{"::", "unspecified", false},
 		{"255.255.255.255", "reserved", false},
-		{"::ffff:127.0.0.1", "loopback", false}, // mapped: the allowlist names 127/8, not its mapped form
+		{"::ffff:127.0.0.1", "loopback", true}, // mapped: the IPv4 CIDR 127/8 admits it
+		{"::ffff:10.1.2.3", "private", true},
+		{"::ffff:10.0.0.1", "private", false}, // mapped, and no CIDR admits its IPv4 form
 		{"::ffff:8.8.8.8", "IPv4-mapped IPv6", false},
 		{"::ffff:169.254.169.254", "link-local", false},
 		{"fc00::1", "private", false},
@@ -142,5 +144,51 @@ func TestAddressPolicyControl(t *testing.T) {
 	}
 	if err := p.control("tcp4", "93.184.215.14:443", nil); err != nil {
 		t.Errorf("control(public) = %v, want nil", err)
+	}
+}
+
+// An IPv4-mapped IPv6 address is the IPv4 address it maps to, at dial time
+// and at create time: an IPv4 CIDR admits it (localhost can resolve to
+// ::ffff:127.0.0.1), the refusal names the CIDR that would admit it, and a
+// mapped address no CIDR admits is refused as its IPv4 form would be.
+func TestAddressPolicy_MappedAddressMeetsIPv4CIDRs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		allowed string // WEBHOOK_ALLOWED_CIDRS
+		addr    string
+		admit   string // the CIDR the refusal names; "" = admitted
+	}{
+		{"", "::ffff:127.0.0.1", "127.0.0.1/32"},
+		{"127.0.0.1/32", "::ffff:127.0.0.1", ""},
+		{"127.0.0.0/8,::1/128", "::ffff:127.0.0.1", ""},
+		{"127.0.0.1/32", "::ffff:10.0.0.1", "10.0.0.1/32"},
+		{"127.0.0.1/32", "::ffff:169.254.169.254", "169.254.169.254/32"},
+		{"127.0.0.1/32", "10.0.0.1", "10.0.0.1/32"},
+		{"127.0.0.1/32", "::1", "::1/128"},
+		{"::ffff:127.0.0.1/128", "::ffff:127.0.0.1", ""}, // the mapped form, as it was allowlisted before
+	} {
+		t.Run(tc.allowed+"/"+tc.addr, func(t *testing.T) {
+			t.Parallel()
+			var cfg Settings
+			if tc.allowed != "" {
+				for s := range strings.SplitSeq(tc.allowed, ",") {
+					cfg.AllowedCIDRs = append(cfg.AllowedCIDRs, netip.MustParsePrefix(s))
+				}
+			}
+			policy := addressPolicy{allowed: cfg.AllowedCIDRs}
+			dial := policy.control("tcp", netip.AddrPortFrom(netip.MustParseAddr(tc.addr), 443).String(), nil)
+			created := CheckAddress(ctx, cfg, "https://"+netip.AddrPortFrom(netip.MustParseAddr(tc.addr), 443).String()+"/hook")
+			for name, err := range map[string]error{"dial": dial, "create": created} {
+				switch {
+				case tc.admit == "" && err != nil:
+					t.Errorf("%s: %v; want admitted", name, err)
+				case tc.admit != "" && !errors.Is(err, ErrForbiddenAddress):
+					t.Errorf("%s: %v; want refused", name, err)
+				case tc.admit != "" && !strings.Contains(err.Error(), "admit it with "+EnvAllowedCIDRs+"="+tc.admit+")"):
+					t.Errorf("%s: %q does not name the CIDR %s", name, err, tc.admit)
+				}
+			}
+		})
 	}
 }

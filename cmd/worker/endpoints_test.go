@@ -50,6 +50,7 @@ func TestEndpointsLimitRotateList(t *testing.T) {
 // endpoints create resolves the URL as each attempt will: one the SSRF
 // guard refuses is not created, with the reason; one that does not resolve
 // yet, or that another endpoint already has, is created with a warning.
+// An IPv4-mapped address is admitted by the IPv4 CIDR it maps into.
 // endpoints list shows a URL's query token redacted.
 func TestEndpointsCreateChecksTheAddress(t *testing.T) {
 	t.Parallel()
@@ -71,6 +72,19 @@ func TestEndpointsCreateChecksTheAddress(t *testing.T) {
 	}
 	if code, _, errOut := run(allowed, "endpoints", "create", "--url", "http://127.0.0.1:9/hook"); code != 0 || !strings.Contains(errOut, "already has this URL") {
 		t.Fatalf("the same URL again: exit %d, stderr %q; want created with a warning", code, errOut)
+	}
+	// localhost may resolve to ::ffff:127.0.0.1 (Go's resolver reads
+	// /etc/hosts so): the IPv4 CIDR admits it, and the refusal names the
+	// CIDR that would.
+	code, _, errOut = run(map[string]string{}, "endpoints", "create", "--url", "http://[::ffff:127.0.0.1]:9/mapped")
+	if code != 1 || !strings.Contains(errOut, "admit it with WEBHOOK_ALLOWED_CIDRS=127.0.0.1/32") {
+		t.Fatalf("IPv4-mapped loopback URL: exit %d, stderr %q; want refused naming the CIDR that admits it", code, errOut)
+	}
+	v4 := map[string]string{"WEBHOOK_ALLOWED_CIDRS": "127.0.0.1/32,::1/128"}
+	for _, url := range []string{"http://[::ffff:127.0.0.1]:9/mapped", "http://localhost:9/hooks"} {
+		if code, _, errOut := run(v4, "endpoints", "create", "--url", url); code != 0 || strings.Contains(errOut, "refus") {
+			t.Fatalf("%s with %v: exit %d, stderr %q; want created", url, v4, code, errOut)
+		}
 	}
 	code, _, errOut = run(map[string]string{}, "endpoints", "create", "--url", "https://hooks.postbox-test.invalid/in?token=tok-SECRET")
 	if code != 0 || !strings.Contains(errOut, "does not resolve now") {
