@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
+
 	"github.com/postbox/postbox/internal/history"
 )
 
@@ -269,6 +271,9 @@ func SettingsFromEnv(lookup func(string) (string, bool)) (Settings, error) {
 			EnvMaxPayloadBytes, c.MaxPayloadBytes, DefaultMaxPayloadBytes)
 	}
 	if s, ok := get(EnvUserAgent); ok {
+		if err := checkUserAgent(s); err != nil {
+			return c, fmt.Errorf("%s=%q: %w", EnvUserAgent, s, err)
+		}
 		c.UserAgent = s
 	}
 	durations := []struct {
@@ -335,3 +340,13 @@ func ParseCIDRs(s string) ([]netip.Prefix, error) {
 // HTTP request runs), and the leader's retry pass. Nothing holds one
 // connection while it waits for a second.
 const PoolConnections = 3
+
+// checkUserAgent refuses a User-Agent net/http would refuse to send: a
+// control character (a CR or LF above all) fails every request, so a
+// worker that booted with one would fail every delivery instead.
+func checkUserAgent(s string) error {
+	if !httpguts.ValidHeaderFieldValue(s) {
+		return fmt.Errorf("must be a header value without control characters (CR, LF, NUL…)")
+	}
+	return nil
+}

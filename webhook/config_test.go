@@ -37,6 +37,10 @@ func TestConfigFromEnv(t *testing.T) {
 		{"bad payload limit", env(EnvMaxPayloadBytes, "-1"), nil, EnvMaxPayloadBytes},
 		{"payload limit above the constraint's", env(EnvMaxPayloadBytes, "262145"), nil, EnvMaxPayloadBytes + "=262145: must be in 1..262144"},
 		{"bad concurrency", env(EnvConcurrency, "many"), nil, EnvConcurrency},
+		{"user agent", env(EnvUserAgent, "acme-hooks/2 (+https://acme.example)"), func(c Settings) bool { return c.UserAgent == "acme-hooks/2 (+https://acme.example)" }, ""},
+		{"user agent with a CR LF", env(EnvUserAgent, "acme\r\nX-Injected: 1"), nil, EnvUserAgent + `="acme\r\nX-Injected: 1": must be a header value without control characters`},
+		{"user agent with a LF", env(EnvUserAgent, "acme\nX: 1"), nil, EnvUserAgent},
+		{"user agent with a NUL", env(EnvUserAgent, "acme\x00"), nil, EnvUserAgent},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -50,5 +54,15 @@ func TestConfigFromEnv(t *testing.T) {
 				t.Fatalf("SettingsFromEnv = %+v", c)
 			}
 		})
+	}
+}
+
+// TestNewDispatcherRefusesBadUserAgent: a library caller's Settings are
+// held to what WEBHOOK_USER_AGENT is, before any delivery is attempted.
+func TestNewDispatcherRefusesBadUserAgent(t *testing.T) {
+	t.Parallel()
+	_, err := NewDispatcher(nil, Config{Settings: Settings{UserAgent: "acme\r\nX-Injected: 1"}})
+	if err == nil || !strings.Contains(err.Error(), "UserAgent") {
+		t.Fatalf("NewDispatcher = %v, want an error naming UserAgent", err)
 	}
 }

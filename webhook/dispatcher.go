@@ -147,6 +147,9 @@ type testHooks struct {
 // NewDispatcher returns a Dispatcher over pool.
 func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
 	cfg := opts.Settings.withDefaults()
+	if err := checkUserAgent(cfg.UserAgent); err != nil {
+		return nil, fmt.Errorf("webhook: Settings.UserAgent %q: %w", cfg.UserAgent, err)
+	}
 	lc := opts.Leases
 	if lc == (leases.Config{}) {
 		lc = leases.Default()

@@ -41,6 +41,12 @@ func TestLoadConfigNamesBadVariable(t *testing.T) {
 		{"plaintext SMTP outside production", map[string]string{"SMTP_TLS": "none", "APP_ENV": "development"}, ""},
 		{"compressed backoff in production", map[string]string{"RETRY_BACKOFF_SCALE": "0.5", "APP_ENV": "production"}, "RETRY_BACKOFF_SCALE"},
 		{"bad WEBHOOK_ALLOWED_CIDRS", map[string]string{"WEBHOOK_ALLOWED_CIDRS": "10.0.0.0/33"}, "WEBHOOK_ALLOWED_CIDRS"},
+		{"NaN RETRY_BACKOFF_SCALE", map[string]string{"RETRY_BACKOFF_SCALE": "NaN"}, `RETRY_BACKOFF_SCALE="NaN": must be a finite number in (0, 1]`},
+		{"infinite RETRY_BACKOFF_SCALE", map[string]string{"RETRY_BACKOFF_SCALE": "-Inf"}, "RETRY_BACKOFF_SCALE"},
+		{"NaN EMAIL_RATE_LIMIT", map[string]string{"EMAIL_RATE_LIMIT": "NaN"}, "EMAIL_RATE_LIMIT"},
+		{"infinite EMAIL_RATE_LIMIT", map[string]string{"EMAIL_RATE_LIMIT": "+Inf"}, "EMAIL_RATE_LIMIT"},
+		{"LEASE_SLACK too short for a webhook mark", map[string]string{"LEASE_SLACK": "1s"}, "MarkTimeout < LeaseSlack does not hold (5s ≥ 1s (LEASE_SLACK))"},
+		{"WEBHOOK_USER_AGENT with a CR LF", map[string]string{"WEBHOOK_USER_AGENT": "acme\r\nX-Injected: 1"}, "WEBHOOK_USER_AGENT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -129,8 +129,8 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	scale := get("RETRY_BACKOFF_SCALE", "1")
-	if c.RetryBackoffScale, err = strconv.ParseFloat(scale, 64); err != nil || c.RetryBackoffScale <= 0 || c.RetryBackoffScale > 1 {
-		return c, fmt.Errorf("RETRY_BACKOFF_SCALE=%q: must be a number in (0, 1]", scale)
+	if c.RetryBackoffScale, err = parseNumber("RETRY_BACKOFF_SCALE", scale, retryBackoffScale); err != nil {
+		return c, err
 	}
 	if c.RetryBackoffScale != 1 && c.Production() {
 		return c, fmt.Errorf("RETRY_BACKOFF_SCALE=%q: only 1 is allowed when APP_ENV=production", scale)
@@ -149,6 +149,12 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	}
 	if c.Leases, err = leases.Load(lookup); err != nil {
 		return c, err
+	}
+	// Every replica runs the webhook lanes, whose dispatcher refuses these
+	// leases anyway: checked here, a LEASE_SLACK too short for a webhook
+	// mark stops every command, not only a replica's boot.
+	if err := c.Leases.ValidateAttempts(); err != nil {
+		return c, fmt.Errorf("lease overrides: %w", err)
 	}
 	if c.Keys, err = outbox.KeyRingFromEnv(lookup); err != nil {
 		return c, err
@@ -210,6 +216,10 @@ func withFileVars(lookup func(string) (string, bool)) (func(string) (string, boo
 		return lookup(k)
 	}, nil
 }
+
+// retryBackoffScale is RETRY_BACKOFF_SCALE's range: a schedule can be
+// compressed, never stretched or zeroed.
+var retryBackoffScale = interval{lo: 0, hi: 1, loOpen: true}
 
 // maxEmailConcurrency caps EMAIL_CONCURRENCY: each batch in flight is an
 // SMTP connection, and a relay refuses far fewer than this.

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/postbox/postbox/internal/version"
 )
@@ -205,6 +206,9 @@ func tracingFromEnv(lookup func(string) (string, bool)) (TracingConfig, error) {
 	return t, nil
 }
 
+// samplerRatio is OTEL_TRACES_SAMPLER_ARG's range for the ratio samplers.
+var samplerRatio = interval{lo: 0, hi: 1}
+
 // samplerFromEnv checks OTEL_TRACES_SAMPLER and its argument against the
 // specification's values. sdktrace.NewTracerProvider reads them too, but
 // hands a bad value to the error handler and falls back to the default
@@ -220,10 +224,9 @@ func samplerFromEnv(name, arg string) (string, float64, error) {
 		if arg == "" {
 			return name, 1, nil
 		}
-		r, err := strconv.ParseFloat(arg, 64)
-		if err != nil || r < 0 || r > 1 {
-			return "", 0, fmt.Errorf("%s=%q: must be a number from 0 to 1 (the ratio of traces %s samples)",
-				envOTelTracesSamplerArg, arg, name)
+		r, err := parseNumber(envOTelTracesSamplerArg, arg, samplerRatio)
+		if err != nil {
+			return "", 0, fmt.Errorf("%w (the ratio of traces %s samples)", err, name)
 		}
 		return name, r, nil
 	}
@@ -283,8 +286,14 @@ func headerNames(name, s string) ([]string, error) {
 		if !ok || !validHeaderName(k) {
 			return nil, fmt.Errorf("%s: entry %d is not name=value with a valid header name (values are not shown)", name, i+1)
 		}
-		if _, err := url.PathUnescape(val); err != nil {
+		v, err := url.PathUnescape(val)
+		if err != nil {
 			return nil, fmt.Errorf("%s: the value of %s (entry %d) is not validly percent-encoded (values are not shown)", name, k, i+1)
+		}
+		// The exporter would send a CR or LF as it is and fail every
+		// export: refused at boot instead.
+		if !httpguts.ValidHeaderFieldValue(v) {
+			return nil, fmt.Errorf("%s: the value of %s (entry %d) holds a control character (CR, LF, NUL…) once decoded (values are not shown)", name, k, i+1)
 		}
 		names = append(names, k)
 	}
