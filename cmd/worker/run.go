@@ -41,8 +41,16 @@ func runRun(ctx context.Context, env *Env, _ []string) error {
 		return err
 	}
 	env.poolSize = size
-	pool, err := env.MigratedPool(ctx)
+	// Before the migrations' check, whose statements a transaction pooler
+	// taken for a session could already fail with a less telling error.
+	pool, err := env.Pool(ctx)
 	if err != nil {
+		return err
+	}
+	if err := checkSessionPooling(ctx, env.Logger, env.Config.Pooling, pool); err != nil {
+		return err
+	}
+	if pool, err = env.MigratedPool(ctx); err != nil {
 		return err
 	}
 	if err := checkDirectURL(ctx, env.Config.Pooling, pool); err != nil {

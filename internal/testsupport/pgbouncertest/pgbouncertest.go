@@ -28,9 +28,11 @@ func Binary(t testing.TB) string {
 type Options struct {
 	DefaultPoolSize int
 	MaxClientConn   int
+	// PoolMode is PgBouncer's pool_mode; "" is transaction.
+	PoolMode string
 }
 
-// Start runs PgBouncer in transaction mode in front of the server that
+// Start runs PgBouncer (in transaction mode unless o says otherwise) in front of the server that
 // databaseURL (a pgtest.URL) is on, until the test ends, and returns it
 // and databaseURL through it.
 func Start(t testing.TB, bin, databaseURL string, o Options) (*pgbouncer.Bouncer, string) {
@@ -38,7 +40,7 @@ func Start(t testing.TB, bin, databaseURL string, o Options) (*pgbouncer.Bouncer
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	b, err := pgbouncer.Start(ctx, pgbouncer.Options{Bin: bin, Dir: t.TempDir(), Upstream: databaseURL,
-		PoolMode: "transaction", DefaultPoolSize: o.DefaultPoolSize, MaxClientConn: o.MaxClientConn})
+		PoolMode: o.PoolMode, DefaultPoolSize: o.DefaultPoolSize, MaxClientConn: o.MaxClientConn})
 	if err != nil {
 		t.Fatalf("pgbouncertest: %v", err)
 	}
