@@ -55,6 +55,18 @@ const (
 	defaultIdleTimeout = 30 * time.Second
 )
 
+// describe is the mode as the boot line says it.
+func (m Mode) describe() string {
+	switch m {
+	case ModeTLS:
+		return "implicit TLS (SMTP_TLS=tls)"
+	case ModeNone:
+		return "plaintext (SMTP_TLS=none)"
+	default:
+		return "STARTTLS required (SMTP_TLS=starttls)"
+	}
+}
+
 // defaultPort follows the mode: submission (587) for STARTTLS, submissions
 // (465) for implicit TLS, and 1025 for none, because plaintext only exists
 // for a local sink such as Mailpit, which listens there.

@@ -116,3 +116,37 @@ func TestConfig_PasswordNeverPrinted(t *testing.T) {
 		t.Errorf("LogValue produced invalid JSON: %s", js.String())
 	}
 }
+
+// TestBootLineSaysWhereMailGoes: the boot line's message names the relay's
+// address with the port SMTP_TLS defaults it to, the mode and its setting,
+// and whether AUTH is configured, never the credentials.
+func TestBootLineSaysWhereMailGoes(t *testing.T) {
+	t.Parallel()
+	const secret = "hunter2-very-secret"
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{nil, "smtp transport: mail goes to localhost:587, STARTTLS required (SMTP_TLS=starttls), no AUTH"},
+		{map[string]string{"SMTP_TLS": "none"}, "smtp transport: mail goes to localhost:1025, plaintext (SMTP_TLS=none), no AUTH"},
+		{map[string]string{"SMTP_TLS": "tls", "SMTP_HOST": "relay.example.com", "SMTP_USERNAME": "postbox", "SMTP_PASSWORD": secret},
+			"smtp transport: mail goes to relay.example.com:465, implicit TLS (SMTP_TLS=tls), AUTH configured"},
+		{map[string]string{"SMTP_TLS": "starttls", "SMTP_PORT": "2525"}, "mail goes to localhost:2525, STARTTLS required"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := ConfigFromEnv(envLookup(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			logger, logs := newLogger()
+			newMailer(t, cfg, logger)
+			if boot := logs.lines(slog.LevelInfo, tc.want); len(boot) != 1 {
+				t.Fatalf("want one info line saying %q, got:\n%s", tc.want, logs)
+			}
+			if strings.Contains(logs.String(), secret) {
+				t.Fatalf("the boot log names a credential:\n%s", logs)
+			}
+		})
+	}
+}

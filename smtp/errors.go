@@ -15,8 +15,11 @@ var ErrPermanent = errors.New("permanent")
 // ErrSTARTTLSRefused is returned in starttls mode when the server does not
 // advertise STARTTLS or the handshake fails. Nothing was sent. It is a
 // configuration or network-integrity problem, so callers treat it as
-// transient: fixing the relay resumes delivery without an operator.
-var ErrSTARTTLSRefused = errors.New("STARTTLS required but not available")
+// transient: fixing the relay resumes delivery without an operator. Its
+// text names SMTP_TLS, the setting an operator changes when the relay is
+// right and the mode is not (a local sink without TLS, a relay on 465).
+var ErrSTARTTLSRefused = errors.New("STARTTLS required but not available (SMTP_TLS=starttls; " +
+	"SMTP_TLS=tls for a relay on implicit TLS, SMTP_TLS=none for a local sink without TLS, outside production)")
 
 // ErrPlaintextForbidden is returned when SMTP_TLS=none is used with
 // APP_ENV=production. Transient for the outbox, like ErrSTARTTLSRefused.

@@ -96,7 +96,9 @@ func (m *Mailer) Close() error {
 
 func (m *Mailer) logBoot() {
 	c := m.cfg
-	m.log.Info("smtp transport",
+	// The message itself says where mail goes, so the one line a
+	// newcomer reads shows a relay left at its default.
+	m.log.Info("smtp transport: mail goes to "+m.addr+", "+c.Mode.describe()+", "+authWord(c.Username != ""),
 		"mode", c.Mode, "host", c.Host, "port", c.Port,
 		"auth_configured", c.Username != "",
 		"from", c.From, "ca_file", c.CAFile, "app_env", c.AppEnv)
@@ -108,6 +110,15 @@ func (m *Mailer) logBoot() {
 		m.log.Warn("smtp: SMTP_TLS=none: mail travels unencrypted; allowed only outside production",
 			"SMTP_TLS", c.Mode, "APP_ENV", c.AppEnv, "host", c.Host, "port", c.Port)
 	}
+}
+
+// authWord is the boot line's word for whether AUTH is configured; never
+// more, the user name and password stay out of the log.
+func authWord(configured bool) string {
+	if configured {
+		return "AUTH configured"
+	}
+	return "no AUTH"
 }
 
 // messageIDDomain is the right half of our Message-IDs: the sender's domain,

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -56,6 +58,7 @@ func runRun(ctx context.Context, env *Env, _ []string) error {
 	if err := checkDirectURL(ctx, env.Config.Pooling, pool); err != nil {
 		return err
 	}
+	warnDefaultRelay(env)
 	return runReplica(ctx, env, pool, replicaOptions{}, nil)
 }
 
@@ -189,4 +192,21 @@ func shutdown(env *Env, rep *replica, srv *http.Server) error {
 	}
 	log.Info("postbox worker stopped")
 	return nil
+}
+
+// warnDefaultRelay says so when no SMTP variable says where the relay is:
+// the defaults are localhost:587 with STARTTLS required, which a
+// development machine seldom has, and the first send, not the boot, would
+// otherwise be the first to tell.
+func warnDefaultRelay(env *Env) {
+	for _, name := range []string{"SMTP_HOST", "SMTP_PORT", "SMTP_TLS"} {
+		if v, ok := env.lookup(name); ok && strings.TrimSpace(v) != "" {
+			return
+		}
+	}
+	c := env.Config.SMTP
+	env.Logger.Warn("smtp: SMTP_HOST, SMTP_PORT and SMTP_TLS are unset: mail goes to the default relay, "+
+		net.JoinHostPort(c.Host, strconv.Itoa(c.Port))+", STARTTLS required; for a local Mailpit set "+
+		"SMTP_HOST=localhost SMTP_PORT=1025 SMTP_TLS=none (docs/OPERATIONS.md, \"Configuration\")",
+		"host", c.Host, "port", c.Port, "mode", c.Mode)
 }
