@@ -420,6 +420,30 @@ var checkCases = []checkCase{
 		[]string{setEndpoint(`order_on_failure = 'skip'`), setEndpoint(`order_on_failure = ''`)},
 		[]string{setEndpoint(`order_on_failure = 'block'`), setEndpoint(`order_on_failure = 'proceed'`)}},
 
+	// 00026: due times are finite; a delivery's may be NULL (the legacy
+	// branch).
+	{"email_outbox_next_attempt_at_finite",
+		[]string{
+			`INSERT INTO email_outbox (payload, next_attempt_at) VALUES ('{}', '-infinity')`,
+			`UPDATE email_outbox SET next_attempt_at = 'infinity' WHERE id = ` + fxEmail,
+		},
+		[]string{`UPDATE email_outbox SET next_attempt_at = '9999-12-31 23:59:59+00' WHERE id = ` + fxEmail}},
+	{"webhook_outbox_next_attempt_at_finite",
+		[]string{
+			`INSERT INTO webhook_outbox (event_type, payload, next_attempt_at) VALUES ('a', '{}', 'infinity')`,
+			`UPDATE webhook_outbox SET next_attempt_at = '-infinity' WHERE id = ` + fxOutbox,
+		},
+		[]string{`UPDATE webhook_outbox SET next_attempt_at = '0001-01-01 00:00:00+00' WHERE id = ` + fxOutbox}},
+	{"webhook_deliveries_next_retry_at_finite",
+		[]string{
+			`UPDATE webhook_deliveries SET next_retry_at = 'infinity' WHERE id = ` + fxDelivery,
+			`UPDATE webhook_deliveries SET next_retry_at = '-infinity' WHERE id = ` + fxDelivery,
+		},
+		[]string{
+			`UPDATE webhook_deliveries SET next_retry_at = now() WHERE id = ` + fxDelivery,
+			`UPDATE webhook_deliveries SET next_retry_at = NULL WHERE id = ` + fxDelivery,
+		}},
+
 	// 00014: a row's trace, the W3C traceparent of version 00 in lowercase
 	// hex, or NULL for none.
 	traceparentCase("email_outbox_traceparent_format", `UPDATE email_outbox SET traceparent = %s WHERE id = `+fxEmail),

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox/postbox/internal/claim"
 )
 
 // ReadWindow bounds ListByCustomer: it reads the last 30 days of a customer's
@@ -94,7 +96,7 @@ func listLimit(n int) int {
 	return min(n, MaxListLimit)
 }
 
-var recordColumns = `id::text, kind, customer_id, coalesce(invoice_id, ''), status, attempts, prior_attempts, next_attempt_at,
+var recordColumns = `id::text, kind, customer_id, coalesce(invoice_id, ''), status, attempts, prior_attempts, ` + claim.FiniteTime("next_attempt_at") + `,
 	coalesce(last_error, ''), created_at, dispatched_at,
 	coalesce(payload->>'to', ''), coalesce(payload->>'subject', ''), coalesce(payload->>'invoice_number', ''),
 	coalesce(payload->>'attempt_number', ''), coalesce(payload->>'trigger', ''),

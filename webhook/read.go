@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox/postbox/internal/claim"
 )
 
 // The operator's read model of the webhook half (worker show, the
@@ -82,7 +84,7 @@ type OutboxRecord struct {
 }
 
 var deliveryColumns = `d.id::text, d.event_id::text, e.event_type, d.endpoint_id::text, p.url, d.status, d.attempts,
-	d.next_retry_at, coalesce(d.last_error, ''), d.created_at, d.delivered_at,
+	` + claim.FiniteTime("d.next_retry_at") + `, coalesce(d.last_error, ''), d.created_at, d.delivered_at,
 	coalesce(d.ordering_key, ''), CASE WHEN d.status = 'pending' THEN coalesce(` + waitsForSQL("d") + `, '') ELSE '' END,
 	` + behindSQL("d") + `, d.order_skipped_at IS NOT NULL`
 
@@ -227,7 +229,7 @@ func GetOutbox(ctx context.Context, db DB, id string) (OutboxRecord, error) {
 	return o, nil
 }
 
-const outboxColumns = `o.id::text, o.event_type, o.status, o.attempts, o.next_attempt_at, coalesce(o.last_error, ''),
+var outboxColumns = `o.id::text, o.event_type, o.status, o.attempts, ` + claim.FiniteTime("o.next_attempt_at") + `, coalesce(o.last_error, ''),
 	o.created_at, o.dispatched_at, coalesce((SELECT e.id::text FROM webhook_events e WHERE e.outbox_id = o.id), '')`
 
 func scanOutbox(row pgx.CollectableRow) (OutboxRecord, error) {

@@ -398,13 +398,17 @@ func (t Table) ReadDue(ctx context.Context, db DB) (due int64, oldest time.Durat
 	return due, time.Duration(secs * float64(time.Second)), err
 }
 
-// ReadDueSQL is ReadDue's statement.
+// ReadDueSQL is ReadDue's statement. A row due since '-infinity' counts
+// as waiting since it was created, as one with no due time does: now()
+// minus an infinite time is an error, and one such row (plain SQL from
+// before migration 00026) would fail every scrape and blind the gauges of
+// every outbox.
 func (t Table) ReadDueSQL() string {
 	cond := t.DueColumn + " <= now()"
 	if t.LegacyNullDue {
 		cond = fmt.Sprintf("(%s OR %s IS NULL)", cond, t.DueColumn)
 	}
 	return fmt.Sprintf(`SELECT count(*),
-		COALESCE(EXTRACT(EPOCH FROM now() - min(COALESCE(%s, created_at))), 0)::float8
-		FROM %s WHERE status = 'pending' AND %s`, t.DueColumn, t.Name, cond)
+		COALESCE(EXTRACT(EPOCH FROM now() - min(COALESCE(CASE WHEN isfinite(%[1]s) THEN %[1]s END, created_at))), 0)::float8
+		FROM %[2]s WHERE status = 'pending' AND %[3]s`, t.DueColumn, t.Name, cond)
 }
