@@ -52,16 +52,31 @@ func Main(m *testing.M) int {
 // tests want NewPool.
 func URL(t testing.TB) string {
 	t.Helper()
+	return testDatabase(t, true)
+}
+
+// EmptyURL is URL for an empty database, for a test that migrates it
+// itself as a user would (`worker migrate up`).
+func EmptyURL(t testing.TB) string {
+	t.Helper()
+	return testDatabase(t, false)
+}
+
+func testDatabase(t testing.TB, migrated bool) string {
+	t.Helper()
 	setupOnce.Do(setup)
 	if setupErr != nil {
 		t.Fatalf("pgtest: %v", setupErr)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	name := "pbtest_" + randomHex(8)
-	url, err := pgserver.CreateDatabase(ctx, server.URL, name, template)
+	name, tpl := "pbtest_"+randomHex(8), ""
+	if migrated {
+		tpl = template
+	}
+	url, err := pgserver.CreateDatabase(ctx, server.URL, name, tpl)
 	if err != nil {
-		t.Fatalf("pgtest: clone template: %v", err)
+		t.Fatalf("pgtest: create database: %v", err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
