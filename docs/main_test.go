@@ -1,0 +1,10 @@
+package docs
+
+import (
+	"os"
+	"testing"
+
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
