@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -147,14 +148,21 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if c.Webhook, err = webhook.SettingsFromEnv(lookup); err != nil {
 		return c, err
 	}
-	if c.Leases, err = leases.Load(lookup); err != nil {
-		return c, err
+	// Every replica runs the webhook lanes, whose dispatcher refuses
+	// leases that break ValidateAttempts anyway: checked here, a
+	// LEASE_SLACK too short for a webhook mark stops every command, not
+	// only a replica's boot.
+	if c.Leases, err = leases.Load(lookup); err == nil {
+		err = c.Leases.ValidateAttempts()
 	}
-	// Every replica runs the webhook lanes, whose dispatcher refuses these
-	// leases anyway: checked here, a LEASE_SLACK too short for a webhook
-	// mark stops every command, not only a replica's boot.
-	if err := c.Leases.ValidateAttempts(); err != nil {
-		return c, fmt.Errorf("lease overrides: %w", err)
+	if chain, ok := errors.AsType[*leases.ChainError](err); ok {
+		// The chain names the Config's fields; an operator sets variables.
+		return c, fmt.Errorf("lease overrides (%s, %s, %s, %s, %s): %w; their ranges: docs/OPERATIONS.md, \"Accepted values\"",
+			leases.EnvBatchSize, leases.EnvBatchTimeout, leases.EnvLeaseSlack, leases.EnvBirthLeaseWindow, leases.EnvRetryClaimBatch,
+			chain)
+	}
+	if err != nil {
+		return c, err
 	}
 	if c.Keys, err = outbox.KeyRingFromEnv(lookup); err != nil {
 		return c, err

@@ -180,9 +180,11 @@ func tracingFromEnv(lookup func(string) (string, bool)) (TracingConfig, error) {
 			continue
 		}
 		ms, err := strconv.Atoi(v[name])
-		if err != nil || ms <= 0 {
-			// Zero would leave an export without a deadline of its own.
-			return t, fmt.Errorf("%s=%q: must be a whole number of milliseconds above 0 (default 10000)", name, v[name])
+		if err != nil || ms <= 0 || ms > maxExportTimeoutMS {
+			// Zero would leave an export without a deadline of its own;
+			// past the cap, the milliseconds overflow a time.Duration long
+			// before any collector is worth waiting for.
+			return t, fmt.Errorf("%s=%q: must be a whole number of milliseconds in [1, %d] (default 10000)", name, v[name], maxExportTimeoutMS)
 		}
 		t.ExportTimeout = time.Duration(ms) * time.Millisecond
 	}
@@ -205,6 +207,9 @@ func tracingFromEnv(lookup func(string) (string, bool)) (TracingConfig, error) {
 	}
 	return t, nil
 }
+
+// maxExportTimeoutMS caps OTEL_EXPORTER_OTLP_TIMEOUT: an hour.
+const maxExportTimeoutMS = 3_600_000
 
 // samplerRatio is OTEL_TRACES_SAMPLER_ARG's range for the ratio samplers.
 var samplerRatio = interval{lo: 0, hi: 1}
