@@ -159,7 +159,7 @@ func BenchmarkDecodePayload(b *testing.B) {
 				}
 				for b.Loop() {
 					row := Row{ID: id, Kind: e.email.Kind, RawPayload: stored}
-					row.decode(k.keys)
+					row.decode(k.keys, nil)
 					if row.decodeErr != nil {
 						b.Fatal(row.decodeErr)
 					}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -32,12 +33,22 @@ var payloadFieldNames = func() []string {
 // twice, is a permanent *ValidationError naming the key. Keys that match no
 // field are kept, for custom renderers (Row.RawPayload).
 //
+// declared are the secret keys declared beside the six (a kind's
+// kind.json, Config.SecretKeys): they are held to the same rule, since the
+// template reads them by exact name too ("Download_URL" would be sent
+// without its link, or rendered by a custom renderer that folds) and the
+// scrub would keep them.
+//
 // It scans without decoding values, so a large PDF is not copied. A payload
 // it cannot scan is left for the decoder to refuse.
-func checkPayloadKeys(raw []byte) error {
+func checkPayloadKeys(raw []byte, declared []string) error {
+	known := payloadFieldNames
+	if len(declared) > 0 {
+		known = slices.Concat(payloadFieldNames, declared)
+	}
 	var seen map[string]bool
 	return scanTopLevelKeys(raw, func(key string, _ []byte) error {
-		for _, name := range payloadFieldNames {
+		for _, name := range known {
 			switch {
 			case key == name:
 				if seen[name] {

@@ -48,11 +48,12 @@ type Row struct {
 // that does not decode: no key appears on a later attempt unless an
 // operator adds it, and then the row's requeue is the way back.
 //
-// A key spelled other than exactly (see checkPayloadKeys) fails the row
-// before anything reads it.
-func (r *Row) decode(keys *KeyRing) {
+// A key spelled other than exactly (see checkPayloadKeys) — a field of
+// Payload, or one of declared, the Dispatcher's secret keys — fails the
+// row before anything reads it.
+func (r *Row) decode(keys *KeyRing, declared []string) {
 	var err error
-	if err = checkPayloadKeys(r.RawPayload); err != nil {
+	if err = checkPayloadKeys(r.RawPayload, declared); err != nil {
 		err = fmt.Errorf("decode payload: %w", err)
 	} else if bytes.Contains(r.RawPayload, envelopeMarker) {
 		r.Payload, err = keys.decodeSealed(r.ID, r.Kind, r.RawPayload)
@@ -91,5 +92,5 @@ func (d *Dispatcher) decode(row *Row) {
 	if h := d.hooks.decode; h != nil {
 		h(row)
 	}
-	row.decode(d.keys)
+	row.decode(d.keys, d.secretKeys)
 }

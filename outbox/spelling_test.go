@@ -14,8 +14,10 @@ import (
 // and sent, while the scrub and the seal, which match exact names, left the
 // token stored in plaintext. Now a key that folds to a payload field's name
 // without being spelled exactly fails the row permanently at decode, naming
-// the key, and nothing reaches the relay. With keys, the failed mark seals
-// the misspelled secret too, so the waiting row holds no plaintext token.
+// the key, and nothing reaches the relay. A secret key the Dispatcher
+// declares (a kind's kind.json) is held to the same rule as the built-in
+// ones. With keys, the failed mark seals the misspelled secret too, so the
+// waiting row holds no plaintext token.
 func TestPayloadKeys_MisspelledKeyFailsNamingTheKey(t *testing.T) {
 	t.Parallel()
 	pdf := base64.StdEncoding.EncodeToString([]byte("%PDF-1.7 s3cr3t-pdf"))
@@ -38,6 +40,10 @@ func TestPayloadKeys_MisspelledKeyFailsNamingTheKey(t *testing.T) {
 			"Invite_Url": "https://app.example.com/invite/s3cr3t-shadow"}},
 		{"misspelled non-secret field", "raw", "Subject", map[string]any{
 			"to": "ada@example.com", "Subject": "Hi", "text": "Hello"}},
+		{"declared secret key in mixed case", "raw", "Download_URL", map[string]any{
+			"to": "ada@example.com", "subject": "Hi", "text": "Hello", "Download_URL": "https://shop.example.com/d/s3cr3t-declared"}},
+		{"declared secret key with the Kelvin sign", "raw", "magic_lin\u212a", map[string]any{
+			"to": "ada@example.com", "subject": "Hi", "text": "Hello", "magic_lin\u212a": "https://app.example.com/m/s3cr3t-kelvin"}},
 	} {
 		for _, sealed := range []bool{false, true} {
 			name := tc.name
@@ -55,7 +61,9 @@ func TestPayloadKeys_MisspelledKeyFailsNamingTheKey(t *testing.T) {
 				}
 
 				id := insertRow(t, pool, tc.kind, tc.payload)
-				if _, err := newDispatcher(t, pool, mailer, func(c *Config) { c.Keys = ring }).runBatch(ctx); err != nil {
+				if _, err := newDispatcher(t, pool, mailer, func(c *Config) {
+					c.Keys, c.SecretKeys = ring, []string{"download_url", "magic_link"}
+				}).runBatch(ctx); err != nil {
 					t.Fatal(err)
 				}
 				if n := sink.Len(); n != 0 {
@@ -102,7 +110,7 @@ func TestPayloadKeys_EnqueueWritesExactKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := checkPayloadKeys(raw); err != nil {
+		if err := checkPayloadKeys(raw, nil); err != nil {
 			t.Fatalf("Enqueue's payload (keys %v) fails the key check: %v", keys, err)
 		}
 	}
@@ -127,7 +135,7 @@ func TestPayloadKeys_ScannerSeesEveryKey(t *testing.T) {
 		{`{}`, ""},
 		{`[1,2]`, ""},
 	} {
-		err := checkPayloadKeys([]byte(tc.raw))
+		err := checkPayloadKeys([]byte(tc.raw), nil)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("checkPayloadKeys(%s) = %v, want accepted", tc.raw, err)

@@ -32,5 +32,21 @@ func init() {
 			Pkg:     "./outbox/",
 			Test:    "TestAttempts_RequeueRecordsTheLifetimeAttemptNumber",
 		},
+		Mutation{
+			Name:    "secret keys: a declared key spelled otherwise (case, Unicode folding) is sent and kept",
+			File:    "outbox/payloadkeys.go",
+			Find:    "known = slices.Concat(payloadFieldNames, declared)",
+			Replace: "known = slices.Concat(payloadFieldNames)",
+			Pkg:     "./outbox/",
+			Test:    "TestPayloadKeys_MisspelledKeyFailsNamingTheKey",
+		},
+		Mutation{
+			Name:    "secret keys: the dispatcher's decode is not told its declared keys",
+			File:    "outbox/row.go",
+			Find:    "row.decode(d.keys, d.secretKeys)",
+			Replace: "row.decode(d.keys, nil)",
+			Pkg:     "./outbox/",
+			Test:    "TestPayloadKeys_MisspelledKeyFailsNamingTheKey",
+		},
 	)
 }
