@@ -3,6 +3,8 @@ package webhook
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -68,6 +70,46 @@ func TestRotateSecret_BothSignDuringRotationOldStopsAfterExpiry(t *testing.T) {
 	}
 	if err := oldWH.Verify(after.Body, after.Header); err == nil {
 		t.Fatal("after expiry, the old secret still verifies")
+	}
+}
+
+// During a rotation the signatures go primary first, then the secrets
+// rotated out, newest first (docs/OPERATIONS.md, webhook-signature): a
+// receiver that reads only the first entry reads the secret it was given
+// last. Two rotations, so three secrets sign.
+func TestRotateSecret_SignaturesPrimaryFirstThenNewestFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, nil)
+	rc := newReceiver(t, nil)
+	ep := createEndpoint(t, pool, rc.URL)
+	secrets := []string{ep.Secret}
+	for range 2 {
+		rot, err := RotateSecret(ctx, pool, ep.ID, "", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secrets = append(secrets, rot.Secret)
+	}
+	slices.Reverse(secrets) // the primary, then newest first
+	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
+	if sum, err := p.Drain(ctx, testWindow); err != nil || sum.Sent != 1 {
+		t.Fatalf("Drain = %+v, %v; want one delivery", sum, err)
+	}
+	got := rc.requests()[0]
+	unix, err := strconv.ParseInt(got.Header.Get(HeaderTimestamp), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]string, len(secrets))
+	for i, s := range secrets {
+		if want[i], err = Sign(s, got.Header.Get(HeaderID), time.Unix(unix, 0), got.Body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h := got.Header.Get(HeaderSignature); h != strings.Join(want, " ") {
+		t.Fatalf("signature header %q, want the primary's signature, then the rotated-out secrets' newest first:\n%q", h, strings.Join(want, " "))
 	}
 }
 

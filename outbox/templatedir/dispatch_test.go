@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -77,11 +78,12 @@ func TestDispatch_ReceiptFromPlainSQLArrivesAtMailpit(t *testing.T) {
 	}
 }
 
-// The target: a kind's declared secret key (receipt/kind.json:
-// download_url) is sealed while the row is pending — by Enqueue with keys,
-// and by the mark that keeps a plain-SQL row waiting — reaches the
-// recipient opened, and is scrubbed from both rows once they are sent,
-// the scrub naming it.
+// The target: a kind's declared secret keys (receipt/kind.json:
+// download_url and license_key, two, so that a step handling only the
+// first is caught) are sealed while the row is pending — by Enqueue with
+// keys, and by the mark that keeps a plain-SQL row waiting — reach the
+// recipient opened, and are scrubbed from both rows once they are sent,
+// the scrub naming each.
 func TestDispatch_DeclaredSecretKeySealedWhilePendingScrubbedOnceSent(t *testing.T) {
 	t.Parallel()
 	bin := mailpittest.Binary(t)
@@ -91,8 +93,9 @@ func TestDispatch_DeclaredSecretKeySealedWhilePendingScrubbedOnceSent(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := set.SecretPayloadKeys(); len(got) != 1 || got[0] != "download_url" {
-		t.Fatalf("SecretPayloadKeys = %q; want the one receipt/kind.json declares", got)
+	declared := []string{"download_url", "license_key"}
+	if got := set.SecretPayloadKeys(); !slices.Equal(got, declared) {
+		t.Fatalf("SecretPayloadKeys = %q; want the %q receipt/kind.json declares", got, declared)
 	}
 	ring, err := outbox.ParseKeyRing("k1:" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef")))
 	if err != nil {
@@ -108,7 +111,8 @@ func TestDispatch_DeclaredSecretKeySealedWhilePendingScrubbedOnceSent(t *testing
 	enq := outbox.Enqueuer{Keys: ring, SecretKeys: set.SecretPayloadKeys()}
 	goID, err := enq.Enqueue(ctx, tx, outbox.Email{Kind: "receipt", CustomerID: "cus_1", Payload: outbox.Payload{
 		To: "grace@example.com", Name: "Grace",
-		Data: map[string]any{"order_id": "ord_8", "total": "€3.00", "items": []string{"Oolong"}, "download_url": sealedLink},
+		Data: map[string]any{"order_id": "ord_8", "total": "€3.00", "items": []string{"Oolong"}, "download_url": sealedLink,
+			"license_key": "LK-s3cr3t-go"},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +124,8 @@ func TestDispatch_DeclaredSecretKeySealedWhilePendingScrubbedOnceSent(t *testing
 	// which a relay refusing with 451 makes a retry.
 	var sqlID string
 	if err := pool.QueryRow(ctx, `INSERT INTO email_outbox (kind, customer_id, payload, next_attempt_at) VALUES ('receipt', 'cus_2',
-		jsonb_build_object('to', 'lin@example.com', 'name', 'Lin', 'order_id', 'ord_9', 'total', '€4.00', 'items', '[]'::jsonb, 'download_url', $1::text),
+		jsonb_build_object('to', 'lin@example.com', 'name', 'Lin', 'order_id', 'ord_9', 'total', '€4.00', 'items', '[]'::jsonb, 'download_url', $1::text,
+			'license_key', 'LK-s3cr3t-sql'),
 		now() + interval '1 hour') RETURNING id`, plainLink).Scan(&sqlID); err != nil {
 		t.Fatal(err)
 	}
@@ -140,28 +145,29 @@ func TestDispatch_DeclaredSecretKeySealedWhilePendingScrubbedOnceSent(t *testing
 	if _, err := first.Drain(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	var declared bool
-	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM email_secret_keys WHERE key = 'download_url')`).Scan(&declared); err != nil || !declared {
-		t.Fatalf("download_url in email_secret_keys: %v (%v); want the dispatcher to declare it before its first claim", declared, err)
+	var inTable []string
+	if err := pool.QueryRow(ctx, `SELECT ARRAY(SELECT key FROM email_secret_keys ORDER BY key)`).Scan(&inTable); err != nil || !slices.Equal(inTable, declared) {
+		t.Fatalf("email_secret_keys = %q (%v); want the dispatcher to declare %q before its first claim", inTable, err, declared)
 	}
 	for _, id := range []string{goID, sqlID} {
-		var row, kid string
+		var row string
+		var kids []string
 		var attempts int
-		if err := pool.QueryRow(ctx, `SELECT to_jsonb(e)::text, coalesce(payload->'download_url'->>'kid', ''), attempts
-			FROM email_outbox e WHERE id = $1`, id).Scan(&row, &kid, &attempts); err != nil {
+		if err := pool.QueryRow(ctx, `SELECT to_jsonb(e)::text, ARRAY(SELECT coalesce(payload->k->>'kid', '') FROM unnest($2::text[]) k), attempts
+			FROM email_outbox e WHERE id = $1`, id, declared).Scan(&row, &kids, &attempts); err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(row, "s3cr3t") || kid != "k1" {
-			t.Fatalf("pending row %s (%d attempts): download_url sealed under %q; want an envelope under k1 and no plaintext link:\n%s",
-				id, attempts, kid, row)
+		if strings.Contains(row, "s3cr3t") || !slices.Equal(kids, []string{"k1", "k1"}) {
+			t.Fatalf("pending row %s (%d attempts): %q sealed under %q; want each an envelope under k1 and no plaintext secret:\n%s",
+				id, attempts, declared, kids, row)
 		}
 		// Nor does any reader show it (worker show, the console).
 		rec, err := outbox.Get(ctx, pool, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b, _ := json.Marshal(rec.Payload); strings.Contains(string(b), "download_url") {
-			t.Errorf("Get(%s).Payload = %s; want download_url left out", id, b)
+		if b, _ := json.Marshal(rec.Payload); strings.Contains(string(b), "download_url") || strings.Contains(string(b), "license_key") {
+			t.Errorf("Get(%s).Payload = %s; want download_url and license_key left out", id, b)
 		}
 	}
 
@@ -188,8 +194,10 @@ func TestDispatch_DeclaredSecretKeySealedWhilePendingScrubbedOnceSent(t *testing
 			Scan(&status, &payload, &scrubbed); err != nil {
 			t.Fatal(err)
 		}
-		if status != "dispatched" || strings.Contains(payload, "download_url") || len(scrubbed) != 1 || scrubbed[0] != "download_url" {
-			t.Errorf("sent row %s: %s, payload %s, scrubbed_keys %q; want dispatched, download_url scrubbed and named", id, status, payload, scrubbed)
+		slices.Sort(scrubbed)
+		if status != "dispatched" || strings.Contains(payload, "download_url") || strings.Contains(payload, "license_key") ||
+			!slices.Equal(scrubbed, declared) {
+			t.Errorf("sent row %s: %s, payload %s, scrubbed_keys %q; want dispatched, %q scrubbed and named", id, status, payload, scrubbed, declared)
 		}
 	}
 	var list struct {

@@ -62,16 +62,26 @@ func Find(spans []sdktrace.ReadOnlySpan, id trace.SpanID) sdktrace.ReadOnlySpan 
 	return nil
 }
 
-// Leaks names, for each ended span, every attribute whose value contains
-// one of secrets.
+// Leaks names, for each ended span, every attribute and every event
+// (its name and attributes: RecordError's exception.message is the
+// error's text) whose value contains one of secrets.
 func (r *Recorder) Leaks(secrets ...string) []string {
 	var out []string
+	leaks := func(where, value string) {
+		for _, secret := range secrets {
+			if strings.Contains(value, secret) {
+				out = append(out, where)
+			}
+		}
+	}
 	for _, s := range r.rec.Ended() {
 		for _, kv := range s.Attributes() {
-			for _, secret := range secrets {
-				if strings.Contains(kv.Value.String(), secret) {
-					out = append(out, s.Name()+" "+string(kv.Key))
-				}
+			leaks(s.Name()+" "+string(kv.Key), kv.Value.Emit())
+		}
+		for _, ev := range s.Events() {
+			leaks(s.Name()+" event "+ev.Name, ev.Name)
+			for _, kv := range ev.Attributes {
+				leaks(s.Name()+" event "+ev.Name+" "+string(kv.Key), kv.Value.Emit())
 			}
 		}
 		if strings.Contains(s.Status().Description, "@") {
