@@ -19,7 +19,8 @@ import (
 // the address the suppression check looked at.
 //
 // An error that matches smtp.ErrPermanent fails the row at once; ErrSkip
-// marks it skipped; any other error is transient and retried.
+// marks it skipped; any other error is transient and retried. The
+// dispatcher records it after "render: ", so it need not say so itself.
 type Renderer interface {
 	Render(ctx context.Context, row *Row) (smtp.Message, error)
 }
@@ -55,14 +56,14 @@ func (builtinRenderer) Render(_ context.Context, row *Row) (smtp.Message, error)
 	}
 	t, ok := builtinTemplates[row.Kind]
 	if !ok {
-		return msg, permanent(fmt.Errorf("render: kind %q is not built in, and this worker has no template directory holding it", row.Kind))
+		return msg, permanent(fmt.Errorf("kind %q is not built in, and this worker has no template directory holding it", row.Kind))
 	}
 	var text, html bytes.Buffer
 	if err := t.text.Execute(&text, p); err != nil {
-		return msg, permanent(fmt.Errorf("render %s text: %w", row.Kind, err))
+		return msg, permanent(fmt.Errorf("%s text: %w", row.Kind, err))
 	}
 	if err := t.html.Execute(&html, p); err != nil {
-		return msg, permanent(fmt.Errorf("render %s html: %w", row.Kind, err))
+		return msg, permanent(fmt.Errorf("%s html: %w", row.Kind, err))
 	}
 	msg.Text, msg.HTML = text.String(), html.String()
 	if row.Kind == KindInvoice && len(msg.PDF) > 0 && msg.PDFName == "" {

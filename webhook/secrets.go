@@ -28,13 +28,13 @@ const MaxRotationKeep = 30 * 24 * time.Hour
 
 // Rotation is what RotateSecret did.
 type Rotation struct {
-	EndpointID string
+	EndpointID string `json:"id"`
 	// Secret is the new primary secret: shown once, to hand to the
 	// receiver; never logged or stored elsewhere.
-	Secret string
+	Secret string `json:"secret"`
 	// OldExpiresAt is when the previous secret stops signing; zero when
 	// keep was zero (it stopped at once).
-	OldExpiresAt time.Time
+	OldExpiresAt time.Time `json:"old_secret_expires_at,omitzero"`
 }
 
 // RotateSecret gives endpoint id a new primary secret (secret, or a fresh
@@ -77,7 +77,10 @@ VALUES ($1, $2, now() + $3::interval) RETURNING expires_at`, id, old, keep).Scan
 		_, err := tx.Exec(ctx, `UPDATE webhook_endpoints SET secret = $2, updated_at = now() WHERE id = $1`, id, secret)
 		return err
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return Rotation{}, err // it names the endpoint already
+	case err != nil:
 		return Rotation{}, fmt.Errorf("webhook: rotate secret of endpoint %s: %w", id, err)
 	}
 	return r, nil

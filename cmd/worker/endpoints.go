@@ -203,7 +203,7 @@ func init() {
 	})
 	register(command{
 		Name:       "endpoints rotate-secret",
-		Args:       "<id> [--keep 24h]",
+		Args:       "<id> [--keep 24h] [--json]",
 		Positional: []string{"id"},
 		Summary:    "give an endpoint a new secret; the old one signs too until --keep ends",
 		Help: "Generates a new signing secret for endpoint <id> and prints it once (it is never logged). For " +
@@ -219,6 +219,7 @@ func init() {
 				keep = d
 				return nil
 			})
+			asJSON := fs.Bool("json", false, "print JSON: id, secret and old_secret_expires_at (absent when --keep 0)")
 			return func(ctx context.Context, env *Env, args []string) error {
 				pool, err := env.MigratedPool(ctx)
 				if err != nil {
@@ -227,6 +228,9 @@ func init() {
 				r, err := webhook.RotateSecret(ctx, pool, args[0], "", keep)
 				if err != nil {
 					return err
+				}
+				if *asJSON {
+					return writeJSON(env.Stdout, r)
 				}
 				old := "the old secret stopped signing now"
 				if !r.OldExpiresAt.IsZero() {

@@ -2,16 +2,19 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
 // The endpoint commands against a real database: limit sets what list
 // shows with the breaker's state; rotate-secret prints the new secret
-// once, different from the one create printed.
+// once, different from the one create printed, and with --json prints it
+// under create --json's names.
 func TestEndpointsLimitRotateList(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"DATABASE_URL": pgtest.URL(t), "LOG_LEVEL": "error"}
@@ -44,6 +47,23 @@ func TestEndpointsLimitRotateList(t *testing.T) {
 	}
 	if strings.Contains(worker("endpoints", "list", "--json"), "whsec_") {
 		t.Fatal("list prints a secret")
+	}
+
+	// --json: the id and secret under the names create --json gives them.
+	var made, again struct {
+		ID        string     `json:"id"`
+		Secret    string     `json:"secret"`
+		OldExpiry *time.Time `json:"old_secret_expires_at"`
+	}
+	if err := json.Unmarshal([]byte(worker("endpoints", "create", "--url", "https://example.com/json", "--json")), &made); err != nil || made.ID == "" || made.Secret == "" {
+		t.Fatalf("create --json: %+v, %v", made, err)
+	}
+	if err := json.Unmarshal([]byte(worker("endpoints", "rotate-secret", made.ID, "--keep", "1h", "--json")), &again); err != nil {
+		t.Fatalf("rotate-secret --json: %v", err)
+	}
+	if again.ID != made.ID || !secretRE.MatchString(again.Secret) || again.Secret == made.Secret ||
+		again.OldExpiry == nil || time.Until(*again.OldExpiry) <= 0 {
+		t.Fatalf("rotate-secret --json = %+v; want the endpoint's id, a new secret and the old one's expiry", again)
 	}
 }
 

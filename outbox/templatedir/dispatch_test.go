@@ -253,8 +253,8 @@ func TestDispatch_UnknownKindFailsPermanentlyNamingIt(t *testing.T) {
 		Scan(&status, &lastErr, &attempts); err != nil {
 		t.Fatal(err)
 	}
-	if status != "failed" || attempts != 1 || !strings.Contains(lastErr, `kind "newsletter"`) {
-		t.Fatalf("newsletter row: %s after %d attempts, last_error %q; want failed at once naming the kind", status, attempts, lastErr)
+	if status != "failed" || attempts != 1 || !strings.Contains(lastErr, `kind "newsletter"`) || strings.Count(lastErr, "render") != 1 {
+		t.Fatalf("newsletter row: %s after %d attempts, last_error %q; want failed at once naming the kind, under one render: prefix", status, attempts, lastErr)
 	}
 	mu.Lock()
 	defer mu.Unlock()

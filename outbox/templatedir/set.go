@@ -121,7 +121,7 @@ func (s *Set) Render(ctx context.Context, row *outbox.Row) (smtp.Message, error)
 	if row.Kind.Builtin() {
 		return s.fallback.Render(ctx, row)
 	}
-	return smtp.Message{}, permanent(fmt.Errorf("render: kind %q is neither built in nor in the template directory %s (EMAIL_TEMPLATES_DIR)",
+	return smtp.Message{}, permanent(fmt.Errorf("kind %q is neither built in nor in the template directory %s (EMAIL_TEMPLATES_DIR)",
 		row.Kind, s.dir))
 }
 

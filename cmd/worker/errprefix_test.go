@@ -1,0 +1,50 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/postbox/postbox/internal/testsupport/pgtest"
+)
+
+// An operator command's error says each package's prefix once: a refusal
+// wrapped by its caller reads "webhook: not found: endpoint X", not
+// "webhook: rotate secret of endpoint X: webhook: not found: endpoint X".
+// Every command that takes a row id is run with an id no row has.
+func TestCommandErrors_SayEachPrefixOnce(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": pgtest.URL(t), "LOG_LEVEL": "error"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	const id = "0193f5a1-0000-7000-8000-00000000dead"
+	for _, args := range [][]string{
+		{"endpoints", "rotate-secret", id},
+		{"endpoints", "disable", id},
+		{"endpoints", "enable", id},
+		{"endpoints", "limit", id, "--rate", "1"},
+		{"endpoints", "traceparent", id, "on"},
+		{"endpoints", "order-on-failure", id, "block"},
+		{"requeue", "delivery", id},
+		{"requeue", "webhook", id},
+		{"requeue", "email", id},
+		{"cancel", "webhook", id},
+		{"cancel", "email", id},
+		{"replay", "event", id},
+		{"replay", "endpoint", id, "--since", "24h"},
+		{"ordering", "skip", id},
+	} {
+		var out, errOut bytes.Buffer
+		code := runMain(args, lookup, &out, &errOut)
+		msg := errOut.String()
+		if code != 1 || !strings.Contains(msg, id) {
+			t.Errorf("worker %s: exit %d, stderr %q; want a refusal naming the id", strings.Join(args, " "), code, msg)
+			continue
+		}
+		_, text, _ := strings.Cut(msg, ": ") // after "worker cancel webhook: "
+		for _, prefix := range []string{"webhook:", "outbox:", "render:", "smtp:"} {
+			if strings.Count(text, prefix) > 1 {
+				t.Errorf("worker %s: %q says %s more than once", strings.Join(args, " "), msg, prefix)
+			}
+		}
+	}
+}
