@@ -167,6 +167,15 @@ func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaO
 // errDone ends runReplica's running callback without an error.
 var errDone = errors.New("done")
 
+// After SHUTDOWN_TIMEOUT, what shutdown may still take: the hard stop's
+// cancel and the HTTP server's close. A process manager's grace period
+// before SIGKILL must cover all three (deploy/kubernetes: its test adds
+// them up).
+const (
+	hardStopTimeout     = 15 * time.Second
+	httpShutdownTimeout = 5 * time.Second
+)
+
 // shutdown stops claiming, gives in-flight rows SHUTDOWN_TIMEOUT to finish
 // and mark, then cancels what is left. Marks run on detached contexts, so
 // even a cancelled row records its outcome.
@@ -178,11 +187,11 @@ func shutdown(env *Env, rep *replica, srv *http.Server) error {
 	err := rep.stop(soft)
 	if errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("soft stop timed out; cancelling in-flight work")
-		hard, cancelHard := context.WithTimeout(context.Background(), 15*time.Second)
+		hard, cancelHard := context.WithTimeout(context.Background(), hardStopTimeout)
 		defer cancelHard()
 		err = rep.stopAndCancel(hard)
 	}
-	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), 5*time.Second)
+	httpCtx, cancelHTTP := context.WithTimeout(context.Background(), httpShutdownTimeout)
 	defer cancelHTTP()
 	if shutErr := srv.Shutdown(httpCtx); shutErr != nil && err == nil {
 		err = shutErr
