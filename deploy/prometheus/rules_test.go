@@ -1,14 +1,14 @@
 package prometheus_test
 
 import (
-	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/postbox/postbox/internal/testsupport/metricnames"
 )
 
 const rulesFile = "postbox-alerts.yml"
@@ -47,60 +47,22 @@ func TestRules_Promtool(t *testing.T) {
 }
 
 var (
-	exprMetric  = regexp.MustCompile(`\bpostbox_[a-z0-9_]+\b`)
-	codeLiteral = regexp.MustCompile(`"(postbox_[a-z0-9_]+)"`)
-	alertName   = regexp.MustCompile(`(?m)^\s*- alert: (\S+)`)
-	runbook     = regexp.MustCompile(`runbook: "docs/OPERATIONS\.md#([a-z0-9-]+)"`)
+	alertName = regexp.MustCompile(`(?m)^\s*- alert: (\S+)`)
+	runbook   = regexp.MustCompile(`runbook: "docs/OPERATIONS\.md#([a-z0-9-]+)"`)
 )
 
-// registered is every "postbox_…" string literal in the module's non-test
-// Go sources: a superset of the metric names the code registers (it also
-// holds a few table and job names), which is enough to catch a rule that
-// names a metric nobody exports: a typo, or a metric renamed in the code.
-func registered(t *testing.T) map[string]bool {
-	t.Helper()
-	names := map[string]bool{}
-	err := filepath.WalkDir("../..", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "../.." {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		src, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		for _, m := range codeLiteral.FindAllStringSubmatch(string(src), -1) {
-			names[m[1]] = true
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return names
-}
-
 // unknownMetrics returns the postbox_ metric names in rules' expressions
-// that are not in names.
+// that the code does not register.
 func unknownMetrics(rules string, names map[string]bool) []string {
-	var unknown []string
+	var exprs []string
 	for _, line := range strings.Split(rules, "\n") {
 		if strings.HasPrefix(strings.TrimSpace(line), "#") || strings.Contains(line, "alert:") ||
 			strings.Contains(line, "summary:") || strings.Contains(line, "description:") {
 			continue
 		}
-		for _, m := range exprMetric.FindAllString(line, -1) {
-			if !names[m] && !slices.Contains(unknown, m) {
-				unknown = append(unknown, m)
-			}
-		}
+		exprs = append(exprs, line)
 	}
-	return unknown
+	return metricnames.Unknown(names, exprs...)
 }
 
 func TestRules_MetricNamesAreRegistered(t *testing.T) {
@@ -109,7 +71,10 @@ func TestRules_MetricNamesAreRegistered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := registered(t)
+	names, err := metricnames.Registered("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name  string
 		rules string
