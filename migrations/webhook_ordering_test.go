@@ -2,6 +2,7 @@ package migrations_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
@@ -9,8 +10,11 @@ import (
 
 // Migration 00023 on a database with rows: the rows already there stay
 // unordered (no key, no place) and keep flowing; new outbox rows take
-// places in insert order; going down past it drops the columns, the
-// trigger and the sequence and keeps every row; up again works.
+// places in insert order; going down past it refuses while rows of a key
+// are pending — it would drop their keys, and they would go out unordered
+// after an up again — naming how many, and changes nothing; once they are
+// sent it drops the columns, the trigger and the sequence and keeps every
+// row; up again works.
 func TestWebhookOrderingUpAndDownWithRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -37,6 +41,24 @@ func TestWebhookOrderingUpAndDownWithRows(t *testing.T) {
 		FROM webhook_outbox WHERE ordering_key IS NOT NULL`).Scan(&inOrder); err != nil || !inOrder {
 		t.Fatalf("new rows of a key: in order %v (%v); want places in insert order", inOrder, err)
 	}
+	exec(`INSERT INTO webhook_endpoints (url, secret) VALUES ('https://h.example.com', 'whsec_MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTIz')`)
+	exec(`INSERT INTO webhook_events (event_type, payload, ordering_key) VALUES ('invoice.sent', '{}', 'in_2')`)
+	exec(`INSERT INTO webhook_deliveries (event_id, endpoint_id, ordering_key, ordering_seq)
+		SELECT e.id, p.id, e.ordering_key, e.ordering_seq FROM webhook_events e, webhook_endpoints p`)
+
+	err := downBelow(ctx, m, 23)
+	if err == nil || !strings.Contains(err.Error(), "2 webhook_outbox rows and 1 webhook_deliveries rows are pending with an ordering key") {
+		t.Fatalf("down past 00023 with keyed rows pending = %v; want a refusal naming 2 outbox rows and 1 delivery", err)
+	}
+	var keys int
+	if s, err := m.State(ctx); err != nil || s.Postbox.Current != 23 {
+		t.Fatalf("after the refused down: %+v (%v); want still at 23", s.Postbox, err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(ordering_key) FROM webhook_outbox`).Scan(&keys); err != nil || keys != 2 {
+		t.Fatalf("after the refused down: %d keyed outbox rows (%v); want the 2 kept", keys, err)
+	}
+	exec(`UPDATE webhook_outbox SET status = 'dispatched', dispatched_at = now() WHERE ordering_key IS NOT NULL`)
+	exec(`UPDATE webhook_deliveries SET status = 'succeeded', delivered_at = now()`)
 
 	if err := downBelow(ctx, m, 23); err != nil {
 		t.Fatal(err)

@@ -100,6 +100,26 @@ CREATE TRIGGER webhook_deliveries_ordering_next AFTER UPDATE OF status, order_sk
     EXECUTE FUNCTION postbox_ordering_next();
 
 -- +goose Down
+-- Going down drops every row's key and place: a pending row of a key would
+-- then go out unordered, and an up again would not give it its key back.
+-- Rather than lose that silently, the step refuses while any row of a key
+-- is pending, saying how many (as 00015's does for custom kinds): let
+-- them be delivered (or cancel them) first.
+-- +goose StatementBegin
+DO $$
+DECLARE
+    outbox bigint;
+    deliveries bigint;
+BEGIN
+    SELECT count(*) INTO outbox FROM webhook_outbox WHERE ordering_key IS NOT NULL AND status = 'pending';
+    SELECT count(*) INTO deliveries FROM webhook_deliveries WHERE ordering_key IS NOT NULL AND status = 'pending';
+    IF outbox + deliveries > 0 THEN
+        RAISE EXCEPTION 'migration 00023 down: % webhook_outbox rows and % webhook_deliveries rows are pending with an ordering key; going down would drop their keys and send them unordered: let them be delivered (or cancel them) first', outbox, deliveries
+            USING HINT = 'SELECT ordering_key, status, count(*) FROM webhook_deliveries WHERE ordering_key IS NOT NULL AND status = ''pending'' GROUP BY 1, 2';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
 DROP TRIGGER IF EXISTS webhook_deliveries_ordering_next ON webhook_deliveries;
 DROP FUNCTION IF EXISTS postbox_ordering_next();
 DROP INDEX CONCURRENTLY IF EXISTS webhook_outbox_ordering_idx;

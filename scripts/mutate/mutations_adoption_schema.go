@@ -3,10 +3,39 @@ package main
 // Mutations of what the schema refuses from plain SQL, and what the
 // readers survive of rows from before it did: finite due times (migration
 // 00026) and the gauges, worker stats and worker show over a row that is
-// not.
+// not; a place in an ordering key taken from the sequence only (00027),
+// and 00023's down that would drop pending rows' keys.
 func init() {
-	const finiteDue = "migrations/sql/00026_finite_due.sql"
+	const (
+		finiteDue   = "migrations/sql/00026_finite_due.sql"
+		seqGuard    = "migrations/sql/00027_ordering_seq_guard.sql"
+		seqGuardRun = "TestOrderingSeqComesFromTheSequenceOnly"
+	)
 	register(
+		Mutation{
+			Name:    "ordering: 00023's down drops the keys of pending rows",
+			File:    "migrations/sql/00023_webhook_ordering.sql",
+			Find:    "IF outbox + deliveries > 0 THEN",
+			Replace: "IF false THEN",
+			Pkg:     "./migrations/",
+			Test:    "TestWebhookOrderingUpAndDownWithRows",
+		},
+		Mutation{
+			Name:    "ordering: plain SQL supplies a row's place in its key",
+			File:    seqGuard,
+			Find:    "ELSIF NEW.ordering_seq IS DISTINCT FROM",
+			Replace: "ELSIF TG_OP = 'UPDATE' AND NEW.ordering_seq IS DISTINCT FROM",
+			Pkg:     "./migrations/",
+			Test:    seqGuardRun,
+		},
+		Mutation{
+			Name:    "ordering: plain SQL moves a row's place in its key",
+			File:    seqGuard,
+			Find:    "BEFORE UPDATE OF ordering_seq ON webhook_outbox",
+			Replace: "BEFORE UPDATE OF ordering_key ON webhook_outbox",
+			Pkg:     "./migrations/",
+			Test:    seqGuardRun,
+		},
 		Mutation{
 			Name:    "finite due: the gauges subtract a due time of -infinity (one row fails every scrape)",
 			File:    "internal/claim/claim.go",
