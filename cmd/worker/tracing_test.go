@@ -589,14 +589,15 @@ func stopWorker(t *testing.T, cmd *exec.Cmd, logs fmt.Stringer) {
 }
 
 // TestTracingEndToEnd runs `worker run` as a process exporting to an
-// OTLP/HTTP receiver, with one email and one webhook event enqueued inside
-// an application's span. The email's attempt span joins that trace as the
+// OTLP/HTTP receiver, with two emails — one the relay refuses — and one
+// webhook event enqueued inside an application's span. The email's attempt span joins that trace as the
 // span's child, names its row, and has the SMTP exchange and the mark
 // under it; the event's fan-out, attempt and mark chain joins it too, and
 // the receiver gets the attempt's traceparent header; River's job spans
 // are exported; the worker's log line for the sent email carries the
-// trace's ids; and no exported attribute, resource included, holds the
-// SMTP password, the endpoint's signing secret or a secret payload value.
+// trace's ids; and no exported value — attribute, resource, event — holds
+// the SMTP password, the endpoint's signing secret, a secret payload value,
+// or the refused send's recipient or reply text.
 func TestTracingEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -606,10 +607,17 @@ func TestTracingEndToEnd(t *testing.T) {
 		resetToken   = "reset-S3CRET-91c2"
 		pdfBody      = "%PDF-1.4 pdf-S3CRET-body"
 		cardValue    = "card-S3CRET-4242"
+		refusedTo    = "nobody-s3cret@example.com" // the relay refuses it: a failed send's spans
 	)
 	url := pgtest.URL(t)
 	pool := pgtest.Connect(t, url)
-	sink, err := smtpsink.Start(smtpsink.Options{Users: map[string]string{smtpUser: smtpPassword}, AllowInsecureAuth: true})
+	sink, err := smtpsink.Start(smtpsink.Options{Users: map[string]string{smtpUser: smtpPassword}, AllowInsecureAuth: true,
+		RejectRcpt: func(to string) error {
+			if to == refusedTo {
+				return smtpsink.UserUnknown(to)
+			}
+			return nil
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -641,6 +649,11 @@ func TestTracingEndToEnd(t *testing.T) {
 	emailID, err := enq.Enqueue(appCtx, tx, outbox.Email{Kind: outbox.KindPasswordReset, CustomerID: "cus_trace",
 		Payload: outbox.Payload{To: "ada@example.com", Subject: "Reset your password",
 			PasswordResetURL: "https://app.example/reset?token=" + resetToken, PDF: []byte(pdfBody)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedID, err := enq.Enqueue(appCtx, tx, outbox.Email{CustomerID: "cus_trace",
+		Payload: outbox.Payload{To: refusedTo, Subject: "Receipt", Text: "Thank you."}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -684,6 +697,15 @@ func TestTracingEndToEnd(t *testing.T) {
 			if _, ok := find(spans, name, inTrace(attempt.SpanID)); !ok {
 				return name + " under the email attempt"
 			}
+		}
+		refused, ok := find(spans, "postbox.email.attempt", func(s exported) bool {
+			return inTrace(parentID)(s) && s.Attrs["postbox.row_id"] == refusedID && s.Attrs["postbox.outcome"] == "failed"
+		})
+		if !ok {
+			return "the refused email's failed attempt"
+		}
+		if _, ok := find(spans, "smtp.exchange", inTrace(refused.SpanID)); !ok {
+			return "smtp.exchange under the refused email's attempt"
 		}
 		if fanout, ok = find(spans, "postbox.webhook.fanout", inTrace(parentID)); !ok {
 			return "postbox.webhook.fanout, child of the enqueuing span"
@@ -756,7 +778,7 @@ func TestTracingEndToEnd(t *testing.T) {
 
 	// No secret in any exported value.
 	secrets := []string{smtpPassword, ep.Secret, strings.TrimPrefix(ep.Secret, "whsec_"), resetToken, pdfBody,
-		base64.StdEncoding.EncodeToString([]byte(pdfBody)), cardValue}
+		base64.StdEncoding.EncodeToString([]byte(pdfBody)), cardValue, refusedTo, "Recipient address rejected"}
 	for _, v := range otlp.values() {
 		for _, s := range secrets {
 			if strings.Contains(v, s) {

@@ -144,5 +144,13 @@ func init() {
 			Pkg:     "./outbox/templatedir/",
 			Test:    "TestDispatch_DeclaredSecretKeySealedWhilePendingScrubbedOnceSent",
 		},
+		Mutation{
+			Name:    "spans: worker run exports a failed send's reply and recipient in the attempt span's events",
+			File:    "outbox/send.go",
+			Find:    "\tif outcome == OutcomeFailed || outcome == OutcomeRetry {\n\t\tspan.SetStatus(codes.Error, string(outcome))",
+			Replace: "\tif outcome == OutcomeFailed || outcome == OutcomeRetry {\n\t\tspan.RecordError(err)\n\t\tspan.SetStatus(codes.Error, string(outcome))",
+			Pkg:     "./cmd/worker/",
+			Test:    "TestTracingEndToEnd",
+		},
 	)
 }
