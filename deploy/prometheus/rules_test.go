@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/postbox/postbox/internal/testsupport/markdown"
 	"github.com/postbox/postbox/internal/testsupport/metricnames"
 )
 
@@ -110,7 +111,7 @@ func TestRules_AgreeWithOperationsDoc(t *testing.T) {
 	anchors := map[string]bool{}
 	for _, line := range strings.Split(string(doc), "\n") {
 		if h, ok := strings.CutPrefix(line, "## "); ok {
-			anchors[anchor(h)] = true
+			anchors[markdown.Anchor(h)] = true
 		}
 	}
 	for _, m := range alertName.FindAllStringSubmatch(string(rules), -1) {
@@ -123,19 +124,4 @@ func TestRules_AgreeWithOperationsDoc(t *testing.T) {
 			t.Errorf("runbook anchor #%s is not a section of docs/OPERATIONS.md", m[1])
 		}
 	}
-}
-
-// anchor is GitHub's heading anchor: lower case, spaces to hyphens,
-// punctuation other than hyphens dropped.
-func anchor(heading string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(heading) {
-		switch {
-		case r == ' ':
-			b.WriteByte('-')
-		case r == '-' || r == '_' || ('a' <= r && r <= 'z') || ('0' <= r && r <= '9'):
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }

@@ -2,7 +2,8 @@ package main
 
 // Mutations of what a release and a deployment rely on: the dependency
 // license check (scripts/licenses), the version stamp the Dockerfile links
-// in, the Kubernetes manifests and the Grafana dashboard.
+// in, the Kubernetes manifests, the Grafana dashboard, and the
+// performance page's summary.
 func init() {
 	register(
 		Mutation{
@@ -83,6 +84,30 @@ func init() {
 			Replace: "ok && (registered[base] || suffix != \"\")",
 			Pkg:     "./deploy/grafana/",
 			Test:    "TestDashboard",
+		},
+		Mutation{
+			Name:    "docs: the performance summary cites a section the page does not have",
+			File:    "docs/PERFORMANCE.md",
+			Find:    "[The same backlog with the email attempt log](#the-same-backlog-with-the-email-attempt-log)",
+			Replace: "[The same backlog with the email attempt log](#the-same-backlog-with-the-attempt-log)",
+			Pkg:     "./docs/",
+			Test:    "TestPerformance_SummaryFirstAndCitesItsSections",
+		},
+		Mutation{
+			Name:    "docs: the performance summary no longer comes first",
+			File:    "docs/PERFORMANCE.md",
+			Find:    "## Summary: current figures and sizing rules",
+			Replace: "## Current figures and sizing rules",
+			Pkg:     "./docs/",
+			Test:    "TestPerformance_SummaryFirstAndCitesItsSections",
+		},
+		Mutation{
+			Name:    "docs: heading anchors drop underscores, unlike GitHub's",
+			File:    "internal/testsupport/markdown/markdown.go",
+			Find:    "case r == '-' || r == '_' ||",
+			Replace: "case r == '-' ||",
+			Pkg:     "./docs/",
+			Test:    "TestPerformance_SummaryFirstAndCitesItsSections",
 		},
 	)
 }
