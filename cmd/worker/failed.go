@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/postbox/postbox/internal/backlog"
+	"github.com/postbox/postbox/outbox"
 )
 
 func init() {
@@ -73,13 +74,21 @@ func printFailed(w io.Writer, out []backlog.Failed) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TABLE\tID\tCREATED\tATTEMPTS\tEVENT\tENDPOINT\tWHAT\tERROR")
 	tables := map[string]backlog.Failed{} // per table, its oldest row listed
+	payloads := 0                         // emails failed for their payload, which no requeue sends
 	for _, f := range out {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", f.Table, f.ID, f.CreatedAt.UTC().Format(time.RFC3339),
 			f.Attempts, dash(f.EventID), dash(f.EndpointID), truncate(f.What, 60), truncate(f.Error, 100))
+		if f.Table == "email_outbox" && outbox.FailedForPayload(f.Error) {
+			payloads++
+			continue
+		}
 		tables[f.Table] = f
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
+	if payloads > 0 {
+		fmt.Fprintln(w, "a row whose error begins 'decode payload:': "+outbox.CorrectedRowFix)
+	}
 	if _, ok := tables["email_outbox"]; ok {
 		fmt.Fprintln(w, "send one again with: worker requeue email <id>")
 	}

@@ -376,6 +376,9 @@ func verdict(e Email) (outcome, fix string) {
 			"send a new email: a skipped row's links and PDF are gone (scrubbed)"
 	case "failed":
 		fix = "worker requeue email " + e.ID
+		if outbox.FailedForPayload(e.LastError) {
+			fix = outbox.CorrectedRowFix
+		}
 		if e.Suppressed {
 			fix = "the recipient is suppressed (" + orNone(e.SuppressionReason) + "): lift the suppression first, then " + fix
 		}

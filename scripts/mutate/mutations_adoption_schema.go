@@ -4,14 +4,74 @@ package main
 // readers survive of rows from before it did: finite due times (migration
 // 00026) and the gauges, worker stats and worker show over a row that is
 // not; a place in an ordering key taken from the sequence only (00027),
-// and 00023's down that would drop pending rows' keys.
+// and 00023's down that would drop pending rows' keys; an email payload's
+// shape checked at insert (00028), and the fix offered for a row that
+// failed for its payload anyway.
 func init() {
 	const (
 		finiteDue   = "migrations/sql/00026_finite_due.sql"
 		seqGuard    = "migrations/sql/00027_ordering_seq_guard.sql"
 		seqGuardRun = "TestOrderingSeqComesFromTheSequenceOnly"
+		shape       = "migrations/sql/00028_email_payload_shape.sql"
+		shapeRun    = "TestPlainSQL_PayloadShapeRefusedByTheTable"
 	)
 	register(
+		Mutation{
+			Name:    "payload shape: plain SQL's payload.to may be an array",
+			File:    shape,
+			Find:    "('to', 'string'), ",
+			Replace: "",
+			Pkg:     "./outbox/",
+			Test:    shapeRun,
+		},
+		Mutation{
+			Name:    "payload shape: a number passes for a text field",
+			File:    shape,
+			Find:    "WHEN 'number' THEN f.want = 'integer' AND",
+			Replace: "WHEN 'number' THEN true OR",
+			Pkg:     "./outbox/",
+			Test:    shapeRun,
+		},
+		Mutation{
+			Name:    "payload shape: attempt_number may hold a fraction",
+			File:    shape,
+			Find:    "~ '^-?[0-9]{1,19}$'",
+			Replace: "~ '^-?[0-9.]+$'",
+			Pkg:     "./outbox/",
+			Test:    shapeRun,
+		},
+		Mutation{
+			Name:    "payload shape: a secret key's sealed envelope is refused",
+			File:    shape,
+			Find:    "WHEN 'object' THEN f.want = 'secret' AND",
+			Replace: "WHEN 'object' THEN false AND",
+			Pkg:     "./outbox/",
+			Test:    shapeRun,
+		},
+		Mutation{
+			Name:    "payload failure: the predicate misses the decoder's errors",
+			File:    "outbox/payloadfailure.go",
+			Find:    `const payloadErrorPrefix = "decode payload: "`,
+			Replace: `const payloadErrorPrefix = "payload: "`,
+			Pkg:     "./outbox/",
+			Test:    "TestDispatch_DecodeErrorFailsAtOnce",
+		},
+		Mutation{
+			Name:    "payload failure: worker show offers a requeue to a row failed for its payload",
+			File:    "internal/story/story.go",
+			Find:    "if outbox.FailedForPayload(e.LastError) {",
+			Replace: "if false {",
+			Pkg:     "./internal/story/",
+			Test:    "TestFind_FailedForItsPayloadFixIsACorrectedRow",
+		},
+		Mutation{
+			Name:    "payload failure: worker failed email offers a requeue to a row failed for its payload",
+			File:    "cmd/worker/failed.go",
+			Find:    `if f.Table == "email_outbox" && outbox.FailedForPayload(f.Error) {`,
+			Replace: "if false {",
+			Pkg:     "./cmd/worker/",
+			Test:    "TestFailedEmailForItsPayloadSuggestsACorrectedRow",
+		},
 		Mutation{
 			Name:    "ordering: 00023's down drops the keys of pending rows",
 			File:    "migrations/sql/00023_webhook_ordering.sql",
