@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -90,9 +92,15 @@ func TestRun_RefusesTransactionPoolerInSessionMode(t *testing.T) {
 	bin := pgbouncertest.Binary(t)
 	t.Parallel()
 	_, pooled := pgbouncertest.Start(t, bin, pgtest.URL(t), pgbouncertest.Options{})
-	env := []string{"DATABASE_URL=" + pooled, "HTTP_ADDR=" + freeAddr(t), "SMTP_TLS=none"}
-	code, out := runBinary(t, workerBinary(t), env, "run")
-	if code == 0 || !strings.Contains(out, "DATABASE_URL is a transaction pooler") || !strings.Contains(out, "set DATABASE_POOL_MODE=transaction") {
+	// Bounded well below runBinary's two minutes: a worker that boots
+	// where it should have refused runs until killed.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, workerBinary(t), "run")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+pooled, "HTTP_ADDR="+freeAddr(t), "SMTP_TLS=none")
+	b, err := cmd.CombinedOutput()
+	code, out := cmd.ProcessState.ExitCode(), string(b)
+	if err == nil || code == 0 || !strings.Contains(out, "DATABASE_URL is a transaction pooler") || !strings.Contains(out, "set DATABASE_POOL_MODE=transaction") {
 		t.Fatalf("run at a transaction pooler in session mode: exit %d, want a refusal naming DATABASE_POOL_MODE\n%s", code, out)
 	}
 }

@@ -140,8 +140,8 @@ func init() {
 		Mutation{
 			Name:    "tracing: OTEL_EXPORTER_OTLP_TIMEOUT=0 (no deadline) accepted",
 			File:    tracingGo,
-			Find:    "if err != nil || ms <= 0 {",
-			Replace: "if err != nil || ms < 0 {",
+			Find:    "if err != nil || ms <= 0 || ms > maxExportTimeoutMS {",
+			Replace: "if err != nil || ms < 0 || ms > maxExportTimeoutMS {",
 			Pkg:     pkg,
 			Test:    "TestTracingConfigFromEnv",
 		},
