@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/smtp"
 )
@@ -224,16 +225,16 @@ func TestCancel_AfterTheLeaseOfASlowWorkerExpired(t *testing.T) {
 		c.Leases.LeaseSlack = time.Second
 	})
 	d.hooks.beforeRow = func(r *Row) {
-		for {
+		over := eventually.Within(time.Minute, func() bool {
 			var over bool
 			if err := pool.QueryRow(ctx, `SELECT next_attempt_at < now() FROM email_outbox WHERE id = $1`, r.ID).Scan(&over); err != nil {
 				t.Error(err)
-				return
+				return true
 			}
-			if over {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
+			return over
+		})
+		if !over {
+			t.Error("the row's lease never ran out")
 		}
 		cancelErr = Cancel(ctx, pool, r.ID, "alice")
 	}

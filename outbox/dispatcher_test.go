@@ -413,16 +413,18 @@ func TestDispatch_UnstartedRowsReleased(t *testing.T) {
 	ctx := testCtx(t)
 	pool := pgtest.NewPool(t)
 	ids := insertRows(t, pool, 5)
-	cfg := fastLeases(time.Second) // PerRowBudget 1 s, lease 6 s
+	cfg := fastLeases(2 * time.Second) // PerRowBudget 2 s, lease 12 s
 
-	// The batch gets 1.5 s: the first row starts with a full budget, and
-	// once it has taken 0.6 s less than a budget is left for the rest.
-	batch, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	// The batch gets a budget and a half: the first row starts with a full
+	// budget however slow the claim was (up to half a budget), and its send
+	// takes the batch until half a budget is left, too little for the rest.
+	batch, cancel := context.WithTimeout(ctx, cfg.PerRowBudget*3/2)
 	defer cancel()
+	end, _ := batch.Deadline()
 	var sends atomic.Int32
 	sender := newFakeSender(func(context.Context, smtp.Message) error {
 		if sends.Add(1) == 1 {
-			time.Sleep(600 * time.Millisecond)
+			time.Sleep(time.Until(end.Add(-cfg.PerRowBudget / 2))) // simulates: a send that takes the batch until half a budget is left
 		}
 		return nil
 	})
@@ -506,7 +508,7 @@ func TestDrain_BoundedConcurrencyDeliversAll(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // simulates: a send of a few milliseconds, so batches overlap
 		inFlight.Add(-1)
 		return nil
 	})
@@ -540,7 +542,7 @@ func TestDrain_StopsWhenWindowEnds(t *testing.T) {
 	const window = 2 * time.Second
 	start := time.Now()
 	sender := newFakeSender(func(context.Context, smtp.Message) error {
-		time.Sleep(time.Until(start.Add(window + 50*time.Millisecond)))
+		time.Sleep(time.Until(start.Add(window + 50*time.Millisecond))) // simulates: sends that outlast the drain's window
 		return nil
 	})
 	d := newDispatcher(t, pool, sender, func(c *Config) { c.Concurrency = 1 })

@@ -37,7 +37,7 @@ func TestEnqueue_IdempotencyKeyConcurrent(t *testing.T) {
 				if ids[i], err = Enqueue(ctx, tx, email); err != nil {
 					return err
 				}
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // simulates: a caller's transaction open a while, so the others race it
 				return tx.Commit(ctx)
 			}()
 		})

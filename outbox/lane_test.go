@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/smtp"
 )
@@ -29,7 +30,7 @@ func TestDrain_ConcurrencyCapsSendsAcrossConcurrentDrains(t *testing.T) {
 		defer inFlight.Add(-1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
-		time.Sleep(5 * time.Millisecond) // long enough for drains to overlap
+		time.Sleep(5 * time.Millisecond) // simulates: a send of a few milliseconds, long enough for drains to overlap
 		return nil
 	})
 	const limit = 2
@@ -98,9 +99,9 @@ func TestRun_PlainInsertWakesTheLane(t *testing.T) {
 		ran <- res
 	}()
 	// The Run's first claim finds nothing; only a wake-up makes a second.
-	waitFor(t, func() bool { return source.claims.Load() >= 1 && d.slots.InUse() == 0 })
+	eventually.Until(t, "the Run's first claim, done", laneWait, func() bool { return source.claims.Load() >= 1 && d.slots.InUse() == 0 })
 	id := insertRow(t, pool, "raw", rawPayload("ada@example.com"))
-	waitFor(t, func() bool { return sender.callsFor(id) == 1 })
+	eventually.Until(t, "the woken claim's send", laneWait, func() bool { return sender.callsFor(id) == 1 })
 	d.Stop()
 	if res := <-ran; res.Sent != 1 || res.Claims < 2 {
 		t.Errorf("Run = %+v, want the row sent by a second, woken claim", res)
@@ -153,16 +154,9 @@ func (s *countingSource) Claim(ctx context.Context, n int) (engine.Claim, error)
 	return s.d.Claim(ctx, n)
 }
 
-func waitFor(t *testing.T, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 20 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// laneWait bounds a wait for what a running lane must do: a hang, not a
+// speed.
+const laneWait = time.Minute
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
@@ -222,7 +216,9 @@ func TestRun_LateCommitIsSentAfterTheSweep(t *testing.T) {
 		SweepGate:  &engine.Gate{DB: pool, Name: table.Name + "_sweep", Owner: "test", Lease: 100 * time.Millisecond},
 	})
 	// Open until the lane's claims have moved the window's edge past it.
-	sendLateCommit(t, pool, d, sender, func(due time.Time) { waitFor(t, func() bool { return d.window.Low().After(due) }) })
+	sendLateCommit(t, pool, d, sender, func(due time.Time) {
+		eventually.Until(t, "the window's edge past the row's due time", laneWait, func() bool { return d.window.Low().After(due) })
+	})
 }
 
 // The same with the shipped figures (a margin of a second, a sweep every
@@ -235,7 +231,9 @@ func TestRun_ThirtySecondTransactionIsSent(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
 	sender := newFakeSender(nil)
-	sendLateCommit(t, pool, newDispatcher(t, pool, sender), sender, func(time.Time) { time.Sleep(30 * time.Second) })
+	sendLateCommit(t, pool, newDispatcher(t, pool, sender), sender, func(time.Time) {
+		time.Sleep(30 * time.Second) // simulates: an application transaction open for 30 s
+	})
 }
 
 // sendLateCommit runs d, enqueues an email in a transaction that stays
@@ -269,7 +267,7 @@ func sendLateCommit(t *testing.T, pool *pgxpool.Pool, d *Dispatcher, sender *fak
 		t.Fatal(err)
 	}
 	committed := time.Now()
-	waitFor(t, func() bool { return sender.callsFor(id) == 1 })
+	eventually.Until(t, "the late commit's send", laneWait, func() bool { return sender.callsFor(id) == 1 })
 	t.Logf("sent %s after its commit", time.Since(committed).Round(time.Millisecond))
 	d.Stop()
 	if res := <-ran; res.Sent != 1 {

@@ -62,7 +62,7 @@ func TestRowIDs_StartWithTheirTime(t *testing.T) {
 		}
 	}
 	first := newRowID()
-	time.Sleep(2 * time.Millisecond)
+	time.Sleep(2 * time.Millisecond) // simulates: time passing between two ids, past the millisecond they carry
 	if second := newRowID(); second <= first {
 		t.Errorf("ids made 2 ms apart do not sort in time: %s then %s", first, second)
 	}
