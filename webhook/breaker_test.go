@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
@@ -51,12 +53,11 @@ FROM webhook_endpoints WHERE id = $1`, id).Scan(&b.Failures, &b.Opens, &b.Paused
 	return b
 }
 
-// waitPast sleeps until the database clock is past at.
+// waitPast waits until the database clock is past at.
 func waitPast(t *testing.T, db DB, at time.Time) {
 	t.Helper()
-	if d := at.Sub(dbNow(t, db)); d > 0 {
-		time.Sleep(d + 20*time.Millisecond)
-	}
+	eventually.Until(t, "the database clock past "+at.Format(time.RFC3339Nano), time.Until(at)+time.Minute,
+		func() bool { return dbNow(t, db).After(at) })
 }
 
 // deliverAll enqueues events and runs the fan-out and the retry lane of
@@ -126,7 +127,7 @@ func TestBreaker_OpensOnFailureRateAndProbesClose(t *testing.T) {
 			return
 		}
 		if probeAt.CompareAndSwap(0, time.Now().UnixNano()) {
-			time.Sleep(300 * time.Millisecond) // the probe is slow: nothing else may go out meanwhile
+			time.Sleep(300 * time.Millisecond) // simulates: a slow probe: nothing else may go out meanwhile
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
@@ -328,19 +329,18 @@ func TestBreaker_ClosedBreakerLetsHeldFirstAttemptsOutInASlowStart(t *testing.T)
 	if n := len(rc.requests()); n != 7 {
 		t.Fatalf("the first claim after the breaker closed sent %d first attempts of %d held, want 7", n, held)
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) < held {
+	eventually.Until(t, fmt.Sprintf("all %d held deliveries delivered", held), 2*time.Minute, func() bool {
+		if count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) >= held {
+			return true
+		}
 		if b := endpointBreaker(t, pool, ep.ID); b.PausedUntil != nil {
 			t.Fatalf("the breaker opened again (%+v) after %d requests", b, len(rc.requests()))
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d delivered within 60 s", count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`), held)
 		}
 		if _, err := p.DrainRetries(ctx, testWindow); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false
+	})
 	if n := len(rc.requests()); n != 2*held {
 		t.Fatalf("%d requests for %d messages, want two each", n, held)
 	}

@@ -298,7 +298,7 @@ func TestLane_AttemptWithNoSlotInItsLeaseIsReleased(t *testing.T) {
 	// one slot for five, outlasts it.
 	p.lc.BirthLeaseWindow = p.lc.DeliveryBudget + leases.MarkTimeout + 2*time.Second
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
-		time.Sleep(5 * time.Second)
+		time.Sleep(5 * time.Second) // simulates: a receiver slower than the second attempt's room to start in
 		w.WriteHeader(http.StatusNoContent)
 	})
 	provenEndpoint(t, pool, rc.URL)

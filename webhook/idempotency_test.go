@@ -38,7 +38,7 @@ func TestEnqueue_IdempotencyKeyConcurrent(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // simulates: a caller's transaction open a while, so the others race it
 				return tx.Commit(ctx)
 			}()
 		})

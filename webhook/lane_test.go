@@ -24,7 +24,7 @@ func TestPipeline_ConcurrencyCapsAttemptsAcrossConcurrentRuns(t *testing.T) {
 		defer inFlight.Add(-1)
 		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // simulates: a receiver taking a few milliseconds, so attempts overlap
 		w.WriteHeader(http.StatusNoContent)
 	})
 	for range 4 {

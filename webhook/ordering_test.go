@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
@@ -236,7 +237,7 @@ func TestOrdering_FanOutHoldsTheLaterEventsOfAKey(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { _, err := p.Drain(ctx, testWindow); done <- err }()
-	waitFor(t, "the fan-outs", func() bool {
+	eventually.Until(t, "the fan-outs", orderingWait, func() bool {
 		return count(t, pool, `SELECT count(*) FROM webhook_deliveries`) == len(ids)+1
 	})
 	for _, id := range ids[1:] {
@@ -349,7 +350,7 @@ func TestOrdering_ConcurrentDispatchersDeliverEveryKeyInOrder(t *testing.T) {
 		wg.Go(func() { _, _ = p.Run(runCtx, time.Hour) })
 		wg.Go(func() { _, _ = p.RunRetries(runCtx, time.Hour) })
 	}
-	waitFor(t, "every delivery", func() bool {
+	eventually.Until(t, "every delivery", orderingWait, func() bool {
 		return count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) == keys*perKey
 	})
 	stop()
@@ -411,16 +412,9 @@ func receivedOrder(t *testing.T, got []received) map[string][]int {
 	return out
 }
 
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// orderingWait bounds a wait for what running lanes must do: a hang, not a
+// speed.
+const orderingWait = 2 * time.Minute
 
 // A delivered head hands its key on in process: the attempt that delivered
 // it claims the key's next delivery into its own slot and sends it at
@@ -519,24 +513,26 @@ func TestOrdering_BirthRacingTheMarkAheadIsTakenOnceItCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	drained := make(chan Tally, 1)
+	var returned atomic.Bool
 	go func() {
 		sum, err := p.Drain(ctx, testWindow)
 		if err != nil {
 			t.Error(err)
 		}
+		returned.Store(true)
 		drained <- sum
 	}()
-	for count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE event_id = $1`, ids[1]) == 0 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.Until(t, "the delivery born behind the racing mark", orderingWait, func() bool {
+		return count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE event_id = $1`, ids[1]) > 0
+	})
 	// The look again waits on the mark's row lock; the mark commits once it
-	// does (or after 3 s, when nothing looks again), after the drain's claim
-	// is over: only the look again can then take the delivery.
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0 {
-			break
-		}
-	}
+	// does (or once the drain returned, when nothing looked again), after
+	// the drain's claim is over: only the look again can then take the
+	// delivery.
+	eventually.Until(t, "the look again waiting on the mark's lock, or the drain done", orderingWait, func() bool {
+		return returned.Load() ||
+			count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) > 0
+	})
 	if err := mark.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -592,8 +588,8 @@ func TestOrdering_ChainLeavesItsSlotToOlderWork(t *testing.T) {
 					p.slots.Release(1)
 				}
 			}()
-			for !p.slots.OlderWaits(1) {
-				time.Sleep(time.Millisecond)
+			if !eventually.Within(orderingWait, func() bool { return p.slots.OlderWaits(1) }) {
+				t.Error("the older work never came to wait for the slot")
 			}
 		}
 		w.WriteHeader(http.StatusNoContent)

@@ -155,7 +155,7 @@ func TestOutbox_ProcessBatch_ConcurrentClaimersDisjoint(t *testing.T) {
 	slow := func(id string) {
 		log.record(id)
 		once.Do(func() { close(firstInFlight) })
-		time.Sleep(30 * time.Millisecond)
+		time.Sleep(30 * time.Millisecond) // simulates: a row taking tens of milliseconds
 	}
 	a, b := newDispatcher(t, pool, nil), newDispatcher(t, pool, nil)
 	a.hooks.beforeDispatch, b.hooks.beforeDispatch = slow, slow
@@ -210,7 +210,7 @@ func TestOutbox_LateCommitIsClaimedAfterTheSweep(t *testing.T) {
 	if _, err := late.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload) VALUES ('invoice.paid', '{}')`); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // simulates: time passing for the claim window's margin (20 ms) while the transaction stays open
 	src := outboxSource{p}
 	claimed := func() int {
 		t.Helper()

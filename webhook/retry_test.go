@@ -10,6 +10,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/leases"
 )
@@ -90,20 +91,13 @@ func TestRetry_FreshTimestampStableID(t *testing.T) {
 	if sum, err := p.Drain(ctx, testWindow); err != nil || sum.Retried != 1 {
 		t.Fatalf("first attempt: %+v, %v; want a retry scheduled", sum, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.Until(t, "the retry sent", time.Minute, func() bool {
 		sum, err := p.DrainRetries(ctx, testWindow)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sum.Sent == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("retry never succeeded")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return sum.Sent == 1
+	})
 
 	reqs := rc.requests()
 	if len(reqs) != 2 {
@@ -150,16 +144,15 @@ func TestRetry_TransientFailuresEndInFailed(t *testing.T) {
 	if _, err := p.Drain(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for d := oneDelivery(t, pool, `endpoint_id = $1`, ep.ID); d.Status == "pending"; d = oneDelivery(t, pool, `endpoint_id = $1`, ep.ID) {
-		if time.Now().After(deadline) {
-			t.Fatalf("delivery still pending after %d attempts", d.Attempts)
+	eventually.Until(t, "the delivery final, on a 10 ms schedule", time.Minute, func() bool {
+		if oneDelivery(t, pool, `endpoint_id = $1`, ep.ID).Status != "pending" {
+			return true
 		}
-		time.Sleep(20 * time.Millisecond)
 		if _, err := p.DrainRetries(ctx, testWindow); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return false
+	})
 	d := oneDelivery(t, pool, `endpoint_id = $1`, ep.ID)
 	if d.Status != "failed" || d.Attempts != 3 {
 		t.Fatalf("delivery %s after %d attempts, want failed after 3", d.Status, d.Attempts)
@@ -245,7 +238,7 @@ func TestRetry_ClaimsNoMoreThanItCanSend(t *testing.T) {
 		o.Settings.Concurrency = 1
 	})
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond) // simulates: a receiver taking 150 ms, slower than the pass's window allows for all six
 		w.WriteHeader(http.StatusOK)
 	})
 	ep := provenEndpoint(t, pool, rc.URL)

@@ -111,7 +111,7 @@ func TestMaxInFlight_HoldsAcrossDispatchers(t *testing.T) {
 		inFlight++
 		peak = max(peak, inFlight)
 		mu.Unlock()
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // simulates: a receiver taking 50 ms, so attempts overlap
 		mu.Lock()
 		inFlight--
 		mu.Unlock()
@@ -185,17 +185,23 @@ func TestMaxInFlight_DeadReplicaFreesSlotWhenLeaseExpires(t *testing.T) {
 	if _, err := p.Drain(ctx, testWindow); err != nil {
 		t.Fatal(err)
 	}
-	// The dead replica's claim: one delivery leased for another second.
-	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET attempts = 1, next_retry_at = now() + interval '1 second',
-	leased_until = now() + interval '1 second'
-WHERE id = (SELECT id FROM webhook_deliveries ORDER BY created_at, id LIMIT 1)`); err != nil {
+	// The dead replica's claim: one delivery leased for another hour.
+	const dead = `(SELECT id FROM webhook_deliveries ORDER BY created_at, id LIMIT 1)`
+	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET attempts = 1, next_retry_at = now() + interval '1 hour',
+	leased_until = now() + interval '1 hour'
+WHERE id = `+dead); err != nil {
 		t.Fatal(err)
 	}
 	ds, _, err := p.claimRetries(ctx, 10)
 	if err != nil || len(ds) != 0 {
 		t.Fatalf("claim while the dead replica's lease holds the slot: %d claimed, %v; want 0", len(ds), err)
 	}
-	time.Sleep(1100 * time.Millisecond)
+	// The hour passes: the lease ends in the past, by the database's clock.
+	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET next_retry_at = now() - interval '1 millisecond',
+	leased_until = now() - interval '1 millisecond'
+WHERE id = `+dead); err != nil {
+		t.Fatal(err)
+	}
 	ds, _, err = p.claimRetries(ctx, 10)
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("claim after the lease expired: %d claimed, %v; want 1 (the cap of 1 holds)", len(ds), err)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
@@ -139,19 +141,19 @@ func TestUnproven_FanOutsCountTheCapUnderTheEndpointsLock(t *testing.T) {
 	first := insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
 	second := insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 2})
 	secondDone := make(chan error, 1)
+	var secondReturned atomic.Bool
 	p.hooks.afterFanOut = func(string) error {
 		go func() {
 			_, err := other.dispatch(context.Background(), second)
+			secondReturned.Store(true)
 			secondDone <- err
 		}()
 		// Until the second fan-out waits on a lock (this one's, on the
-		// endpoint row), or gives up looking.
-		for range 500 {
-			if count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH claimed AS%'`) > 0 {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		// endpoint row), or returned without waiting.
+		eventually.Until(t, "the second fan-out waiting on a lock, or done", time.Minute, func() bool {
+			return secondReturned.Load() ||
+				count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH claimed AS%'`) > 0
+		})
 		return nil
 	}
 	if _, err := p.dispatch(ctx, first); err != nil {
