@@ -108,7 +108,8 @@ type Email struct {
 	Outcome string `json:"outcome"`
 	Fix     string `json:"fix"`
 	// Requeueable: a failed row, which `worker requeue email` and the
-	// console's requeue accept.
+	// console's requeue accept, unless it failed for its payload: a
+	// requeue would fail it the same way, so the console offers none.
 	Requeueable bool `json:"requeueable"`
 
 	// AttemptLog is each recorded attempt's time and outcome (its error,
@@ -309,7 +310,7 @@ func Emails(ctx context.Context, db DB, recs []outbox.Record) ([]Email, error) {
 			TraceID:       traceID(r.Traceparent),
 			NextAttemptAt: r.NextAttemptAt, LastError: r.LastError, CreatedAt: r.CreatedAt, DispatchedAt: r.DispatchedAt,
 			CancelledAt: r.CancelledAt, CancelledBy: r.CancelledBy,
-			Secrets: r.SecretFields(), Requeueable: r.Status == outbox.StatusFailed,
+			Secrets: r.SecretFields(), Requeueable: r.Status == outbox.StatusFailed && !outbox.FailedForPayload(r.LastError),
 		}
 		if e.Secrets == nil {
 			e.Secrets = []outbox.SecretField{}

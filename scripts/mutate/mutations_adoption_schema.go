@@ -65,6 +65,14 @@ func init() {
 			Test:    "TestFind_FailedForItsPayloadFixIsACorrectedRow",
 		},
 		Mutation{
+			Name:    "payload failure: the console offers a requeue of a row failed for its payload",
+			File:    "internal/story/story.go",
+			Find:    "Requeueable: r.Status == outbox.StatusFailed && !outbox.FailedForPayload(r.LastError),",
+			Replace: "Requeueable: r.Status == outbox.StatusFailed,",
+			Pkg:     "./internal/story/",
+			Test:    "TestFind_FailedForItsPayloadFixIsACorrectedRow",
+		},
+		Mutation{
 			Name:    "payload failure: worker failed email offers a requeue to a row failed for its payload",
 			File:    "cmd/worker/failed.go",
 			Find:    `if f.Table == "email_outbox" && outbox.FailedForPayload(f.Error) {`,
