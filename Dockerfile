@@ -32,8 +32,9 @@ EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
 	CMD ["/usr/local/bin/worker", "healthcheck"]
 # Docker's default stop signal; the worker then drains for SHUTDOWN_TIMEOUT
-# (30 s), so give it longer than that before the kill (compose:
-# stop_grace_period; docker stop -t 40).
+# (30 s), cancels what is left (up to 15 s) and closes its HTTP server (5 s),
+# so give it 60 s before the kill (compose: stop_grace_period; docker stop
+# -t 60; Kubernetes: terminationGracePeriodSeconds).
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/worker"]
 CMD ["run"]

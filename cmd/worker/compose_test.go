@@ -33,8 +33,8 @@ type composeFile struct {
 // TestComposeFile checks docker-compose.yml's deployment properties where
 // no Docker runs (CI): images pinned by exact tag, no inline passwords
 // (compose secrets and *_FILE variables), ports on 127.0.0.1 only and
-// Postgres off 5432, one image built once, a stop grace period longer than
-// SHUTDOWN_TIMEOUT and a readiness healthcheck. The schema itself is
+// Postgres off 5432, one image built once, a stop grace period covering
+// SHUTDOWN_TIMEOUT and the shutdown after it, and a readiness healthcheck. The schema itself is
 // TestComposeFile_ValidatesAgainstTheSchema's.
 func TestComposeFile(t *testing.T) {
 	t.Parallel()
@@ -96,8 +96,9 @@ func TestComposeFile(t *testing.T) {
 	}
 	grace, err := time.ParseDuration(worker.StopGracePeriod)
 	shutdown, err2 := time.ParseDuration(worker.Environment["SHUTDOWN_TIMEOUT"])
-	if err != nil || err2 != nil || grace <= shutdown {
-		t.Errorf("worker: stop_grace_period %q must exceed SHUTDOWN_TIMEOUT %q", worker.StopGracePeriod, worker.Environment["SHUTDOWN_TIMEOUT"])
+	if err != nil || err2 != nil || grace < shutdown+hardStopTimeout+httpShutdownTimeout {
+		t.Errorf("worker: stop_grace_period %q must cover SHUTDOWN_TIMEOUT %q, the hard stop's %s and the HTTP close's %s",
+			worker.StopGracePeriod, worker.Environment["SHUTDOWN_TIMEOUT"], hardStopTimeout, httpShutdownTimeout)
 	}
 	if hc := strings.Join(worker.Healthcheck.Test, " "); !strings.HasSuffix(hc, "worker healthcheck") {
 		t.Errorf("worker: healthcheck %q does not probe readiness (worker healthcheck)", hc)

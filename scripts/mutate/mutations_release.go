@@ -109,5 +109,13 @@ func init() {
 			Pkg:     "./docs/",
 			Test:    "TestPerformance_SummaryFirstAndCitesItsSections",
 		},
+		Mutation{
+			Name:    "deploy: compose kills the worker inside its drain",
+			File:    "docker-compose.yml",
+			Find:    "stop_grace_period: 60s",
+			Replace: "stop_grace_period: 45s",
+			Pkg:     "./cmd/worker/",
+			Test:    "TestComposeFile",
+		},
 	)
 }
