@@ -62,6 +62,11 @@ func (m *Mailer) fail(ctx context.Context, st stage, err error) error {
 	if cause != nil && !errors.Is(err, cause) {
 		err = fmt.Errorf("%w: %w", cause, err)
 	}
+	if st == stageDial {
+		// No relay answered where the settings point: name them, since
+		// a newcomer's first send meets this with none of them set.
+		return fmt.Errorf("smtp %s mode=%s: %s: %w (the relay is SMTP_HOST:SMTP_PORT, spoken to as SMTP_TLS says)", m.addr, m.cfg.Mode, st, err)
+	}
 	return fmt.Errorf("smtp %s mode=%s: %s: %w", m.addr, m.cfg.Mode, st, err)
 }
 

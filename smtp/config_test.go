@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -148,5 +150,24 @@ func TestBootLineSaysWhereMailGoes(t *testing.T) {
 				t.Fatalf("the boot log names a credential:\n%s", logs)
 			}
 		})
+	}
+}
+
+// TestDialErrorNamesTheSettings: a first send that finds no relay where
+// the settings point names the settings that point there.
+func TestDialErrorNamesTheSettings(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() // nothing listens there now
+	m := newMailer(t, Config{Host: "127.0.0.1", Port: port, Mode: ModeNone, From: "a@example.com", AppEnv: "test"}, nil)
+	err = m.Send(testCtx(t), testMessage("row-1"))
+	for _, want := range []string{"127.0.0.1:" + strconv.Itoa(port), ": dial: ", "SMTP_HOST:SMTP_PORT", "SMTP_TLS"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Send to a port nothing listens on = %v, want it to name %q", err, want)
+		}
 	}
 }

@@ -105,6 +105,14 @@ func init() {
 			Test:    "TestStrictSTARTTLS_NoAdvertisement",
 		},
 		Mutation{
+			Name:    "smtp: a send that finds no relay does not name SMTP_HOST and SMTP_PORT",
+			File:    "smtp/classify.go",
+			Find:    "\tif st == stageDial {\n",
+			Replace: "\tif st == stageDial && m == nil {\n",
+			Pkg:     "./smtp/",
+			Test:    "TestDialErrorNamesTheSettings",
+		},
+		Mutation{
 			Name:    "worker run: no warning when the relay is left at its defaults",
 			File:    "cmd/worker/run.go",
 			Find:    "if v, ok := env.lookup(name); ok && strings.TrimSpace(v) != \"\" {",
