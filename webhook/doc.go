@@ -144,6 +144,10 @@ never followed and no proxy is used.
 clones linked by replay_of: the clone is committed first, then its
 born-leased deliveries are created in one statement; an interrupted replay
 leaves a visible clone without deliveries, and running it again completes it.
+ReplayEvent sends the clone where the original went: an event addressed to
+one endpoint (Event.EndpointID, kept on the event as
+webhook_events.endpoint_id) to that endpoint only, any other to every
+enabled endpoint now subscribed to its type; [ReplayTargets] lists them.
 [Dispatcher.Prune] deletes dispatched webhook_outbox rows older than
 Settings.OutboxRetention (default seven days); events, deliveries and attempts
 are never pruned.

@@ -56,9 +56,7 @@ func bornSQL(events, lease, unproven string) string {
 	SELECT ev.id AS event_id, ep.id AS endpoint_id, ev.ordering_key, ev.ordering_seq, ep.proven_at IS NULL AS unproven, h.held,
 		row_number() OVER (PARTITION BY ep.id, h.held ORDER BY ev.ordering_seq, ev.id) AS k
 	FROM ` + events + ` ev
-	JOIN webhook_endpoints ep ON ep.enabled AND CASE
-		WHEN ev.target IS NULL THEN cardinality(ep.event_types) = 0 OR ev.event_type = ANY (ep.event_types)
-		ELSE ep.id = ev.target END
+	JOIN webhook_endpoints ep ON ` + reachesSQL + `
 	CROSS JOIN LATERAL (SELECT ` + limitedOrTripped + `
 		OR ` + orderedWaitSQL("ep.id", "ev.ordering_key", "ev.ordering_seq") + `
 		OR (ev.ordering_key IS NOT NULL AND EXISTS (SELECT 1 FROM ` + events + ` before
@@ -84,6 +82,23 @@ func bornSQL(events, lease, unproven string) string {
 	ON CONFLICT (event_id, endpoint_id) DO NOTHING
 	RETURNING id, event_id, endpoint_id, attempts, next_retry_at, ordering_key, ordering_seq
 )`
+}
+
+// reachesSQL is whether endpoint ep gets a delivery of event ev, whose
+// target is NULL for every enabled endpoint subscribed to its type, or
+// the one endpoint it goes to: the rule every birth follows (bornSQL), and
+// the one ReplayTargets lists a replay's endpoints by.
+const reachesSQL = `ep.enabled AND CASE
+		WHEN ev.target IS NULL THEN cardinality(ep.event_types) = 0 OR ev.event_type = ANY (ep.event_types)
+		ELSE ep.id = ev.target END`
+
+// addressedSQL is the endpoint event e was addressed to, NULL for an event
+// fanned out to every subscribed endpoint: what the fan-out copied from
+// its webhook_outbox row (migration 00029), or, for an event a binary
+// before it fanned out, the row's own while the row is kept. A replay goes
+// where its original went.
+func addressedSQL(e string) string {
+	return `coalesce(` + e + `.endpoint_id, (SELECT a.endpoint_id FROM webhook_outbox a WHERE a.id = ` + e + `.outbox_id))`
 }
 
 // bornColumns is what a first attempt needs of a born delivery (alias
@@ -138,18 +153,20 @@ func scanBorn(row pgx.Row, sent time.Time, before ...any) (d delivery, ok bool, 
 }
 
 // replayBornSQL creates the deliveries of already committed events — a
-// replay's clones: $1 the events, $2 NULL for every subscribed endpoint or
-// one endpoint's id, $3 the birth lease, $4 an unproven endpoint's cap
-// (bornSQL). One statement is one transaction.
+// replay's clones: $1 the events, $2 one endpoint's id, or NULL for where
+// each clone's original went (addressedSQL), $3 the birth lease, $4 an
+// unproven endpoint's cap (bornSQL). One statement is one transaction.
 var replayBornSQL = `WITH ev AS (
-	SELECT id, event_type, ordering_key, ordering_seq, $2::uuid AS target FROM webhook_events WHERE id = ANY ($1::uuid[])
+	SELECT c.id, c.event_type, c.ordering_key, c.ordering_seq, coalesce($2::uuid, ` + addressedSQL("o") + `) AS target
+	FROM webhook_events c JOIN webhook_events o ON o.id = coalesce(c.replay_of, c.id)
+	WHERE c.id = ANY ($1::uuid[])
 ), ` + bornSQL("ev", "$3", "$4") + `
 SELECT ` + bornColumns + `
 FROM born JOIN webhook_endpoints ep ON ep.id = born.endpoint_id
 ORDER BY born.event_id, ep.created_at`
 
-// bornDeliveries runs replayBornSQL: endpointID "" means every subscribed
-// endpoint. events maps event id → the event.
+// bornDeliveries runs replayBornSQL: endpointID "" means where each
+// event's original went. events maps event id → the event.
 func (p *Dispatcher) bornDeliveries(ctx context.Context, events map[string]event, endpointID string) ([]delivery, error) {
 	ids := make([]string, 0, len(events))
 	for id := range events {

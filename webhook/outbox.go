@@ -81,7 +81,8 @@ func sweep(ctx context.Context, db claim.Batcher, t claim.Table, w *claim.Window
 // SQL's INSERT … RETURNING id) is the webhook-id every receiver sees.
 // Events fanned out before this kept ids of their own. An event addressed
 // to one endpoint (the operator notice, webhook_outbox.endpoint_id) goes to
-// that endpoint only.
+// that endpoint only, and keeps the address (webhook_events.endpoint_id)
+// for its replays once the row is pruned.
 //
 // It returns a row per delivery, with its event's columns first, and a row
 // with NULL delivery columns for an event no endpoint subscribed to, in the
@@ -92,8 +93,8 @@ func fanOutSQL(rows, attempts, unproven string) string {
 	WHERE o.id = ANY (ARRAY(` + rows + `)) AND o.status = 'pending'
 	RETURNING o.id, o.event_type, o.payload, o.endpoint_id, o.traceparent, o.ordering_key, o.ordering_seq
 ), inserted AS (
-	INSERT INTO webhook_events (id, event_type, payload, outbox_id, traceparent, ordering_key, ordering_seq)
-	SELECT id, event_type, payload, id, traceparent, ordering_key, coalesce(ordering_seq, nextval('postbox_ordering_seq')) FROM claimed
+	INSERT INTO webhook_events (id, event_type, payload, outbox_id, traceparent, ordering_key, ordering_seq, endpoint_id)
+	SELECT id, event_type, payload, id, traceparent, ordering_key, coalesce(ordering_seq, nextval('postbox_ordering_seq')), endpoint_id FROM claimed
 	RETURNING id, event_type, payload, created_at, traceparent, ordering_key, ordering_seq
 ), ev AS (
 	SELECT i.id, i.event_type, i.ordering_key, i.ordering_seq, c.endpoint_id AS target

@@ -26,20 +26,16 @@ type ReplayBatch struct {
 	Attempts   Tally
 }
 
-// ReplayEvent replays an event (or, given a clone, its original) to every
-// enabled endpoint now subscribed to its type, and makes the first
-// attempts before returning.
+// ReplayEvent replays an event (or, given a clone, its original) where
+// the original went — to the one endpoint it was addressed to
+// (Event.EndpointID), or to every enabled endpoint now subscribed to its
+// type (ReplayTargets lists them) — and makes the first attempts before
+// returning.
 func (p *Dispatcher) ReplayEvent(ctx context.Context, eventID string) (Replay, error) {
-	if err := validateID(eventID); err != nil {
-		return Replay{}, err
-	}
 	var rep Replay
-	err := p.pool.QueryRow(ctx, `SELECT coalesce(replay_of, id) FROM webhook_events WHERE id = $1`, eventID).Scan(&rep.ReplayOf)
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return rep, fmt.Errorf("%w: event %s", ErrNotFound, eventID)
-	case err != nil:
-		return rep, fmt.Errorf("webhook: replay %s: %w", eventID, err)
+	var err error
+	if rep.ReplayOf, err = replayRoot(ctx, p.pool, eventID); err != nil {
+		return rep, err
 	}
 
 	// Step 1: an interrupted replay's clone, or a new clone, committed.
@@ -83,6 +79,50 @@ RETURNING id, event_type, payload, created_at`, rep.ReplayOf).Scan(&rep.EventID,
 	p.logger.Info("event replayed", "event_id", rep.ReplayOf, "clone_id", rep.EventID, "resumed", rep.Resumed, "deliveries", len(ds))
 	rep.Attempts = p.attemptAll(ctx, ds)
 	return rep, nil
+}
+
+// replayRoot is the event a replay of eventID replays: the event itself,
+// or, given a replay, its original.
+func replayRoot(ctx context.Context, db DB, eventID string) (string, error) {
+	if err := validateID(eventID); err != nil {
+		return "", err
+	}
+	var root string
+	err := db.QueryRow(ctx, `SELECT coalesce(replay_of, id) FROM webhook_events WHERE id = $1`, eventID).Scan(&root)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", fmt.Errorf("%w: event %s", ErrNotFound, eventID)
+	case err != nil:
+		return "", fmt.Errorf("webhook: replay %s: %w", eventID, err)
+	}
+	return root, nil
+}
+
+// replayTargetsSQL lists the endpoints a replay of the original $1
+// reaches, by the rule its deliveries are born by (reachesSQL).
+var replayTargetsSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints ep
+WHERE EXISTS (SELECT 1 FROM (SELECT o.event_type, ` + addressedSQL("o") + ` AS target FROM webhook_events o WHERE o.id = $1) ev
+	WHERE ` + reachesSQL + `)
+ORDER BY created_at, id`
+
+// ReplayTargets lists, without secrets, the endpoints ReplayEvent would
+// send eventID to now: where the original went — the endpoint it was
+// addressed to, if that is enabled, or every enabled endpoint now
+// subscribed to its type. An operator reads it before replaying.
+func ReplayTargets(ctx context.Context, db DB, eventID string) ([]Endpoint, error) {
+	root, err := replayRoot(ctx, db, eventID)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, replayTargetsSQL, root)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: replay %s: endpoints: %w", eventID, err)
+	}
+	eps, err := pgx.CollectRows(rows, scanEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("webhook: replay %s: endpoints: %w", eventID, err)
+	}
+	return eps, nil
 }
 
 // replayTodoSQL selects, for one endpoint ($1), the families (originals)

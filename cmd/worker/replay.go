@@ -27,8 +27,9 @@ func init() {
 		Name:       "replay event",
 		Args:       "<event-id>",
 		Positional: []string{"event-id"},
-		Summary:    "an event again, to every enabled endpoint subscribed to its type",
-		Help: "Replays event <event-id> (or, given a replay, its original) to every enabled endpoint now " +
+		Summary:    "an event again, where it went: its one endpoint, or every one subscribed to its type",
+		Help: "Replays event <event-id> (or, given a replay, its original) where the original went: to the " +
+			"endpoint it was addressed to (webhook_outbox.endpoint_id), or else to every enabled endpoint now " +
 			"subscribed to its type, and prints how the first attempts went.",
 		Run: func(ctx context.Context, env *Env, args []string) error {
 			p, err := replayPipeline(ctx, env)

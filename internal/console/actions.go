@@ -36,6 +36,9 @@ type action struct {
 	// do what the operator wants for this row, and names the action that
 	// would (alt, "" for none).
 	warn func(ctx context.Context, c *Console, id string) (warning, alt string, err error)
+	// reach, if set, lists on the confirmation page the endpoints the
+	// action will send to.
+	reach func(ctx context.Context, c *Console, id string) ([]webhook.Endpoint, error)
 }
 
 type actionInput struct {
@@ -106,7 +109,7 @@ var actions = map[string]action{
 		Title: "Requeue this failed delivery?", Button: "Requeue",
 		Explain: "The delivery goes back to pending with attempts 0, due now: the retry lane sends it to its own " +
 			"endpoint again, under the same webhook-id, within the endpoint's rate limit and breaker. No other " +
-			"endpoint receives anything (a replay would make a new event for every subscribed endpoint).",
+			"endpoint receives anything (a replay would make a new event for every endpoint the original went to).",
 		back: story.KindDelivery,
 		run: func(ctx context.Context, c *Console, id string, _ actionInput) (string, error) {
 			if err := webhook.RequeueDelivery(ctx, c.db, id); err != nil {
@@ -167,9 +170,13 @@ var actions = map[string]action{
 	"replay-event": {
 		Title: "Replay this event?", Button: "Replay", Replay: true,
 		Explain: "A new event with the same type and payload (a new id, so receivers do not dedupe it away, and " +
-			"replay_of naming the original) is delivered to every enabled endpoint now subscribed to its type. " +
-			"This is how a failed delivery is sent again. The first attempts are made before the page returns.",
+			"replay_of naming the original) is delivered where the original went: to the endpoint it was addressed " +
+			"to, or to every enabled endpoint now subscribed to its type. This is how a failed delivery is sent " +
+			"again. The first attempts are made before the page returns.",
 		back: story.KindEvent,
+		reach: func(ctx context.Context, c *Console, id string) ([]webhook.Endpoint, error) {
+			return webhook.ReplayTargets(ctx, c.db, id)
+		},
 		run: func(ctx context.Context, c *Console, id string, _ actionInput) (string, error) {
 			rep, err := c.replayer.ReplayEvent(ctx, id)
 			if err != nil {
@@ -227,6 +234,14 @@ type confirmView struct {
 	Back    string
 	Warning string // why the action would not help this row
 	Alt     string // the action that would, with its confirmation page
+	// Reaches lists Reach: the endpoints the action sends to.
+	Reaches bool
+	Reach   []reached
+}
+
+// reached is an endpoint an action sends to, as its confirmation lists it.
+type reached struct {
+	ID, URL, Page string
 }
 
 // lift takes rec's recipient off the suppression list, logged with the
@@ -272,15 +287,27 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request) {
 		since = "24h"
 	}
 	view := confirmView{Name: name, Action: a, ID: id, Since: since, Back: c.URL(a.back, id)}
+	ctx, cancel := context.WithTimeout(r.Context(), pageTimeout)
+	defer cancel()
+	var err error
 	if a.warn != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), pageTimeout)
-		defer cancel()
-		var err error
-		if view.Warning, view.Alt, err = a.warn(ctx, c, id); err != nil {
-			c.logger.Error("console: reading the row for the confirmation failed", "action", name, "error", err.Error())
-			c.problem(w, r, http.StatusInternalServerError, "Reading the row failed; see the worker's log.")
-			return
+		view.Warning, view.Alt, err = a.warn(ctx, c, id)
+	}
+	if a.reach != nil && err == nil {
+		view.Reaches = true
+		var eps []webhook.Endpoint
+		eps, err = a.reach(ctx, c, id)
+		for _, ep := range eps {
+			view.Reach = append(view.Reach, reached{ID: ep.ID, URL: webhook.RedactURL(ep.URL), Page: c.URL(story.KindEndpoint, ep.ID)})
 		}
+		if errors.Is(err, webhook.ErrNotFound) {
+			view.Reaches, err = false, nil // the action itself says so, if it is confirmed
+		}
+	}
+	if err != nil {
+		c.logger.Error("console: reading the row for the confirmation failed", "action", name, "error", err.Error())
+		c.problem(w, r, http.StatusInternalServerError, "Reading the row failed; see the worker's log.")
+		return
 	}
 	c.render(w, r, http.StatusOK, "confirm", a.Title, view)
 }

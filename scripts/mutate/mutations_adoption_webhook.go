@@ -6,7 +6,64 @@ package main
 // that say each prefix once, rotate-secret --json. Each names the test that
 // must turn red.
 func init() {
+	const dropAddressing = "coalesce($2::uuid, ` + addressedSQL(\"o\") + `) AS target"
 	register(
+		Mutation{
+			Name:    "webhook replay: an addressed event is replayed to every subscribed endpoint",
+			File:    "webhook/fanout.go",
+			Find:    dropAddressing,
+			Replace: "$2::uuid AS target",
+			Pkg:     "./webhook/",
+			Test:    "TestReplayEvent_GoesWhereTheOriginalWent",
+		},
+		Mutation{
+			Name:    "worker replay event: an addressed event is replayed to every subscribed endpoint",
+			File:    "webhook/fanout.go",
+			Find:    dropAddressing,
+			Replace: "$2::uuid AS target",
+			Pkg:     "./cmd/worker/",
+			Test:    "TestReplayEvent_AddressedEventReachesItsEndpointOnly",
+		},
+		Mutation{
+			Name:    "webhook fan-out: the event keeps no addressing (a replay after the prune goes everywhere)",
+			File:    "webhook/outbox.go",
+			Find:    "coalesce(ordering_seq, nextval('postbox_ordering_seq')), endpoint_id FROM claimed",
+			Replace: "coalesce(ordering_seq, nextval('postbox_ordering_seq')), NULL FROM claimed",
+			Pkg:     "./webhook/",
+			Test:    "TestReplayEvent_GoesWhereTheOriginalWent",
+		},
+		Mutation{
+			Name:    "webhook replay: an event fanned out before 00029 forgets its kept outbox row's addressing",
+			File:    "webhook/fanout.go",
+			Find:    "return `coalesce(` + e + `.endpoint_id, (SELECT a.endpoint_id FROM webhook_outbox a WHERE a.id = ` + e + `.outbox_id))`",
+			Replace: "return e + `.endpoint_id`",
+			Pkg:     "./webhook/",
+			Test:    "TestReplayEvent_GoesWhereTheOriginalWent",
+		},
+		Mutation{
+			Name:    "webhook replay: ReplayTargets lists every subscribed endpoint for an addressed event",
+			File:    "webhook/replay.go",
+			Find:    "(SELECT o.event_type, ` + addressedSQL(\"o\") + ` AS target FROM webhook_events o WHERE o.id = $1)",
+			Replace: "(SELECT o.event_type, NULL::uuid AS target FROM webhook_events o WHERE o.id = $1)",
+			Pkg:     "./webhook/",
+			Test:    "TestReplayEvent_GoesWhereTheOriginalWent",
+		},
+		Mutation{
+			Name:    "console: the replay's confirmation lists no endpoint it reaches",
+			File:    "internal/console/actions.go",
+			Find:    "view.Reaches = true",
+			Replace: "view.Reaches = false",
+			Pkg:     "./internal/console/",
+			Test:    "TestReplayEvent_ConfirmListsWhereItGoes",
+		},
+		Mutation{
+			Name:    "console: Replay this event goes to every subscribed endpoint",
+			File:    "webhook/fanout.go",
+			Find:    dropAddressing,
+			Replace: "$2::uuid AS target",
+			Pkg:     "./internal/console/",
+			Test:    "TestReplayEvent_ConfirmListsWhereItGoes",
+		},
 		Mutation{
 			Name:    "webhook rotate-secret: an unknown endpoint's not-found wrapped again (webhook: … webhook: not found)",
 			File:    "webhook/secrets.go",

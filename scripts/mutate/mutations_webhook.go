@@ -108,8 +108,8 @@ func init() {
 		Mutation{
 			Name:    "webhook fan-out: deliver to disabled endpoints",
 			File:    fanoutGo,
-			Find:    "ON ep.enabled AND CASE",
-			Replace: "ON true AND CASE",
+			Find:    "reachesSQL = `ep.enabled AND CASE",
+			Replace: "reachesSQL = `true AND CASE",
 			Pkg:     pkg,
 			Test:    "TestDispatchFromOutbox_BornLeased",
 		},
