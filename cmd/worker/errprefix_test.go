@@ -11,7 +11,8 @@ import (
 // An operator command's error says each package's prefix once: a refusal
 // wrapped by its caller reads "webhook: not found: endpoint X", not
 // "webhook: rotate secret of endpoint X: webhook: not found: endpoint X".
-// Every command that takes a row id is run with an id no row has.
+// Every command that takes a row id is run with an id no row has; a flag
+// refused for its value is named once too.
 func TestCommandErrors_SayEachPrefixOnce(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"DATABASE_URL": pgtest.URL(t), "LOG_LEVEL": "error"}
@@ -46,5 +47,15 @@ func TestCommandErrors_SayEachPrefixOnce(t *testing.T) {
 				t.Errorf("worker %s: %q says %s more than once", strings.Join(args, " "), msg, prefix)
 			}
 		}
+	}
+
+	// A flag's bad value: the flag error names the flag, and what it
+	// wraps does not name it again.
+	var out, errOut bytes.Buffer
+	if code := runMain([]string{"replay", "endpoint", id, "--since", "2020"}, lookup, &out, &errOut); code != 2 {
+		t.Fatalf("replay endpoint --since 2020: exit %d, stderr %q; want a usage error", code, errOut.String())
+	}
+	if line, _, _ := strings.Cut(errOut.String(), "\n"); strings.Count(line, "--since") != 1 || !strings.Contains(line, "want an RFC3339 time") {
+		t.Errorf("replay endpoint --since 2020: %q; want --since named once, and what it wants", line)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/postbox/postbox/webhook"
@@ -85,7 +86,9 @@ type sinceValue time.Time
 func (v *sinceValue) Set(s string) error {
 	t, err := webhook.ParseSince(s, time.Now())
 	if err != nil {
-		return err
+		// The flag error names the flag and the value already; what
+		// ParseSince says of them, for the console's form, is left out.
+		return errors.New(strings.TrimPrefix(err.Error(), fmt.Sprintf("--since %q: ", s)))
 	}
 	*v = sinceValue(t)
 	return nil

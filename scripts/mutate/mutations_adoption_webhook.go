@@ -73,6 +73,14 @@ func init() {
 			Test:    "TestCommandErrors_SayEachPrefixOnce",
 		},
 		Mutation{
+			Name:    "worker flags: a bad --since names the flag twice (for flag --since: --since …)",
+			File:    "cmd/worker/flags.go",
+			Find:    "return errors.New(strings.TrimPrefix(err.Error(), fmt.Sprintf(\"--since %q: \", s)))",
+			Replace: "_ = strings.TrimPrefix\n\t\treturn err",
+			Pkg:     "./cmd/worker/",
+			Test:    "TestCommandErrors_SayEachPrefixOnce",
+		},
+		Mutation{
 			Name:    "render: the renderer's error says render: before the dispatcher's render: (render: render:)",
 			File:    "outbox/render.go",
 			Find:    `permanent(fmt.Errorf("kind %q is not built in`,
