@@ -98,7 +98,7 @@ func Cancel(ctx context.Context, db DB, id, who string) error {
 	if !IsRowID(id) {
 		return fmt.Errorf("%w: %q is not an email id (a UUID)", ErrNotFound, id)
 	}
-	who, _ = pgtext.Clean(who, maxActor)
+	who = pgtext.Actor(who)
 	tag, err := db.Exec(ctx, cancelSQL, id, who)
 	if err != nil {
 		return fmt.Errorf("outbox: cancel %s: %w", id, err)

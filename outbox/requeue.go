@@ -79,7 +79,7 @@ func Requeue(ctx context.Context, db DB, id, who string) error {
 	if !IsRowID(id) {
 		return fmt.Errorf("%w: %q is not an email id (a UUID)", ErrNotFound, id)
 	}
-	who, _ = pgtext.Clean(who, maxActor)
+	who = pgtext.Actor(who)
 	tag, err := db.Exec(ctx, requeueSQL, id, who)
 	if err != nil {
 		return fmt.Errorf("outbox: requeue %s: %w", id, err)

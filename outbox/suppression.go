@@ -46,12 +46,8 @@ type Suppression struct {
 }
 
 // maxSuppressionReason caps a reason as stored: a relay's reply or a
-// provider's description can be any length. maxActor caps who an
-// operator's log names (email_suppression_log, email_requeues).
-const (
-	maxSuppressionReason = 1024
-	maxActor             = 200
-)
+// provider's description can be any length.
+const maxSuppressionReason = 1024
 
 // Suppress adds address to email_suppressions (or updates its reason), so
 // no pending or future email to it is sent. Addresses are compared
@@ -95,7 +91,7 @@ func AddSuppression(ctx context.Context, db DB, s Suppression) (added bool, err 
 		sourceRow = &s.SourceRow
 	}
 	reason, _ := pgtext.Clean(s.Reason, maxSuppressionReason)
-	by, _ := pgtext.Clean(s.CreatedBy, maxActor)
+	by := pgtext.Actor(s.CreatedBy)
 	var n int
 	if err := db.QueryRow(ctx, addSuppressionSQL, addr, reason, string(s.Source), sourceRow, by).Scan(&n); err != nil {
 		return false, fmt.Errorf("outbox: suppress: %w", err)
@@ -121,7 +117,7 @@ func LiftSuppression(ctx context.Context, db DB, address, who string, logger *sl
 	if err != nil {
 		return Suppression{}, invalid("address", "is not a single valid address: "+err.Error())
 	}
-	who, _ = pgtext.Clean(who, maxActor)
+	who = pgtext.Actor(who)
 	s, err := scanSuppression(db.QueryRow(ctx, liftSuppressionSQL, addr, who))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Suppression{}, fmt.Errorf("%w: %s", ErrNotSuppressed, addr)

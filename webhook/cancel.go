@@ -20,9 +20,6 @@ const MaxSendAhead = 365 * 24 * time.Hour
 // that is not pending.
 var ErrNotCancellable = errors.New("webhook: only a pending webhook_outbox row can be cancelled")
 
-// maxActor bounds cancelled_by, as migration 00016's CHECK does.
-const maxActor = 200
-
 // cancelSQL withdraws a pending webhook_outbox row with the same
 // compare-and-set the fan-out's dispatched mark makes (outboxDispatchedSQL),
 // which is the first statement of the fan-out's one transaction: the two
@@ -51,7 +48,7 @@ func Cancel(ctx context.Context, db DB, id, who string) error {
 	if err := validateID(id); err != nil {
 		return err
 	}
-	who, _ = pgtext.Clean(who, maxActor) // as the email side's cancel does: one rule for cancelled_by
+	who = pgtext.Actor(who) // as the email side's cancel does: one rule for cancelled_by
 	tag, err := db.Exec(ctx, cancelSQL, id, who)
 	if err != nil {
 		return fmt.Errorf("webhook: cancel webhook_outbox %s: %w", id, err)

@@ -23,6 +23,18 @@ func Clean(s string, maxBytes int) (clean string, cut bool) {
 	return s[:n], true
 }
 
+// MaxActor caps who did something, as the outboxes store it
+// (cancelled_by, requeued_by, a suppression's created_by and its log):
+// the columns' CHECKs allow 200 bytes.
+const MaxActor = 200
+
+// Actor is who as those columns store it: cleaned and cut on a rune
+// boundary (see Clean) to MaxActor bytes. One rule for every outbox.
+func Actor(who string) string {
+	who, _ = Clean(who, MaxActor)
+	return who
+}
+
 // MaxLastError caps every stored and logged error text (last_error, the
 // webhook attempt log's error): relay replies, receivers' headers and
 // wrapped errors can be megabytes.

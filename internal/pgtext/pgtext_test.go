@@ -5,6 +5,18 @@ import (
 	"testing"
 )
 
+// Actor cuts who on a rune boundary: 100 "€" (300 bytes) keep the 66
+// runes that fit in MaxActor bytes, never half of the 67th.
+func TestActor(t *testing.T) {
+	t.Parallel()
+	if got, want := Actor(strings.Repeat("€", 100)), strings.Repeat("€", 66); got != want {
+		t.Fatalf("Actor(100 €) = %q (%d bytes); want %q", got, len(got), want)
+	}
+	if got := Actor("alice"); got != "alice" {
+		t.Fatalf("Actor(alice) = %q", got)
+	}
+}
+
 func TestClean(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

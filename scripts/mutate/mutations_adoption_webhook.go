@@ -123,8 +123,8 @@ func init() {
 		Mutation{
 			Name:    "webhook cancel: who cut by bytes (mid-rune, invalid UTF-8)",
 			File:    "webhook/cancel.go",
-			Find:    "who, _ = pgtext.Clean(who, maxActor)",
-			Replace: "who = who[:min(len(who), maxActor)]; _ = pgtext.Clean",
+			Find:    "who = pgtext.Actor(who)",
+			Replace: "who = who[:min(len(who), pgtext.MaxActor)]",
 			Pkg:     "./webhook/",
 			Test:    "TestCancel_LongWhoCutOnARuneBoundary",
 		},
