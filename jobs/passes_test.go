@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/webhook"
 )
@@ -60,7 +61,7 @@ func TestPasses_OnePassPoolWideAtATime(t *testing.T) {
 				}
 				first <- out
 			}()
-			waitFor(t, "the first pass holds the gate", func() bool {
+			eventually.Until(t, "the first pass holds the gate", jobsWait, func() bool {
 				return scalar[int](t, pool, `SELECT count(*) FROM postbox_gates WHERE name = $1`, pass.gate) == 1
 			})
 			// Bounded: a second pass that ran (no gate) would block on the lock.
@@ -214,7 +215,7 @@ SELECT id, $1, 1, now() + i * interval '100 milliseconds' FROM ev`, ep.ID, n); e
 		})
 		// The leader's cadence: an ordering (each pass starts while the
 		// previous one's window is open), not a speed.
-		time.Sleep(interval)
+		time.Sleep(interval) // simulates: River's leader starting the next replica's pass an interval later
 	}
 	wg.Wait()
 

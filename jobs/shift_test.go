@@ -15,6 +15,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/smtp"
@@ -81,16 +82,9 @@ func insertEmails(t *testing.T, pool *pgxpool.Pool, n int) {
 	}
 }
 
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 30 s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// jobsWait bounds a wait for what running jobs must do: a hang, not a
+// speed.
+const jobsWait = time.Minute
 
 func scalar[T any](t *testing.T, pool *pgxpool.Pool, sql string, args ...any) T {
 	t.Helper()
@@ -111,8 +105,8 @@ func TestShift_DrainsHandsOverAndRecordsItsOutput(t *testing.T) {
 	sender := outbox.SenderFunc(func(context.Context, smtp.Message) error { sent.Add(1); return nil })
 	startReplica(t, pool, "host-a", sender, 500*time.Millisecond)
 	insertEmails(t, pool, 7)
-	waitFor(t, "7 emails sent", func() bool { return sent.Load() == 7 })
-	waitFor(t, "a completed shift with output", func() bool {
+	eventually.Until(t, "7 emails sent", jobsWait, func() bool { return sent.Load() == 7 })
+	eventually.Until(t, "a completed shift with output", jobsWait, func() bool {
 		return scalar[int](t, pool, `SELECT count(*) FROM river_job WHERE kind = 'postbox_shift' AND state = 'completed'
 			AND metadata ? 'output'`) > 0
 	})
@@ -135,7 +129,7 @@ func TestShift_DrainsHandsOverAndRecordsItsOutput(t *testing.T) {
 		total.Add(tl)
 	}
 	// The sends may still be in a running shift; wait for the hand-over.
-	waitFor(t, "the shifts' outputs add up to 7 sent", func() bool {
+	eventually.Until(t, "the shifts' outputs add up to 7 sent", jobsWait, func() bool {
 		var n int
 		_ = pool.QueryRow(context.Background(), `SELECT coalesce(sum((metadata->'output'->>'sent')::int), 0) FROM river_job
 			WHERE kind = 'postbox_shift' AND state = 'completed'`).Scan(&n)
@@ -168,7 +162,7 @@ func TestShift_PanicErrorsTheJobAndTheReplicaLivesOn(t *testing.T) {
 	})
 	startReplica(t, pool, "host-b", sender, 300*time.Millisecond)
 	insertEmails(t, pool, 3)
-	waitFor(t, "an errored shift", func() bool {
+	eventually.Until(t, "an errored shift", jobsWait, func() bool {
 		return scalar[int](t, pool, `SELECT count(*) FROM river_job WHERE kind = 'postbox_shift' AND state = 'discarded'`) == 1
 	})
 	errs := scalar[string](t, pool, `SELECT errors::text FROM river_job WHERE kind = 'postbox_shift' AND state = 'discarded'`)
@@ -180,7 +174,7 @@ func TestShift_PanicErrorsTheJobAndTheReplicaLivesOn(t *testing.T) {
 	}
 	// The replica lives on: the next shift sends new rows.
 	insertEmails(t, pool, 1)
-	waitFor(t, "a row sent after the panic", func() bool { return sent.Load() == 3 })
+	eventually.Until(t, "a row sent after the panic", jobsWait, func() bool { return sent.Load() == 3 })
 }
 
 // A shift left available in the queue of a replica that died is deleted by
@@ -193,7 +187,7 @@ func TestKeeper_DeletesDeadReplicasShifts(t *testing.T) {
 		t.Fatal(err)
 	}
 	startReplica(t, pool, "host-c", outbox.SenderFunc(func(context.Context, smtp.Message) error { return nil }), time.Minute)
-	waitFor(t, "the dead replica's shift deleted", func() bool {
+	eventually.Until(t, "the dead replica's shift deleted", jobsWait, func() bool {
 		return scalar[int](t, pool, `SELECT count(*) FROM river_job WHERE queue = 'postbox_r_gone_1'`) == 0
 	})
 }
