@@ -52,7 +52,7 @@ func TestSend_FinalDotReplyMayUseTheCallersWholeDeadline(t *testing.T) {
 	t.Parallel()
 	const budget = 200 * time.Millisecond
 	sink := startSink(t, smtpsink.Options{Fault: func(smtpsink.Envelope) error {
-		time.Sleep(3 * budget) // answers the dot well after the exchange deadline
+		time.Sleep(3 * budget) // simulates: a relay answering the dot well after the exchange deadline
 		return nil
 	}})
 	m := newMailer(t, sinkConfig(sink, ModeNone), nil)
