@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
@@ -68,21 +69,23 @@ func TestGate_DeadHolderFreesTheGateWithinItsLease(t *testing.T) {
 	if err := g.Run(ctx, func(context.Context) error { return nil }); !errors.Is(err, engine.ErrGateHeld) {
 		t.Fatalf("pass inside the dead holder's lease: %v, want ErrGateHeld", err)
 	}
-	// Wait out the dead holder's lease, by the database's clock.
-	for {
-		var expired bool
-		if err := pool.QueryRow(ctx, `SELECT expires_at <= now() FROM postbox_gates WHERE name = 'webhook_prune'`).Scan(&expired); err != nil {
-			t.Fatal(err)
-		}
-		if expired {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitLeaseOver(t, pool, "webhook_prune")
 	ran := false
 	if err := g.Run(ctx, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
 		t.Fatalf("pass after the dead holder's lease: ran %v, err %v", ran, err)
 	}
+}
+
+// waitLeaseOver waits out the lease on gate name, by the database's clock.
+func waitLeaseOver(t *testing.T, pool *pgxpool.Pool, name string) {
+	t.Helper()
+	eventually.Until(t, "the lease on gate "+name+" over", time.Minute, func() bool {
+		var over bool
+		if err := pool.QueryRow(context.Background(), `SELECT expires_at <= now() FROM postbox_gates WHERE name = $1`, name).Scan(&over); err != nil {
+			t.Fatal(err)
+		}
+		return over
+	})
 }
 
 // A pass whose lease is taken from it (here: by an operator deleting the
@@ -151,7 +154,7 @@ func TestGate_RenewalKeepsALongPassExclusive(t *testing.T) {
 			if err := b.Run(ctx, func(context.Context) error { return errors.New("b ran beside a") }); !errors.Is(err, engine.ErrGateHeld) {
 				return fmt.Errorf("b while a runs: %v, want ErrGateHeld", err)
 			}
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond) // simulates: time passing for the lease: b tries every 200 ms through a pass that outlasts it
 		}
 		return ctx.Err()
 	})
@@ -175,7 +178,7 @@ func TestGate_TakeOncePerLease(t *testing.T) {
 	if ok, err := b.Take(ctx); ok || err != nil {
 		t.Fatalf("a second take within the lease: %v, %v; want false", ok, err)
 	}
-	time.Sleep(400 * time.Millisecond)
+	waitLeaseOver(t, pool, "email_outbox_sweep")
 	if ok, err := b.Take(ctx); !ok || err != nil {
 		t.Fatalf("a take after the lease: %v, %v", ok, err)
 	}
@@ -203,7 +206,7 @@ func TestGate_WaitingAcquireTakesTheGateOnRelease(t *testing.T) {
 		got <- result{h, err}
 	}()
 	// An ordering, not a speed: b has had several looks at the held gate.
-	time.Sleep(3 * engine.GateWaitPoll)
+	time.Sleep(3 * engine.GateWaitPoll) // simulates: time passing in which b, waiting, looks at the held gate several times
 	select {
 	case r := <-got:
 		t.Fatalf("b's Acquire returned while a held the gate: %v; want it waiting", r.err)

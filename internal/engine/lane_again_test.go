@@ -48,7 +48,7 @@ func TestLane_HeldRowsClaimedWhenTheSourceSays(t *testing.T) {
 			}
 			src.waitClaims(t, tc.want)
 			if tc.quiet {
-				time.Sleep(settle)
+				time.Sleep(settle) // simulates: time passing in which a right lane makes no claim
 				if n := len(src.claims()); n != tc.want {
 					t.Fatalf("%d claims, want %d: the Source holds its rows for an hour", n, tc.want)
 				}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 )
 
 // rankedUnit is an Expiring, Ranked unit that runs run.
@@ -39,18 +40,14 @@ func (s *onceSource) Claim(context.Context, int) (engine.Claim, error) {
 // where a running unit sees it as older work waiting (Slots.OlderWaits).
 func TestLane_RankedUnitBeyondTheSlotsWaitsInRank(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*patience)
 	defer cancel()
 	slots := engine.NewSlots(1)
 	sawOlder := make(chan bool, 1)
 	ran := make(chan int64, 2)
 	src := &onceSource{units: []engine.Unit{
 		rankedUnit{rank: 9, run: func() {
-			deadline := time.Now().Add(5 * time.Second)
-			for !slots.OlderWaits(9) && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
-			sawOlder <- slots.OlderWaits(9)
+			sawOlder <- eventually.Within(patience, func() bool { return slots.OlderWaits(9) })
 			ran <- 9
 		}},
 		rankedUnit{rank: 2, run: func() { ran <- 2 }},

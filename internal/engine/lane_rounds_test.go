@@ -3,12 +3,14 @@ package engine_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 )
 
 // These tests drive a Lane with an in-memory Source: the engine has no SQL
@@ -69,16 +71,8 @@ func (s *laneSource) claims() []int {
 // slots each was given.
 func (s *laneSource) waitClaims(t *testing.T, k int) []int {
 	t.Helper()
-	deadline := time.Now().Add(patience)
-	for {
-		if ns := s.claims(); len(ns) >= k {
-			return ns
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d claims after %s, want at least %d", len(s.claims()), patience, k)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually.Until(t, fmt.Sprintf("at least %d claims", k), patience, func() bool { return len(s.claims()) >= k })
+	return s.claims()
 }
 
 // laneUnit runs run (if set) and counts one row started.
@@ -258,7 +252,7 @@ func TestLane_WhenItClaimsAgain(t *testing.T) {
 					return engine.Claim{}, nil
 				}
 				if tc.cold {
-					time.Sleep(hotFor + 10*time.Millisecond)
+					time.Sleep(hotFor + 10*time.Millisecond) // simulates: time passing for HotFor: a first claim that outlasts the Run's initial hot spell
 				}
 				c := engine.Claim{Rows: tc.first.rows, Full: tc.first.full}
 				if tc.first.rows > 0 {
@@ -274,7 +268,7 @@ func TestLane_WhenItClaimsAgain(t *testing.T) {
 			stop := runLane(t, lane)
 			src.waitClaims(t, tc.want)
 			if tc.quiet {
-				time.Sleep(settle)
+				time.Sleep(settle) // simulates: time passing in which a right lane makes no claim
 				if n := len(src.claims()); n != tc.want {
 					t.Fatalf("%d claims, want %d and then none until a poll of an hour or a wake-up", n, tc.want)
 				}
@@ -333,11 +327,8 @@ func TestLane_BacklogWaitsForRefillFreeSlots(t *testing.T) {
 				}
 				// Wait for the unit's slot to come back, then give a lane
 				// that claims for fewer than Refill the time to do it.
-				deadline := time.Now().Add(patience)
-				for slots.InUse() > capacity-k && time.Now().Before(deadline) {
-					time.Sleep(time.Millisecond)
-				}
-				time.Sleep(settle / 4)
+				eventually.Until(t, fmt.Sprintf("the slot of unit %d back", k), patience, func() bool { return slots.InUse() <= capacity-k })
+				time.Sleep(settle / 4) // simulates: time passing in which a lane claiming for fewer than Refill would claim
 				if ns := src.claims(); len(ns) > 1 {
 					t.Fatalf("claimed for %d slots after %d of %d units ended, want no claim before %d are free", ns[1], k, capacity, tc.want)
 				}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 )
 
 // However many goroutines take slots at once, no more than Cap are held.
@@ -24,7 +25,7 @@ func TestSlots_NeverMoreThanCap(t *testing.T) {
 				h := held.Add(int32(n))
 				for p := peak.Load(); h > p && !peak.CompareAndSwap(p, h); p = peak.Load() {
 				}
-				time.Sleep(100 * time.Microsecond)
+				time.Sleep(100 * time.Microsecond) // simulates: work holding its slots a moment
 				held.Add(-int32(n))
 				s.Release(n)
 			}
@@ -94,7 +95,7 @@ func TestSlots_RankedWaitersGoOldestFirst(t *testing.T) {
 			s.Release(1)
 		})
 		// Each waits before the next comes, so arrival order is 5, 3, 9.
-		waitUntil(t, func() bool { return s.OlderWaits(rank + 1) })
+		eventually.Until(t, "a ranked waiter seen by OlderWaits", patience, func() bool { return s.OlderWaits(rank + 1) })
 	}
 	if !s.OlderWaits(4) || s.OlderWaits(3) {
 		t.Fatal("OlderWaits does not see the waiting rank 3 as the oldest")
@@ -117,10 +118,10 @@ func TestSlots_RankedWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 	early, giveUp := context.WithCancel(ctx)
 	gaveUp := make(chan bool)
 	go func() { gaveUp <- s.AcquireRanked(early, 1) }()
-	waitUntil(t, func() bool { return s.OlderWaits(2) })
+	eventually.Until(t, "a ranked waiter seen by OlderWaits", patience, func() bool { return s.OlderWaits(2) })
 	got := make(chan bool)
 	go func() { got <- s.AcquireRanked(ctx, 2) }()
-	waitUntil(t, func() bool { return s.OlderWaits(3) })
+	eventually.Until(t, "a ranked waiter seen by OlderWaits", patience, func() bool { return s.OlderWaits(3) })
 	giveUp()
 	if <-gaveUp {
 		t.Fatal("a waiter whose context ended took a slot")
@@ -144,7 +145,7 @@ func TestSlots_FreedSlotGoesToARankedWaiterBeforeAPlainAcquire(t *testing.T) {
 	s.Acquire(ctx, 1, 1)
 	got := make(chan bool)
 	go func() { got <- s.AcquireRanked(ctx, 7) }()
-	waitUntil(t, func() bool { return s.OlderWaits(8) })
+	eventually.Until(t, "a ranked waiter seen by OlderWaits", patience, func() bool { return s.OlderWaits(8) })
 	done, stop := context.WithCancel(ctx)
 	stop()
 	s.Release(1)
@@ -153,15 +154,5 @@ func TestSlots_FreedSlotGoesToARankedWaiterBeforeAPlainAcquire(t *testing.T) {
 	}
 	if !<-got {
 		t.Fatal("the ranked waiter got no slot")
-	}
-}
-
-// waitUntil polls cond for up to 5 s, and fails the test if it never holds.
-func waitUntil(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("a ranked waiter never showed: OlderWaits does not see it")
-		}
 	}
 }
