@@ -151,8 +151,9 @@ func TestSweep_MovesALateCommitIntoTheWindow(t *testing.T) {
 VALUES ('cus', '{"to":"a@example.com","subject":"s","text":"t"}') RETURNING id::text`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
-	claimIDs(t, pool, w, 10) // the edge passes the row's due time
+	time.Sleep(200 * time.Millisecond) // simulates: time passing for the window's margin (50 ms) while the transaction stays open
+	// The edge passes the row's due time.
+	claimIDs(t, pool, w, 10)
 	if err := late.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

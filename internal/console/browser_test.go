@@ -242,6 +242,6 @@ func (f *fixture) sampleSomeHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 		f.console.sample(ctx)
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // simulates: time passing between the console's samples, so the chart's points are apart
 	}
 }

@@ -51,7 +51,7 @@ func TestNamed(t *testing.T) {
 		t.Skip("no database")
 	}
 	if hang {
-		time.Sleep(time.Hour)
+		time.Sleep(time.Hour) // simulates: a test that hangs
 	}
 	if broken || flakyOff {
 		t.Fatal("mechanism removed")

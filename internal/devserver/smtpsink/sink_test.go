@@ -10,6 +10,7 @@ import (
 	"github.com/emersion/go-sasl"
 	gosmtp "github.com/emersion/go-smtp"
 
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/testcert"
 )
 
@@ -199,10 +200,7 @@ func TestSink_DataDelayAndPeakConnections(t *testing.T) {
 	if err := ca.Quit(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for g.Open() != 1 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.Until(t, "a's connection closed after QUIT", time.Minute, func() bool { return g.Open() == 1 })
 	if g.Open() != 1 || g.Peak() != 2 || a.OpenConnections() != 0 {
 		t.Fatalf("after QUIT: shared open %d peak %d, a open %d; want 1, 2, 0", g.Open(), g.Peak(), a.OpenConnections())
 	}
