@@ -190,6 +190,41 @@ func TestDrop_TakesOnlyTheWeeksWhollyPastRetention(t *testing.T) {
 	}
 }
 
+// A week dropped while a reader lists the weeks — a /metrics scrape
+// beside a history pass — is left out of the list, not a failure: the
+// reader's snapshot still holds the week, but its table is gone. A
+// repeatable-read transaction holds that snapshot for the test.
+func TestWeeks_AWeekDroppedWhileListedIsLeftOut(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewPool(t)
+	exec(t, db, `SELECT postbox_history_partitions('email_events', now() - interval '3 weeks', now())`)
+	before, err := history.Weeks(ctx, db, history.EmailEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Rollback(ctx) //nolint:errcheck // read only
+	// Its snapshot, taken now.
+	if _, err := reader.Exec(ctx, `SELECT 1`); err != nil {
+		t.Fatal(err)
+	}
+	oldest := before[0].Partition
+	exec(t, db, `ALTER TABLE email_events DETACH PARTITION `+pgx.Identifier{oldest}.Sanitize()+` CONCURRENTLY`)
+	exec(t, db, `DROP TABLE `+pgx.Identifier{oldest}.Sanitize())
+
+	weeks, err := history.Weeks(ctx, reader, history.EmailEvents)
+	if err != nil {
+		t.Fatalf("the weeks listed beside a drop: %v; want the weeks still there", err)
+	}
+	if len(weeks) != len(before)-1 || weeks[0].Partition == oldest {
+		t.Fatalf("listed %d weeks beginning with %s; want the %d left, without the dropped %s", len(weeks), weeks[0].Partition, len(before)-1, oldest)
+	}
+}
+
 // A detach cut short (its wait for a long reader timed out) leaves the
 // week pending, attached to nothing new and never dropped: the next pass
 // finishes it.
