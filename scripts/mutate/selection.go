@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"hash/fnv"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -46,14 +50,14 @@ func (s share) holds(m Mutation) bool {
 }
 
 // change is what differs from a base revision: the files, and the test
-// functions defined in changed test files, by package directory.
+// functions added or edited, by package directory.
 type change struct {
 	files map[string]bool     // slash paths from the repository root
 	tests map[string][]string // package dir ("outbox") → Test functions in its changed _test.go files
 }
 
-// touches reports whether m's target file, or a changed test file in its
-// package defining a test its pattern names, is part of the change.
+// touches reports whether m's target file, or a test in its package that
+// its pattern names, is part of the change.
 func (c change) touches(m Mutation) bool {
 	if c.files[path.Clean(m.File)] {
 		return true
@@ -126,10 +130,44 @@ func changedSince(root, rev string) (change, error) {
 		if err != nil {
 			return change{}, err
 		}
-		dir := path.Dir(f)
-		for _, m := range testFunc.FindAllSubmatch(src, -1) {
-			c.tests[dir] = append(c.tests[dir], string(m[1]))
+		before, _ := git("show", rev+":"+f) // nothing when the file is new
+		was := testFuncs(before)
+		for name, text := range testFuncs(src) {
+			if old, ok := was[name]; !ok || old != text {
+				c.tests[path.Dir(f)] = append(c.tests[path.Dir(f)], name)
+			}
 		}
 	}
+	for _, tests := range c.tests {
+		slices.Sort(tests)
+	}
 	return c, nil
+}
+
+// testFuncs maps each top-level Test function of a Go file to its text, so
+// that a test counts as changed only when its own text did: a test file
+// that gains one test does not bring back every mutation its other tests
+// hold. A file that does not parse counts each match of testFunc as
+// changed, with no text to compare.
+func testFuncs(src []byte) map[string]string {
+	funcs := map[string]string{}
+	if len(src) == 0 {
+		return funcs
+	}
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, "", src, parser.SkipObjectResolution)
+	if err != nil {
+		for _, m := range testFunc.FindAllSubmatch(src, -1) {
+			funcs[string(m[1])] = "\x00unparsed"
+		}
+		return funcs
+	}
+	for _, decl := range file.Decls {
+		fn, ok := decl.(*ast.FuncDecl)
+		if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "Test") {
+			continue
+		}
+		funcs[fn.Name.Name] = string(src[fset.Position(fn.Pos()).Offset:fset.Position(fn.End()).Offset])
+	}
+	return funcs
 }

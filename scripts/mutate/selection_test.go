@@ -130,13 +130,15 @@ func TestChangedSince_ReadsGit(t *testing.T) {
 	}
 	git("init", "-q")
 	write("p/p.go", "package p\n")
-	write("p/p_test.go", "package p\n")
+	write("p/p_test.go", "package p\n\nfunc TestKept(t *testing.T) {}\n\nfunc TestEdited(t *testing.T) {}\n")
 	write("q/q.go", "package q\n")
 	git("add", ".")
 	git("commit", "-qm", "base")
 	base := git("rev-parse", "HEAD")
 
-	write("p/p_test.go", "package p\n\nfunc TestOne(t *testing.T) {}\n\nfunc helper() {}\nfunc TestTwo(t *testing.T) {}\n")
+	// TestKept moves but keeps its text; TestEdited's body changes;
+	// TestOne and TestTwo are new.
+	write("p/p_test.go", "package p\n\nfunc TestOne(t *testing.T) {}\n\nfunc TestEdited(t *testing.T) { t.Log() }\n\nfunc helper() {}\nfunc TestTwo(t *testing.T) {}\n\nfunc TestKept(t *testing.T) {}\n")
 	git("commit", "-qam", "tests")
 	write("q/q.go", "package q\n\nvar x = 1\n")                          // uncommitted
 	write("r/r_test.go", "package r\n\nfunc TestNew(t *testing.T) {}\n") // untracked
@@ -153,7 +155,7 @@ func TestChangedSince_ReadsGit(t *testing.T) {
 	if want := []string{"p/p_test.go", "q/q.go", "r/r_test.go"}; !slices.Equal(files, want) {
 		t.Errorf("files = %v, want %v", files, want)
 	}
-	if got := fmt.Sprint(c.tests); got != "map[p:[TestOne TestTwo] r:[TestNew]]" {
+	if got := fmt.Sprint(c.tests); got != "map[p:[TestEdited TestOne TestTwo] r:[TestNew]]" {
 		t.Errorf("tests = %s", got)
 	}
 	if _, err := changedSince(dir, strings.Repeat("0", 40)); err == nil {
