@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
@@ -94,7 +95,7 @@ func TestRun_HoldsNoMoreConnectionsThanItsPool(t *testing.T) {
 			workerURL := withParams(t, dbURL, url.Values{"application_name": {app}, "pool_max_conns": {fmt.Sprint(tc.pool)}})
 
 			sink, err := smtpsink.Start(smtpsink.Options{DiscardData: true, Fault: func(smtpsink.Envelope) error {
-				time.Sleep(20 * time.Millisecond) // a relay answering in tens of milliseconds
+				time.Sleep(20 * time.Millisecond) // simulates: a relay answering in tens of milliseconds
 				return nil
 			}})
 			if err != nil {
@@ -102,7 +103,7 @@ func TestRun_HoldsNoMoreConnectionsThanItsPool(t *testing.T) {
 			}
 			defer sink.Close()
 			receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				time.Sleep(20 * time.Millisecond)
+				time.Sleep(20 * time.Millisecond) // simulates: a receiver answering in tens of milliseconds
 				w.WriteHeader(http.StatusNoContent)
 			}))
 			defer receiver.Close()
@@ -199,22 +200,19 @@ func (s *backendSampler) count() int {
 	return n
 }
 
-// peakFor samples every 10 ms for d and returns the most seen.
+// peakFor samples for d and returns the most seen.
 func (s *backendSampler) peakFor(d time.Duration) int {
 	end := time.Now().Add(d)
 	return s.peakUntil(func() bool { return time.Now().After(end) }, d+time.Second)
 }
 
-// peakUntil samples every 10 ms until done, or limit, and returns the most
-// seen.
+// peakUntil samples until done, or limit, and returns the most seen.
 func (s *backendSampler) peakUntil(done func() bool, limit time.Duration) int {
 	peak := 0
-	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+	eventually.Within(limit, func() bool {
 		peak = max(peak, s.count())
-		if done() {
-			break
-		}
-	}
+		return done()
+	})
 	return peak
 }
 

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/webhook"
 )
@@ -123,20 +124,18 @@ func TestOrdering_ReplicasKeepEachKeyInOrderThroughAKill(t *testing.T) {
 		}
 	}
 
-	deadline := time.Now().Add(3 * time.Minute)
-	for queryInt(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) < keys*perKey ||
-		queryInt(t, pool, `SELECT count(*) FROM webhook_outbox WHERE status = 'pending'`) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d deliveries succeeded after 3 minutes; the others:\n%s\nlogs:\n%s",
-				queryInt(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`), keys*perKey,
-				strings.Join(queryIDs(t, pool, `SELECT concat_ws(' ', d.id, d.ordering_key, d.ordering_seq, d.status, d.attempts,
-					d.next_retry_at - now(), d.leased_until - now(), d.last_error)
-				FROM webhook_deliveries d WHERE d.status <> 'succeeded' UNION ALL
-				SELECT concat_ws(' ', 'outbox', o.id, o.ordering_key, o.status, o.attempts) FROM webhook_outbox o WHERE o.status <> 'dispatched'`), "\n"),
-				logs())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	eventually.Explain(t, fmt.Sprintf("all %d deliveries succeeded", keys*perKey), 3*time.Minute, func() bool {
+		return queryInt(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) >= keys*perKey &&
+			queryInt(t, pool, `SELECT count(*) FROM webhook_outbox WHERE status = 'pending'`) == 0
+	}, func() string {
+		return fmt.Sprintf("%d succeeded; the others:\n%s\nlogs:\n%s",
+			queryInt(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`),
+			strings.Join(queryIDs(t, pool, `SELECT concat_ws(' ', d.id, d.ordering_key, d.ordering_seq, d.status, d.attempts,
+				d.next_retry_at - now(), d.leased_until - now(), d.last_error)
+			FROM webhook_deliveries d WHERE d.status <> 'succeeded' UNION ALL
+			SELECT concat_ws(' ', 'outbox', o.id, o.ordering_key, o.status, o.attempts) FROM webhook_outbox o WHERE o.status <> 'dispatched'`), "\n"),
+			logs())
+	})
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -25,6 +25,7 @@ import (
 
 	"github.com/postbox/postbox/internal/devserver/pgbouncer"
 	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/logbuf"
 	"github.com/postbox/postbox/internal/testsupport/pgbouncertest"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
@@ -285,14 +286,12 @@ func drainBehindPooler(t *testing.T, bouncerBin string, withDirect bool) {
 	insertEmails(t, db, "pooled", emails)
 	execSQL(t, db, `INSERT INTO webhook_outbox (event_type, payload)
 		SELECT 'invoice.paid', jsonb_build_object('invoice_id', 'in_' || i) FROM generate_series(1, $1) AS i`, events)
-	waitUntil(t, 2*time.Minute, "the doomed replica holds an email at its relay", func() bool { return hung.Load() > 0 }, logs)
+	eventually.Explain(t, "the doomed replica holds an email at its relay", 2*time.Minute, func() bool { return hung.Load() > 0 }, logs)
 	// A held email fails for good, possibly delivered, when its sender's
 	// wait for the reply to the final dot (40 s) runs out; the kill comes
 	// well before, with a delivery held by then or not. A held delivery
 	// only times out into a retry.
-	for until := time.Now().Add(10 * time.Second); hooks.held.Load() == 0 && time.Now().Before(until); {
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.Within(10*time.Second, func() bool { return hooks.held.Load() > 0 })
 	if err := cmds[0].Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +300,7 @@ func drainBehindPooler(t *testing.T, bouncerBin string, withDirect bool) {
 	t.Logf("killed the doomed replica after %d emails and %d webhook requests accepted from it (%d email sends and %d requests held)",
 		doomedSink.Len(), hooks.from(doomedAgent), hung.Load(), hooks.held.Load())
 
-	waitUntil(t, 4*time.Minute, "every email sent and every delivery delivered", func() bool {
+	eventually.Explain(t, "every email sent and every delivery delivered", 4*time.Minute, func() bool {
 		return queryInt(t, db, `SELECT
 			(SELECT count(*) FROM email_outbox WHERE status <> 'dispatched') +
 			(SELECT count(*) FROM webhook_outbox WHERE status <> 'dispatched') +
@@ -364,7 +363,7 @@ func drainBehindPooler(t *testing.T, bouncerBin string, withDirect bool) {
 	if withDirect {
 		// Only the two listeners of each live replica ride the direct
 		// URL: the wake-up listener and River's notifier.
-		waitUntil(t, 30*time.Second, "each live replica's two listeners on DATABASE_DIRECT_URL, and nothing else", func() bool {
+		eventually.Explain(t, "each live replica's two listeners on DATABASE_DIRECT_URL, and nothing else", time.Minute, func() bool {
 			wake, river, other := directListens(t, db)
 			return wake == 2 && river == 2 && other == 0
 		}, func() string {
@@ -417,12 +416,12 @@ func TestRun_BehindPgBouncer_PlainInsertWakesTheReplica(t *testing.T) {
 	env := append(pooledEnv(t, pooled, withAppName(t, dbURL, directAppName), sink), "POLL_INTERVAL=1h")
 	cmd, out := startWorker(t, env, "run")
 	waitShifts(t, db, 1, out.String)
-	waitUntil(t, 30*time.Second, "the wake-up listener and River's notifier on DATABASE_DIRECT_URL, and nothing else", func() bool {
+	eventually.Explain(t, "the wake-up listener and River's notifier on DATABASE_DIRECT_URL, and nothing else", time.Minute, func() bool {
 		wake, river, other := directListens(t, db)
 		return wake == 1 && river == 1 && other == 0
 	}, out.String)
 	// Past the lane's hot spell after its start: only a wake-up claims now.
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // simulates: time passing for the lane's hot spell after its start (2 s)
 	insertEmails(t, db, "woken", 1)
 	waitEmails(t, db, 30*time.Second, out.String)
 	stopWorker(t, cmd, out)

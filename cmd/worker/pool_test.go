@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
 
@@ -44,20 +45,10 @@ func insertEmails(t *testing.T, pool *pgxpool.Pool, prefix string, n int) {
 // waitEmails waits until no email row is pending, or fails after limit.
 func waitEmails(t *testing.T, pool *pgxpool.Pool, limit time.Duration, logs func() string) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		var pending int
-		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM email_outbox WHERE status = 'pending'`).Scan(&pending); err != nil {
-			t.Fatal(err)
-		}
-		if pending == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d emails still pending after %s; logs:\n%s", pending, limit, logs())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	eventually.Explain(t, "no email pending", limit, func() bool { return countStatus(t, pool, "pending") == 0 },
+		func() string {
+			return fmt.Sprintf("%d emails pending; logs:\n%s", countStatus(t, pool, "pending"), logs())
+		})
 }
 
 func countStatus(t *testing.T, pool *pgxpool.Pool, status string) int {
@@ -85,21 +76,11 @@ func processLogs[S fmt.Stringer](outs *[]S, what string) func() string {
 // and claiming.
 func waitShifts(t *testing.T, pool *pgxpool.Pool, n int, logs func() string) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var running int
-		if err := pool.QueryRow(context.Background(), `SELECT count(DISTINCT queue) FROM river_job
-			WHERE kind = 'postbox_shift' AND state = 'running'`).Scan(&running); err != nil {
-			t.Fatal(err)
-		}
-		if running >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d replicas run a shift after 60 s; logs:\n%s", running, n, logs())
-		}
-		time.Sleep(50 * time.Millisecond)
+	running := func() int {
+		return queryInt(t, pool, `SELECT count(DISTINCT queue) FROM river_job WHERE kind = 'postbox_shift' AND state = 'running'`)
 	}
+	eventually.Explain(t, fmt.Sprintf("%d replicas each running a shift", n), 2*time.Minute, func() bool { return running() >= n },
+		func() string { return fmt.Sprintf("%d run one; logs:\n%s", running(), logs()) })
 }
 
 // TestPool_EveryReplicaDrainsAndNoneWaitsForTheLeader starts three worker
@@ -120,7 +101,7 @@ func TestPool_EveryReplicaDrainsAndNoneWaitsForTheLeader(t *testing.T) {
 	)
 	for i := range 3 {
 		sink, err := smtpsink.Start(smtpsink.Options{DiscardData: true, Fault: func(smtpsink.Envelope) error {
-			time.Sleep(20 * time.Millisecond) // the relay, not the machine, is the bound
+			time.Sleep(20 * time.Millisecond) // simulates: a relay answering in 20 ms (the relay, not the machine, is the bound)
 			return nil
 		}})
 		if err != nil {
@@ -175,7 +156,7 @@ func TestPool_EveryReplicaDrainsAndNoneWaitsForTheLeader(t *testing.T) {
 	// committed leases them to the dead process, and they wait out its
 	// lease, as they should. The replicas' promise is about rows no dead
 	// process can claim, so the rows go in once its connections are gone.
-	waitUntil(t, 30*time.Second, replicaName(killed)+"'s server connections are gone", func() bool {
+	eventually.Explain(t, replicaName(killed)+"'s server connections are gone", time.Minute, func() bool {
 		return connections(killed) == 0
 	}, logs)
 	killedSent := sinks[killed].Len()
@@ -220,7 +201,7 @@ func TestPool_SIGTERMMidDrainLosesAndResendsNothing(t *testing.T) {
 	url := pgtest.URL(t)
 	pool := pgtest.Connect(t, url)
 	sink, err := smtpsink.Start(smtpsink.Options{Fault: func(smtpsink.Envelope) error {
-		time.Sleep(50 * time.Millisecond) // a slow relay keeps rows in flight
+		time.Sleep(50 * time.Millisecond) // simulates: a slow relay, which keeps rows in flight
 		return nil
 	}})
 	if err != nil {
@@ -231,13 +212,7 @@ func TestPool_SIGTERMMidDrainLosesAndResendsNothing(t *testing.T) {
 	insertEmails(t, pool, "sigterm", n)
 
 	first, out := startWorker(t, poolEnv(t, url, sink), "run")
-	deadline := time.Now().Add(60 * time.Second)
-	for sink.Len() < 20 {
-		if time.Now().After(deadline) {
-			t.Fatalf("drain did not start; logs:\n%s", out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.Explain(t, "20 emails at the relay: the drain under way", 2*time.Minute, func() bool { return sink.Len() >= 20 }, out.String)
 	if err := first.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +268,7 @@ func TestRun_PlainInsertWakesTheReplica(t *testing.T) {
 	cmd, out := startWorker(t, env, "run")
 	waitShifts(t, pool, 1, func() string { return "(running)" })
 	// Past the lane's hot spell after its start: only a wake-up claims now.
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // simulates: time passing for the lane's hot spell after its start (2 s)
 	insertEmails(t, pool, "woken", 1)
 	waitEmails(t, pool, 30*time.Second, func() string { return "(see the worker's log after it stops)" })
 	cmd.Process.Signal(syscall.SIGTERM)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/logbuf"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/migrations"
@@ -57,14 +58,10 @@ func get(t *testing.T, url string, auth ...string) (int, string) {
 
 func waitReady(t *testing.T, base string, stderr fmt.Stringer) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if code, _ := get(t, base+"/readyz"); code == http.StatusOK {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("worker not ready within 30s; output:\n%s", stderr)
+	eventually.Explain(t, "the worker ready", 2*time.Minute, func() bool {
+		code, _ := get(t, base+"/readyz")
+		return code == http.StatusOK
+	}, func() string { return "output:\n" + stderr.String() })
 }
 
 // TestRunBootsServesAndStopsOnSIGTERM is the foundation's acceptance as a

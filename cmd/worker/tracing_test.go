@@ -32,6 +32,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/webhook"
@@ -725,17 +726,13 @@ func TestTracingEndToEnd(t *testing.T) {
 		}
 		return "a River job span (river.work…)"
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for what := missing(); what != ""; what = missing() {
-		if time.Now().After(deadline) {
-			var names []string
-			for _, s := range otlp.spans() {
-				names = append(names, s.Name+"("+s.TraceID[:8]+")")
-			}
-			t.Fatalf("after 60 s the receiver lacks %s; it has %d spans: %v\nworker output:\n%s", what, len(names), names, logs)
+	eventually.Explain(t, "every span at the receiver", 2*time.Minute, func() bool { return missing() == "" }, func() string {
+		var names []string
+		for _, s := range otlp.spans() {
+			names = append(names, s.Name+"("+s.TraceID[:8]+")")
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Sprintf("the receiver lacks %s; it has %d spans: %v\nworker output:\n%s", missing(), len(names), names, logs)
+	})
 	stopWorker(t, cmd, logs)
 
 	hookMu.Lock()
@@ -840,16 +837,9 @@ func TestTracingExportsOverGRPC(t *testing.T) {
 	cmd, logs := startWorker(t, append(poolEnv(t, url, sink), "OTEL_EXPORTER_OTLP_PROTOCOL=grpc",
 		"OTEL_EXPORTER_OTLP_ENDPOINT=http://"+collector.addr, "OTEL_BSP_SCHEDULE_DELAY=100"), "run")
 	insertEmails(t, pool, "grpc", 1)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if slices.ContainsFunc(collector.spans(), func(s exported) bool { return s.Name == "postbox.email.attempt" }) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no postbox.email.attempt span over gRPC after 60 s; spans: %d\nworker output:\n%s", len(collector.spans()), logs)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	eventually.Explain(t, "a postbox.email.attempt span over gRPC", 2*time.Minute, func() bool {
+		return slices.ContainsFunc(collector.spans(), func(s exported) bool { return s.Name == "postbox.email.attempt" })
+	}, func() string { return fmt.Sprintf("spans: %d\nworker output:\n%s", len(collector.spans()), logs) })
 	stopWorker(t, cmd, logs)
 	if !strings.Contains(logs.String(), `"protocol":"grpc","endpoint":"http://`+collector.addr+`"`) {
 		t.Errorf("boot line lacks the gRPC exporter and its endpoint:\n%s", logs)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/postbox/postbox/internal/devserver/smtpsink"
 	"github.com/postbox/postbox/internal/harness/gobuild"
+	"github.com/postbox/postbox/internal/testsupport/eventually"
 	"github.com/postbox/postbox/internal/testsupport/logbuf"
 	"github.com/postbox/postbox/internal/testsupport/pgtest"
 )
@@ -154,19 +155,6 @@ func schemaVersions(t *testing.T, status string) (current, target int) {
 	return 0, 0
 }
 
-// waitUntil polls cond until it holds, or fails after limit naming what it
-// waited for.
-func waitUntil(t *testing.T, limit time.Duration, what string, cond func() bool, logs func() string) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %s; logs:\n%s", what, limit, logs())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 func queryInt(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -283,7 +271,7 @@ func TestUpgrade_PreviousReplicaBesideCurrentOnNewSchema(t *testing.T) {
 	}
 
 	sink, err := smtpsink.Start(smtpsink.Options{DiscardData: true, Fault: func(smtpsink.Envelope) error {
-		time.Sleep(20 * time.Millisecond) // the relay, not the machine, is the bound: both replicas get rows
+		time.Sleep(20 * time.Millisecond) // simulates: a relay answering in 20 ms (the relay, not the machine, is the bound: both replicas get rows)
 		return nil
 	}})
 	if err != nil {
@@ -303,7 +291,7 @@ func TestUpgrade_PreviousReplicaBesideCurrentOnNewSchema(t *testing.T) {
 	}
 	for _, env := range [][]string{prevEnv, curEnv} {
 		base := "http://" + envValue(env, "HTTP_ADDR")
-		waitUntil(t, 2*time.Minute, base+"/readyz answers 200", func() bool {
+		eventually.Explain(t, base+"/readyz answers 200", 2*time.Minute, func() bool {
 			code, _ := get(t, base+"/readyz")
 			return code == http.StatusOK
 		}, logs)
@@ -379,15 +367,15 @@ func TestUpgrade_PreviousReplicaBesideCurrentOnNewSchema(t *testing.T) {
 	stopWorker(t, cur, curOut)
 	execSQL(t, pool, `UPDATE email_outbox SET next_attempt_at = now() WHERE id = ANY($1::uuid[])`, later)
 	execSQL(t, pool, `UPDATE webhook_outbox SET next_attempt_at = now() WHERE id = ANY($1::uuid[])`, hooks)
-	waitUntil(t, 3*time.Minute, "N sends the scheduled rows that were not cancelled", func() bool {
+	eventually.Explain(t, "N sends the scheduled rows that were not cancelled", 3*time.Minute, func() bool {
 		return queryInt(t, pool, `SELECT count(*) FROM email_outbox WHERE id = ANY($1::uuid[]) AND status = 'dispatched'`, kept) == len(kept)
 	}, logs)
-	waitUntil(t, 3*time.Minute, "N fans out the webhook_outbox row that was not cancelled", func() bool {
+	eventually.Explain(t, "N fans out the webhook_outbox row that was not cancelled", 3*time.Minute, func() bool {
 		return queryInt(t, pool, `SELECT count(*) FROM webhook_outbox WHERE id = $1::uuid AND status = 'dispatched'`, hooks[1]) == 1
 	}, logs)
 	// One more claim after those: a row inserted now, sent by N.
 	last := insertBuiltinEmails(t, pool, "last", 1, "")
-	waitUntil(t, 3*time.Minute, "N sends a row inserted after the cancelled ones fell due", func() bool {
+	eventually.Explain(t, "N sends a row inserted after the cancelled ones fell due", 3*time.Minute, func() bool {
 		return queryInt(t, pool, `SELECT count(*) FROM email_outbox WHERE id = $1::uuid AND status = 'dispatched'`, last[0]) == 1
 	}, logs)
 
