@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -33,8 +34,21 @@ const previousRelease = "ac7436ba6c1dcb68843aa4afb532d734adb24c54"
 // cache and build cache as the tree under test. Without the history (an
 // exported tree, a shallow clone) it skips, and fails in CI, which must run
 // it.
+//
+// A release never changes, so the binary is kept in the user's cache
+// directory under its revision and toolchain, and built once per machine:
+// built afresh in each run (and in each scratch tree of the mutation
+// matrix) it took minutes of a cold machine, and on a busy one pushed the
+// package past go test's ten-minute timeout.
 func previousWorkerBinary(t *testing.T, rev string) string {
 	t.Helper()
+	cached := ""
+	if dir, err := os.UserCacheDir(); err == nil {
+		cached = filepath.Join(dir, "postbox-test", fmt.Sprintf("worker-%s-%s-%s", rev[:12], runtime.Version(), runtime.GOARCH))
+		if info, err := os.Stat(cached); err == nil && info.Mode().IsRegular() {
+			return cached
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	root, err := gobuild.ModuleRoot(ctx)
@@ -74,13 +88,22 @@ func previousWorkerBinary(t *testing.T, rev string) string {
 		}
 	}
 	// -trimpath keys the build cache by module paths, not by this temporary
-	// directory, so a second run links from the cache.
+	// directory, so a second run links from the cache. The binary goes into
+	// the cache by a rename within its directory, so that a parallel run
+	// never executes a half-written one; without a cache it stays here.
 	bin := filepath.Join(dir, "worker-"+rev[:12])
+	staged := false
+	if cached != "" && os.MkdirAll(filepath.Dir(cached), 0o755) == nil {
+		bin, staged = fmt.Sprintf("%s.%d-%d", cached, os.Getpid(), time.Now().UnixNano()), true
+	}
 	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./cmd/worker")
 	build.Dir = src
 	build.Env = append(os.Environ(), "GOTOOLCHAIN=local")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/worker at %s: %v\n%s", rev, err, out)
+	}
+	if staged && os.Rename(bin, cached) == nil {
+		return cached
 	}
 	return bin
 }
