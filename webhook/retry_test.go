@@ -238,7 +238,7 @@ func TestRetry_ClaimsNoMoreThanItCanSend(t *testing.T) {
 		o.Settings.Concurrency = 1
 	})
 	rc := newReceiver(t, func(w http.ResponseWriter, r *http.Request, n int) {
-		time.Sleep(150 * time.Millisecond) // simulates: a receiver taking 150 ms, slower than the pass's window allows for all six
+		time.Sleep(time.Second) // simulates: a receiver taking a second, too slow for all six (one at a time) in the pass's window
 		w.WriteHeader(http.StatusOK)
 	})
 	ep := provenEndpoint(t, pool, rc.URL)
@@ -252,7 +252,10 @@ func TestRetry_ClaimsNoMoreThanItCanSend(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	sum, err := p.DrainRetries(ctx, 300*time.Millisecond)
+	// Six sends one at a time take six seconds at least, so the window
+	// cannot hold them all however fast the machine; it is long enough
+	// that even a busy one claims inside it (its sweep runs first).
+	sum, err := p.DrainRetries(ctx, 3*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
