@@ -98,7 +98,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "ordering: a chain sends what its mark handed on without checking its lease or a stop",
-			File:    "webhook/retry.go",
+			File:    "webhook/unit.go",
 			Find:    "\t\tif !u.p.mayStart(u.d) {\n\t\t\tt.Add(u.release(ctx, \"too late for the lease, or stopping\"))",
 			Replace: "\t\tif false && !u.p.mayStart(u.d) {\n\t\t\tt.Add(u.release(ctx, \"too late for the lease, or stopping\"))",
 			Pkg:     "./webhook/",

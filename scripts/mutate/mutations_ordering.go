@@ -145,7 +145,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "ordering: a raced birth's unit does not look again",
-			File:    "webhook/retry.go",
+			File:    "webhook/unit.go",
 			Find:    "if !u.d.leased && (!u.d.raced || !u.p.takeRaced(ctx, &u.d)) {",
 			Replace: "if !u.d.leased {",
 			Pkg:     pkg,
@@ -177,7 +177,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "ordering: a chain keeps its slot while older ordered work waits",
-			File:    "webhook/retry.go",
+			File:    "webhook/unit.go",
 			Find:    "if u.p.slots.OlderWaits(u.d.orderingSeq) {",
 			Replace: "if false && u.p.slots.OlderWaits(u.d.orderingSeq) {",
 			Pkg:     pkg,
@@ -185,7 +185,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "ordering: an ordered delivery has no rank (its place in the key) to wait for a slot by",
-			File:    "webhook/retry.go",
+			File:    "webhook/unit.go",
 			Find:    "func (u *attemptUnit) Rank() (int64, bool) { return u.d.orderingSeq, u.d.orderingKey != \"\" }",
 			Replace: "func (u *attemptUnit) Rank() (int64, bool) { return u.d.orderingSeq, false }",
 			Pkg:     pkg,
@@ -201,7 +201,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "ordering: a chain's next request waits for the mark of the one before",
-			File:    "webhook/retry.go",
+			File:    "webhook/unit.go",
 			Find:    "if handOn && a.accepted() && len(ahead) > 0 {",
 			Replace: "if false && handOn && a.accepted() && len(ahead) > 0 {",
 			Pkg:     pkg,
@@ -233,7 +233,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "ordering: a chain goes on past a delivery the receiver refused",
-			File:    "webhook/retry.go",
+			File:    "webhook/unit.go",
 			Find:    "if !a.accepted() || len(ahead) == 0 {",
 			Replace: "if len(ahead) == 0 {",
 			Pkg:     pkg,
@@ -241,7 +241,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "ordering: a delivery leased ahead and given back keeps the attempt its claim counted",
-			File:    "webhook/retry.go",
+			File:    "webhook/unit.go",
 			Find:    "SET attempts = attempts - 1, leased_until = NULL",
 			Replace: "SET leased_until = NULL",
 			Pkg:     pkg,
@@ -249,7 +249,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "ordering: a chain that stops leaves what it leased ahead to its lease",
-			File:    "webhook/retry.go",
+			File:    "webhook/unit.go",
 			Find:    "\tu.p.giveBack(ctx, ids(ahead))\n",
 			Replace: "",
 			Pkg:     pkg,
@@ -257,7 +257,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "ordering: a panic in a mark beside the chain's next request is not recovered",
-			File:    "webhook/retry.go",
+			File:    "webhook/unit.go",
 			Find:    "\t\tif v := recover(); v != nil {\n\t\t\terr := &engine.PanicError{Value: v}",
 			Replace: "\t\tif v := any(nil); v != nil {\n\t\t\terr := &engine.PanicError{Value: v}",
 			Pkg:     pkg,

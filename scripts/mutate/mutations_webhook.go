@@ -151,7 +151,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "webhook attempt: deliveries with no slot in their lease not released to the retry worker",
-			File:    "webhook/retry.go",
+			File:    "webhook/unit.go",
 			Find:    "return u.release(ctx, \"no attempt slot within the lease, or stopping: left to the retry worker\")",
 			Replace: "return Tally{}",
 			Pkg:     pkg,
