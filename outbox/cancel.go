@@ -11,10 +11,6 @@ import (
 	"github.com/postbox/postbox/internal/pgtext"
 )
 
-// ErrNotCancellable is matched (errors.Is) by a *CancelRefusedError:
-// Cancel refused a row that is not pending, or is being sent now.
-var ErrNotCancellable = errors.New("outbox: only a pending email that is not being sent can be cancelled")
-
 // CancelRefusedError is Cancel's refusal. Its message says why the row's
 // state rules a cancel out and what to do instead.
 type CancelRefusedError struct {

@@ -143,9 +143,6 @@ type Payload struct {
 	Data map[string]any `json:"-"`
 }
 
-// ErrInvalid is matched (errors.Is) by every *ValidationError.
-var ErrInvalid = errors.New("outbox: invalid email")
-
 // ValidationError says which field of an Email is wrong and why. Problems
 // never quote a field's value: values may be secret links.
 type ValidationError struct {

@@ -24,12 +24,6 @@ const (
 	OutcomeRetry   Outcome = "retry"   // transient error; stays pending until its backoff slot
 )
 
-// ErrStaleMark is matched (errors.Is) by the error of a mark whose row was
-// no longer pending: its lease expired and a sibling resolved it, or an
-// operator did. The mark was not applied. It is expected under crashes and
-// slow sends, so the dispatcher logs and counts it instead of failing.
-var ErrStaleMark = errors.New("outbox: stale mark")
-
 // StaleMarkError is the error of a dropped mark: which row, and which
 // outcome it would have written.
 type StaleMarkError struct {

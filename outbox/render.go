@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"embed"
-	"errors"
 	"fmt"
 	htmltemplate "html/template"
 	"strings"
@@ -30,11 +29,6 @@ type RendererFunc func(ctx context.Context, row *Row) (smtp.Message, error)
 
 // Render calls f.
 func (f RendererFunc) Render(ctx context.Context, row *Row) (smtp.Message, error) { return f(ctx, row) }
-
-// ErrSkip, returned (or wrapped) by a Renderer, marks the row skipped: not
-// sent, not failed, payload scrubbed. Use it for emails that became moot
-// between enqueue and send (an invoice paid before its reminder went out).
-var ErrSkip = errors.New("outbox: renderer skipped the email")
 
 // DefaultRenderer sends a KindRaw row's own subject, text, HTML and PDF,
 // and renders the built-in templates for KindInvoice (with the PDF

@@ -12,13 +12,6 @@ import (
 	"github.com/postbox/postbox/internal/pgtext"
 )
 
-// ErrNotFound is matched (errors.Is) when no email_outbox row has the id.
-var ErrNotFound = errors.New("outbox: no such email")
-
-// ErrNotFailed is matched (errors.Is) by a *NotFailedError: Requeue
-// refused a row that is not failed.
-var ErrNotFailed = errors.New("outbox: only a failed email can be requeued")
-
 // NotFailedError is Requeue's refusal. Its message says why the row's
 // state rules a requeue out and what to do instead.
 type NotFailedError struct {

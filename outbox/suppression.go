@@ -12,17 +12,6 @@ import (
 	"github.com/postbox/postbox/internal/pgtext"
 )
 
-// ErrSuppressed is matched (errors.Is) by the failure of a row whose
-// recipient is in email_suppressions. It is permanent: the row fails at
-// once (status failed, not skipped: the email was wanted and did not go,
-// and an operator who lifts the suppression can requeue it) with the
-// suppression's reason as last_error.
-var ErrSuppressed = errors.New("recipient is suppressed")
-
-// ErrNotSuppressed is returned by LiftSuppression for an address that is
-// not on the list.
-var ErrNotSuppressed = errors.New("outbox: address is not suppressed")
-
 // SuppressionSource says what put an address on the list. It is the
 // email_suppressions.source column, whose CHECK lists the same values.
 type SuppressionSource string

@@ -16,10 +16,6 @@ import (
 // mistake than an event anyone is waiting for.
 const MaxSendAhead = 365 * 24 * time.Hour
 
-// ErrNotCancellable is matched (errors.Is) by Cancel's refusal of a row
-// that is not pending.
-var ErrNotCancellable = errors.New("webhook: only a pending webhook_outbox row can be cancelled")
-
 // cancelSQL withdraws a pending webhook_outbox row with the same
 // compare-and-set the fan-out's dispatched mark makes (outboxDispatchedSQL),
 // which is the first statement of the fan-out's one transaction: the two

@@ -42,7 +42,17 @@ var (
 	// ErrForbiddenAddress is wrapped by every SSRF refusal (see
 	// AddressError). A refusal is permanent: the delivery fails at once.
 	ErrForbiddenAddress = errors.New("webhook: forbidden address")
+
+	// ErrNotCancellable is matched (errors.Is) by Cancel's refusal of a row
+	// that is not pending.
+	ErrNotCancellable = errors.New("webhook: only a pending webhook_outbox row can be cancelled")
+
+	// ErrBadSince is matched (errors.Is) when ParseSince cannot read its input.
+	ErrBadSince = errors.New("bad since")
 )
+
+// errUserinfo refuses a request whose URL carries userinfo.
+var errUserinfo = errors.New("webhook: refusing to send a request whose url carries credentials")
 
 // staleMarkError is the stale-mark family of both outboxes: each sentinel
 // is itself, and errors.Is(err, claim.ErrStale) too, as outbox.ErrStaleMark

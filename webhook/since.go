@@ -1,15 +1,11 @@
 package webhook
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 )
-
-// ErrBadSince is matched (errors.Is) when ParseSince cannot read its input.
-var ErrBadSince = errors.New("bad since")
 
 // ParseSince reads the since of ReplayFailedSince as operators write it —
 // `worker replay endpoint --since` and the console's form: an RFC3339

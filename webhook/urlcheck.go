@@ -53,9 +53,6 @@ func redactURL(raw string) string {
 	return rest
 }
 
-// errUserinfo refuses a request whose URL carries userinfo.
-var errUserinfo = errors.New("webhook: refusing to send a request whose url carries credentials")
-
 // noUserinfo refuses, before anything is dialled, a request whose URL
 // carries userinfo. http.Client has already turned it into an
 // Authorization: Basic header by the time the transport sees the request,
