@@ -159,7 +159,7 @@ type Dispatcher struct {
 	// throttleRetry is ThrottleRetry, a field so tests can shrink it.
 	throttleRetry throttleWait
 
-	hooks dispatcherHooks
+	hooks hooks
 }
 
 // NewDispatcher returns a Dispatcher over db, which must be a pool (see DB).
@@ -336,12 +336,4 @@ func (d *Dispatcher) stopping() bool {
 	default:
 		return false
 	}
-}
-
-// dispatcherHooks let white-box tests inject failures at the points the
-// panic isolation is about. All nil outside tests.
-type dispatcherHooks struct {
-	decode    func(*Row)          // before each claimed row's decode
-	beforeRow func(*Row)          // in the batch's loop, before each row's attempt
-	record    func(*Row, *Result) // before each row's mark
 }
