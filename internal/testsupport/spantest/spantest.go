@@ -76,12 +76,12 @@ func (r *Recorder) Leaks(secrets ...string) []string {
 	}
 	for _, s := range r.rec.Ended() {
 		for _, kv := range s.Attributes() {
-			leaks(s.Name()+" "+string(kv.Key), kv.Value.Emit())
+			leaks(s.Name()+" "+string(kv.Key), kv.Value.String())
 		}
 		for _, ev := range s.Events() {
 			leaks(s.Name()+" event "+ev.Name, ev.Name)
 			for _, kv := range ev.Attributes {
-				leaks(s.Name()+" event "+ev.Name+" "+string(kv.Key), kv.Value.Emit())
+				leaks(s.Name()+" event "+ev.Name+" "+string(kv.Key), kv.Value.String())
 			}
 		}
 		if strings.Contains(s.Status().Description, "@") {
