@@ -23,11 +23,12 @@ import (
 
 // Ordered delivery as users run it: three worker replicas share keys × events
 // (half enqueued through the Go API, half by plain SQL), the receiver fails
-// 30 % of requests at random, and one replica is killed with SIGKILL while
-// it has attempts in flight. Every event is delivered, and no key's events
-// are ever accepted out of order: a first acceptance of an event after a
-// later one of its key would be an inversion. Duplicates (an event accepted
-// again, which the kill allows) are counted, not inversions.
+// 30 % of requests at random (at most three times an event), and one
+// replica is killed with SIGKILL while it has attempts in flight. Every
+// event is delivered, and no key's events are ever accepted out of order:
+// a first acceptance of an event after a later one of its key would be an
+// inversion. Duplicates (an event accepted again, which the kill allows)
+// are counted, not inversions.
 func TestOrdering_ReplicasKeepEachKeyInOrderThroughAKill(t *testing.T) {
 	t.Parallel()
 	const keys, perKey = 40, 8
@@ -39,6 +40,7 @@ func TestOrdering_ReplicasKeepEachKeyInOrderThroughAKill(t *testing.T) {
 		mu       sync.Mutex
 		rng      = rand.New(rand.NewPCG(3, 30))
 		accepted = map[string][]int{} // key → n of each event accepted, in order
+		failures = map[string]int{}   // webhook-id → 500s answered
 		total    int
 	)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -52,7 +54,11 @@ func TestOrdering_ReplicasKeepEachKeyInOrderThroughAKill(t *testing.T) {
 		_ = json.Unmarshal(body, &ev)
 		mu.Lock()
 		defer mu.Unlock()
-		if rng.Float64() < 0.3 {
+		// At most three failures per event, so no delivery can exhaust
+		// its attempts: eight failures in a row happened to one of the
+		// 320 in about one run of fifty, and a failed head blocks its key.
+		if id := r.Header.Get("webhook-id"); rng.Float64() < 0.3 && failures[id] < 3 {
+			failures[id]++
 			w.WriteHeader(http.StatusInternalServerError)
 			return
 		}
