@@ -19,7 +19,7 @@ ARG REVISION=
 # .git is not in the build context (.dockerignore), so the toolchain cannot
 # stamp a VCS revision itself: VERSION and REVISION do.
 RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
-	-ldflags="-s -w -X github.com/postbox/postbox/internal/version.stamp=${VERSION} -X github.com/postbox/postbox/internal/version.stampRevision=${REVISION}" \
+	-ldflags="-s -w -X github.com/postbox/postbox/internal/engine/version.stamp=${VERSION} -X github.com/postbox/postbox/internal/engine/version.stampRevision=${REVISION}" \
 	-o /out/worker ./cmd/worker
 
 FROM gcr.io/distroless/static-debian12:nonroot

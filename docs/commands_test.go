@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/harness/gobuild"
+	"github.com/postbox/postbox/internal/tooling/harness/gobuild"
 )
 
 // docCommand is one `go run` or `go test` command a page gives.

@@ -27,7 +27,7 @@ var namedPages = []string{"docs/ARCHITECTURE.md"}
 // each is checked:
 //
 //   - a path with a slash or a file extension (`outbox/claim.go`,
-//     `internal/console`) must exist;
+//     `internal/operator/console`) must exist;
 //   - a dotted Go name whose first part is one of this module's packages
 //     (`engine.Lane`, `outbox.Dispatcher.Drain`) must be declared there: a
 //     func, type, var or const, then a method or a struct field;

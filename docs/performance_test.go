@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/markdown"
+	"github.com/postbox/postbox/internal/tooling/testsupport/markdown"
 )
 
 // summaryMaxLines is "one page": the summary PERFORMANCE.md opens with

@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/devserver/pgserver"
-	"github.com/postbox/postbox/internal/harness/gobuild"
-	"github.com/postbox/postbox/internal/testsupport/eventually"
-	"github.com/postbox/postbox/internal/testsupport/logbuf"
-	"github.com/postbox/postbox/internal/testsupport/mailpittest"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/operator/devserver/pgserver"
+	"github.com/postbox/postbox/internal/tooling/harness/gobuild"
+	"github.com/postbox/postbox/internal/tooling/testsupport/eventually"
+	"github.com/postbox/postbox/internal/tooling/testsupport/logbuf"
+	"github.com/postbox/postbox/internal/tooling/testsupport/mailpittest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // TestQuickStart runs the README's quick start, its shell block word for

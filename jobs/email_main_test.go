@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // TestMain is the jobs package's only one: tests of every job kind share

@@ -11,8 +11,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 	"github.com/postbox/postbox/jobs"
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/smtp"

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/postbox/postbox/internal/engine"
-	"github.com/postbox/postbox/internal/history"
+	"github.com/postbox/postbox/internal/engine/history"
 )
 
 const (
@@ -24,7 +24,7 @@ const (
 
 // History is the history pass over one database: it makes the weeks
 // ahead of every history table, drops the weeks past their retention and
-// deletes the webhook events past theirs (see internal/history), behind
+// deletes the webhook events past theirs (see internal/engine/history), behind
 // the history gate, so one runs pool-wide. It runs in the hourly prune
 // job (PassesConfig.History): an hour is far more often than weekly
 // partitions need, and lets a pass that failed (a lock held by a long

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/history"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/engine/history"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // One history pass does the three things retention needs: it makes the

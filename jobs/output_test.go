@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/story"
+	"github.com/postbox/postbox/internal/operator/story"
 	"github.com/postbox/postbox/outbox"
 )
 

@@ -190,7 +190,7 @@ func (w *ShiftWorker) Work(ctx context.Context, job *river.Job[ShiftArgs]) error
 	return errors.Join(err, t.Err())
 }
 
-// ConsolePrefix is where cmd/worker mounts the console (internal/console):
+// ConsolePrefix is where cmd/worker mounts the console (internal/operator/console):
 // a shift's output links each row it names to the row's console page.
 const ConsolePrefix = "/console"
 

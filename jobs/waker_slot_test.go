@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // The insert trigger (migration 00005, postbox_wake) lets at most one

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/testsupport/envtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/envtest"
 )
 
 // TestLoadBoundsEverySetting locks the settings' ranges: every override is held

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/testsupport/envtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/envtest"
 )
 
 // TestLeaseInvariantChain locks the derived constants (see

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // TestHardening_ExistingViolatorsNeverBlockAClaim locks how migration 00006

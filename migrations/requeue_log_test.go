@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // Migration 00012 on a database with history: a requeue by plain SQL is

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // Migration 00017 on a database with rows: down keeps every row, drops the

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // Migration 00029 on a database with history: an event fanned out from an

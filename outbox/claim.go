@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/internal/engine/claim"
 )
 
 // DB is what the outbox needs from Postgres (Exec, Query, QueryRow and

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // TestClaim_ReadsItsPartialIndex locks the claim's query plan: it must walk

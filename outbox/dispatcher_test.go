@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/claim"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/engine/claim"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/smtp"
 )

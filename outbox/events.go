@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/postbox/postbox/internal/claim"
-	"github.com/postbox/postbox/internal/pgtext"
+	"github.com/postbox/postbox/internal/engine/claim"
+	"github.com/postbox/postbox/internal/engine/pgtext"
 )
 
 // EventType is what a delivery event says happened to a sent email. It is

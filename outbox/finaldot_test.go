@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/smtp"
 )

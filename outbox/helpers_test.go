@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/smtp"
 )

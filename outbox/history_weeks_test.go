@@ -3,7 +3,7 @@ package outbox
 import (
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // The delivery events are partitioned by week, and their unique index

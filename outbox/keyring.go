@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"strings"
 
-	"github.com/postbox/postbox/internal/sealer"
+	"github.com/postbox/postbox/internal/engine/sealer"
 )
 
 // KeysEnv is the environment variable KeyRingFromEnv reads: comma-separated

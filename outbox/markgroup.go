@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/engine/claim"
 )
 
 // markGroups is the dispatcher's group commit for marks (claim.Group): the

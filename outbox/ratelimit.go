@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/engine/claim"
 )
 
 // RateLimitEnv is the variable of the pool-wide email send rate.

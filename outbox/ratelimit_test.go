@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/postbox/postbox/internal/engine"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // insertBacklog writes n raw rows in one statement, due over the last n

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/engine/claim"
 )
 
 // ReadWindow bounds ListByCustomer: it reads the last 30 days of a customer's

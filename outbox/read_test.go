@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // ListByCustomer reads a 30-day window; ListByInvoice has no age bound (see

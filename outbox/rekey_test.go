@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 	"github.com/postbox/postbox/smtp"
 )
 

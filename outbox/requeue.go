@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/postbox/postbox/internal/pgtext"
+	"github.com/postbox/postbox/internal/engine/pgtext"
 )
 
 // NotFailedError is Requeue's refusal. Its message says why the row's

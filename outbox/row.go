@@ -30,7 +30,7 @@ type Row struct {
 	Payload Payload
 
 	// traceparent is the trace the row was enqueued in ("" for none):
-	// its attempt's span joins it (internal/tracing).
+	// its attempt's span joins it (internal/engine/tracing).
 	traceparent string
 
 	// throttles are the row's attempts since its last requeue that the

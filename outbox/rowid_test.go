@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // uuidTime is the millisecond timestamp of a version 7 UUID, and whether id

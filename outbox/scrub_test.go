@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 	"github.com/postbox/postbox/smtp"
 )
 

@@ -8,7 +8,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/postbox/postbox/internal/sealer"
+	"github.com/postbox/postbox/internal/engine/sealer"
 )
 
 // Forms of a sealed value: what the ciphertext holds.

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/claim"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/engine/claim"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // A declared secret key follows one rule in Go and in SQL: every field of

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/postbox/postbox/internal/pgtext"
+	"github.com/postbox/postbox/internal/engine/pgtext"
 )
 
 // SuppressionSource says what put an address on the list. It is the

@@ -9,8 +9,8 @@ import (
 
 	gosmtp "github.com/emersion/go-smtp"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/smtp"
 )

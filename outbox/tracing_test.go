@@ -7,9 +7,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
-	"github.com/postbox/postbox/internal/testsupport/spantest"
-	"github.com/postbox/postbox/internal/tracing"
+	"github.com/postbox/postbox/internal/engine/tracing"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/spantest"
 	"github.com/postbox/postbox/smtp"
 )
 

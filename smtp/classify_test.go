@@ -9,7 +9,7 @@ import (
 
 	gosmtp "github.com/emersion/go-smtp"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
 )
 
 func TestReplyClasses(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
-	"github.com/postbox/postbox/internal/testsupport/mimetest"
+	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/tooling/testsupport/mimetest"
 )
 
 // What the relay receives is a well-formed MIME message: text and HTML as

@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/postbox/postbox/internal/tracing"
+	"github.com/postbox/postbox/internal/engine/tracing"
 )
 
 // deliver is the one path every message takes, in every mode (see

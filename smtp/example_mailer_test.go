@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
 	"github.com/postbox/postbox/smtp"
 )
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
 )
 
 // TestSend_FinalDotUnansweredIsPossiblyDelivered locks the unanswered final

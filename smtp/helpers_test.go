@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
-	"github.com/postbox/postbox/internal/testsupport/logbuf"
-	"github.com/postbox/postbox/internal/testsupport/testcert"
+	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/tooling/testsupport/logbuf"
+	"github.com/postbox/postbox/internal/tooling/testsupport/testcert"
 )
 
 // testTimeout bounds every test's network work: nothing may hang forever.

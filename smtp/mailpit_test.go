@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/mailpittest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/mailpittest"
 )
 
 // Mailpit is a real SMTP server written by someone else: it catches what an

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
 )
 
 func TestImplicitTLS(t *testing.T) {

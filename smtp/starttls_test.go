@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
 )
 
 // A relay that does not offer STARTTLS gets nothing past EHLO.

@@ -8,7 +8,7 @@ import (
 
 	gosmtp "github.com/emersion/go-smtp"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
 )
 
 // A relay's throttling replies (421, 451 4.7.x, SES's 454 Throttling)

@@ -3,9 +3,9 @@ package smtp
 import (
 	"testing"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
-	"github.com/postbox/postbox/internal/testsupport/spantest"
-	"github.com/postbox/postbox/internal/tracing"
+	"github.com/postbox/postbox/internal/engine/tracing"
+	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/tooling/testsupport/spantest"
 )
 
 // A send under an attempt's span is traced step by step as children of

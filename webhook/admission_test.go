@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/postbox/postbox/internal/testsupport/envtest"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/envtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // Tests of the retry claim's admission and of the breaker's bounds that a

@@ -16,9 +16,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/postbox/postbox/internal/claim"
-	"github.com/postbox/postbox/internal/pgtext"
-	"github.com/postbox/postbox/internal/tracing"
+	"github.com/postbox/postbox/internal/engine/claim"
+	"github.com/postbox/postbox/internal/engine/pgtext"
+	"github.com/postbox/postbox/internal/engine/tracing"
 	"github.com/postbox/postbox/leases"
 )
 
@@ -58,7 +58,7 @@ type delivery struct {
 type event struct {
 	body        []byte
 	createdAt   time.Time
-	traceparent string // its attempts' spans join this trace (internal/tracing)
+	traceparent string // its attempts' spans join this trace (internal/engine/tracing)
 }
 
 // newEvent builds the Standard Webhooks payload shape of an event. It is

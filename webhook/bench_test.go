@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // BenchmarkDrain fans out 1,000 events to 10 endpoints on one loopback

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // An endpoint whose breaker lets nothing more out now has its due

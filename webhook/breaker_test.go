@@ -15,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/postbox/postbox/internal/testsupport/eventually"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/eventually"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // shortSchedule retries every 50 ms, twenty times: the breaker, not the

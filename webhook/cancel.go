@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/postbox/postbox/internal/pgtext"
+	"github.com/postbox/postbox/internal/engine/pgtext"
 )
 
 // MaxSendAhead is how far ahead Event.SendAt may be: a year, as for

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/postbox/postbox/internal/pgtext"
+	"github.com/postbox/postbox/internal/engine/pgtext"
 )
 
 // Response body limits. The client reads at most maxResponseRead bytes —

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/postbox/postbox/internal/history"
+	"github.com/postbox/postbox/internal/engine/history"
 )
 
 // Defaults for Settings. Each is what a newcomer gets with no environment.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/testsupport/envtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/envtest"
 )
 
 func TestConfigFromEnv(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // bornDelivery fans one event out to one endpoint at url and returns the

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 func TestEndpoints_CreateListDisableEnable(t *testing.T) {

@@ -3,7 +3,7 @@ package webhook
 import (
 	"errors"
 
-	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/engine/claim"
 )
 
 // Sentinel errors callers branch on.

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/pgtext"
-	"github.com/postbox/postbox/internal/testsupport/eventually"
-	"github.com/postbox/postbox/internal/testsupport/logbuf"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/engine/pgtext"
+	"github.com/postbox/postbox/internal/tooling/testsupport/eventually"
+	"github.com/postbox/postbox/internal/tooling/testsupport/logbuf"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // TestDelivery_HugeRedirectErrorTextCapped locks the error-text cap: a

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // WEBHOOK_CONCURRENCY (Settings.Concurrency) is the most HTTP attempts in

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/internal/engine/claim"
 )
 
 // Ordered delivery (see docs/design/outbox-transport.md, Ordered delivery):

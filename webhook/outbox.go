@@ -11,10 +11,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/engine"
-	"github.com/postbox/postbox/internal/pgtext"
-	"github.com/postbox/postbox/internal/tracing"
+	"github.com/postbox/postbox/internal/engine/claim"
+	"github.com/postbox/postbox/internal/engine/pgtext"
+	"github.com/postbox/postbox/internal/engine/tracing"
 	"github.com/postbox/postbox/leases"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // The two tests below pin the webhook_outbox drainer's claim (see

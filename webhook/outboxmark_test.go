@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/testsupport/logbuf"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/logbuf"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // TestOutboxFailureMark_StaleIsDroppedNotRetried locks the CAS guard of the

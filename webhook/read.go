@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/engine/claim"
 )
 
 // The operator's read model of the webhook half (worker show, the

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // A failed delivery requeued goes out again to its own endpoint only,

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // TestRowStatements_ReadThePrimaryKeyWhateverTheStatistics locks every

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // Without WEBHOOK_ALLOWED_CIDRS the delivery client refuses loopback —

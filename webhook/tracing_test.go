@@ -9,9 +9,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
-	"github.com/postbox/postbox/internal/testsupport/spantest"
-	"github.com/postbox/postbox/internal/tracing"
+	"github.com/postbox/postbox/internal/engine/tracing"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/spantest"
 )
 
 // An event enqueued inside the application's span is fanned out, attempted

@@ -7,8 +7,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/postbox/postbox/internal/claim"
 	"github.com/postbox/postbox/internal/engine"
+	"github.com/postbox/postbox/internal/engine/claim"
 )
 
 // attemptUnit is one leased delivery's attempt, in a slot its lane holds

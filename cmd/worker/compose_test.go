@@ -113,7 +113,7 @@ func TestDockerBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"ARG VERSION", "-X github.com/postbox/postbox/internal/version.stamp=${VERSION}",
+	for _, want := range []string{"ARG VERSION", "-X github.com/postbox/postbox/internal/engine/version.stamp=${VERSION}",
 		`CMD ["/usr/local/bin/worker", "healthcheck"]`} {
 		if !strings.Contains(string(df), want) {
 			t.Errorf("Dockerfile lacks %q", want)

@@ -12,9 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
-	"github.com/postbox/postbox/internal/testsupport/eventually"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/tooling/testsupport/eventually"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // The pool a replica runs with is its need unless DATABASE_URL's

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/console"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/operator/console"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // The console sits behind River UI's auth: refused in production without

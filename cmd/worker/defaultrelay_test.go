@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/logbuf"
+	"github.com/postbox/postbox/internal/tooling/testsupport/logbuf"
 )
 
 // TestWarnDefaultRelay: `worker run` with no SMTP_HOST, SMTP_PORT or

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/postbox/postbox/internal/demo"
+	"github.com/postbox/postbox/internal/operator/demo"
 	"github.com/postbox/postbox/outbox/templatedir"
 	"github.com/postbox/postbox/smtp"
 )
@@ -22,7 +22,7 @@ func init() {
 			"DATABASE_URL's server, Postgres on 127.0.0.1:5432, or a throwaway cluster it starts), an in-process " +
 			"SMTP sink and three webhook receivers (healthy; failing twice, then recovering; answering 410 Gone); " +
 			"enqueues invoice emails with PDFs, password resets, invites, a plain-SQL row, a receipt of a kind from " +
-			"a template directory (internal/demo/templates), a suppressed address " +
+			"a template directory (internal/operator/demo/templates), a suppressed address " +
 			"and webhook events; runs a replica to completion and prints what was delivered, retried and failed, " +
 			"and why. River UI and /metrics stay up until Ctrl-C; the database is dropped on exit. Logs go to a " +
 			"temp file it names.",
@@ -73,7 +73,7 @@ func runDemo(ctx context.Context, env *Env, exitAfterSummary bool) error {
 		c.HTTPAddr = "127.0.0.1:0"
 	}
 
-	templates, err := templatedir.LoadFS(demo.Templates, "internal/demo/templates")
+	templates, err := templatedir.LoadFS(demo.Templates, "internal/operator/demo/templates")
 	if err != nil {
 		return err
 	}

@@ -14,8 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postbox/postbox/internal/devserver/pgserver"
-	"github.com/postbox/postbox/internal/history"
+	"github.com/postbox/postbox/internal/engine/history"
+	"github.com/postbox/postbox/internal/operator/devserver/pgserver"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/migrations"
 	"github.com/postbox/postbox/outbox"

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // An operator command's error says each package's prefix once: a refusal

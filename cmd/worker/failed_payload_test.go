@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/backlog"
+	"github.com/postbox/postbox/internal/operator/backlog"
 )
 
 // A row that failed for its payload (the decoder refused it) is never

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/backlog"
+	"github.com/postbox/postbox/internal/operator/backlog"
 )
 
 // TestFailedWebhookSuggestsReplay: a failed delivery is sent again by

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/postbox/postbox/internal/harness/gobuild"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/harness/gobuild"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }

@@ -23,12 +23,12 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postbox/postbox/internal/devserver/pgbouncer"
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
-	"github.com/postbox/postbox/internal/testsupport/eventually"
-	"github.com/postbox/postbox/internal/testsupport/logbuf"
-	"github.com/postbox/postbox/internal/testsupport/pgbouncertest"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/tooling/pgbouncer"
+	"github.com/postbox/postbox/internal/tooling/testsupport/eventually"
+	"github.com/postbox/postbox/internal/tooling/testsupport/logbuf"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgbouncertest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 	"github.com/postbox/postbox/webhook"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // worker requeue email puts a failed row back and logs who did it: --by,

@@ -15,9 +15,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/postbox/postbox/internal/backlog"
-	"github.com/postbox/postbox/internal/history"
-	"github.com/postbox/postbox/internal/version"
+	"github.com/postbox/postbox/internal/engine/history"
+	"github.com/postbox/postbox/internal/engine/version"
+	"github.com/postbox/postbox/internal/operator/backlog"
 	"github.com/postbox/postbox/jobs"
 	"github.com/postbox/postbox/webhook"
 )

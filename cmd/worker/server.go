@@ -15,7 +15,7 @@ import (
 	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
 
-	"github.com/postbox/postbox/internal/console"
+	"github.com/postbox/postbox/internal/operator/console"
 	"github.com/postbox/postbox/jobs"
 	"github.com/postbox/postbox/migrations"
 	"github.com/postbox/postbox/outbox"

@@ -12,9 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postbox/postbox/internal/testsupport/logbuf"
-	"github.com/postbox/postbox/internal/testsupport/pgbouncertest"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/logbuf"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgbouncertest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // TestSessionProbe: in session mode a DATABASE_URL at a transaction pooler

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"flag"
 
-	"github.com/postbox/postbox/internal/story"
+	"github.com/postbox/postbox/internal/operator/story"
 )
 
 func init() {

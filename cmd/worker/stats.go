@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/postbox/postbox/internal/backlog"
+	"github.com/postbox/postbox/internal/operator/backlog"
 )
 
 func init() {

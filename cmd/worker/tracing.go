@@ -27,7 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/http/httpguts"
 
-	"github.com/postbox/postbox/internal/version"
+	"github.com/postbox/postbox/internal/engine/version"
 )
 
 // The OpenTelemetry variables the worker reads itself (docs/OPERATIONS.md,

@@ -15,11 +15,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postbox/postbox/internal/devserver/smtpsink"
-	"github.com/postbox/postbox/internal/harness/gobuild"
-	"github.com/postbox/postbox/internal/testsupport/eventually"
-	"github.com/postbox/postbox/internal/testsupport/logbuf"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
+	"github.com/postbox/postbox/internal/tooling/harness/gobuild"
+	"github.com/postbox/postbox/internal/tooling/testsupport/eventually"
+	"github.com/postbox/postbox/internal/tooling/testsupport/logbuf"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
 // previousRelease is version N of the rolling-deploy test: the last

@@ -5,7 +5,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/postbox/postbox/internal/version"
+	"github.com/postbox/postbox/internal/engine/version"
 )
 
 func init() {

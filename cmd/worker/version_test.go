@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/version"
+	"github.com/postbox/postbox/internal/engine/version"
 )
 
 // TestVersion_StampedByTheDockerfilesLdflags builds the worker with the

@@ -8,7 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/postbox/postbox/internal/testsupport/metricnames"
+	"github.com/postbox/postbox/internal/tooling/testsupport/metricnames"
 )
 
 // dashboard is the part of Grafana's dashboard model the checks read.

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox/postbox/internal/testsupport/markdown"
-	"github.com/postbox/postbox/internal/testsupport/metricnames"
+	"github.com/postbox/postbox/internal/tooling/testsupport/markdown"
+	"github.com/postbox/postbox/internal/tooling/testsupport/metricnames"
 )
 
 const rulesFile = "postbox-alerts.yml"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/postbox/postbox/internal/claim"
+	"github.com/postbox/postbox/internal/engine/claim"
 )
 
 // ErrGateHeld is matched (errors.Is) by Gate.Run's error when another

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/postbox/postbox/internal/engine"
-	"github.com/postbox/postbox/internal/testsupport/eventually"
+	"github.com/postbox/postbox/internal/tooling/testsupport/eventually"
 )
 
 // rankedUnit is an Expiring, Ranked unit that runs run.

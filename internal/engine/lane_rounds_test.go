@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/postbox/postbox/internal/engine"
-	"github.com/postbox/postbox/internal/testsupport/eventually"
+	"github.com/postbox/postbox/internal/tooling/testsupport/eventually"
 )
 
 // These tests drive a Lane with an in-memory Source: the engine has no SQL

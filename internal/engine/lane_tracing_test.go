@@ -8,8 +8,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postbox/postbox/internal/engine"
-	"github.com/postbox/postbox/internal/testsupport/spantest"
-	"github.com/postbox/postbox/internal/tracing"
+	"github.com/postbox/postbox/internal/engine/tracing"
+	"github.com/postbox/postbox/internal/tooling/testsupport/spantest"
 )
 
 // A claim that took rows is a span, under the span of whoever ran the lane

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/postbox/postbox/internal/engine"
-	"github.com/postbox/postbox/internal/testsupport/eventually"
+	"github.com/postbox/postbox/internal/tooling/testsupport/eventually"
 )
 
 // However many goroutines take slots at once, no more than Cap are held.

@@ -3,7 +3,7 @@ package engine
 import (
 	"fmt"
 
-	"github.com/postbox/postbox/internal/pgtext"
+	"github.com/postbox/postbox/internal/engine/pgtext"
 )
 
 // maxTallyIDs caps the row ids a Tally keeps per list, so a shift's River

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/postbox/postbox/internal/engine"
-	"github.com/postbox/postbox/internal/pgtext"
+	"github.com/postbox/postbox/internal/engine/pgtext"
 )
 
 // TestTally_ErrorsCapped: a Tally is a River job's recorded output, and

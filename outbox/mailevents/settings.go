@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/postbox/postbox/internal/history"
+	"github.com/postbox/postbox/internal/engine/history"
 	"github.com/postbox/postbox/outbox"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox/postbox/internal/testsupport/mailpittest"
-	"github.com/postbox/postbox/internal/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/mailpittest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/outbox/templatedir"
 	"github.com/postbox/postbox/smtp"

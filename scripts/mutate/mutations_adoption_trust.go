@@ -82,10 +82,10 @@ func init() {
 		},
 		Mutation{
 			Name:    "console csrf: the session cookie is SameSite=Lax (a cross-site form carries it)",
-			File:    "internal/console/csrf.go",
+			File:    "internal/operator/console/csrf.go",
 			Find:    "SameSite: http.SameSiteStrictMode,",
 			Replace: "SameSite: http.SameSiteLaxMode,",
-			Pkg:     "./internal/console/",
+			Pkg:     "./internal/operator/console/",
 			Test:    "TestSession_CookieIsStrictHttpOnlyAndScoped",
 		},
 		Mutation{

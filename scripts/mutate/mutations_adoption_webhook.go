@@ -50,10 +50,10 @@ func init() {
 		},
 		Mutation{
 			Name:    "console: the replay's confirmation lists no endpoint it reaches",
-			File:    "internal/console/actions.go",
+			File:    "internal/operator/console/actions.go",
 			Find:    "view.Reaches = true",
 			Replace: "view.Reaches = false",
-			Pkg:     "./internal/console/",
+			Pkg:     "./internal/operator/console/",
 			Test:    "TestReplayEvent_ConfirmListsWhereItGoes",
 		},
 		Mutation{
@@ -61,7 +61,7 @@ func init() {
 			File:    "webhook/fanout.go",
 			Find:    dropAddressing,
 			Replace: "$2::uuid AS target",
-			Pkg:     "./internal/console/",
+			Pkg:     "./internal/operator/console/",
 			Test:    "TestReplayEvent_ConfirmListsWhereItGoes",
 		},
 		Mutation{

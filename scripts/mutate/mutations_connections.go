@@ -15,7 +15,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "connections: a single connection passes pool_max_conns to Postgres",
-			File:    "internal/devserver/pgserver/find.go",
+			File:    "internal/operator/devserver/pgserver/find.go",
 			Find:    "\tcfg, err := pgxpool.ParseConfig(url)\n\tif err != nil {\n\t\treturn nil, err\n\t}\n\treturn cfg.ConnConfig, nil",
 			Replace: "\t_ = pgxpool.ParseConfig // the pool's parsing, unused\n\treturn pgx.ParseConfig(url)",
 			Pkg:     "./cmd/worker/",

@@ -15,8 +15,8 @@ func init() {
 		Mutation{
 			Name:    "docs: ARCHITECTURE names a file the tree does not have",
 			File:    "docs/ARCHITECTURE.md",
-			Find:    "| claim window | `internal/claim/window.go`,",
-			Replace: "| claim window | `internal/claim/windows.go`,",
+			Find:    "| claim window | `internal/engine/claim/window.go`,",
+			Replace: "| claim window | `internal/engine/claim/windows.go`,",
 			Pkg:     "./docs/",
 			Test:    "TestPages_NameWhatExists",
 		},

@@ -61,10 +61,10 @@ func init() {
 		},
 		Mutation{
 			Name:    "encryption: a fixed nonce",
-			File:    "internal/sealer/sealer.go",
+			File:    "internal/engine/sealer/sealer.go",
 			Find:    "_, _ = rand.Read(nonce) // never fails: crypto/rand crashes the program instead",
 			Replace: "_ = rand.Read // the nonce stays all zeros",
-			Pkg:     "./internal/sealer/",
+			Pkg:     "./internal/engine/sealer/",
 			Test:    "TestRing_SealsUnderFirstOpensWithAny",
 		},
 	)

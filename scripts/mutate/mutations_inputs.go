@@ -14,10 +14,10 @@ func init() {
 		},
 		Mutation{
 			Name:    "story: text Postgres refuses is passed to the lookup",
-			File:    "internal/story/story.go",
+			File:    "internal/operator/story/story.go",
 			Find:    `if !utf8.ValidString(q) || strings.ContainsRune(q, 0) {`,
 			Replace: `if !utf8.ValidString(q) && false {`,
-			Pkg:     "./internal/story/",
+			Pkg:     "./internal/operator/story/",
 			Test:    "TestFind_TextPostgresRefusesIsMalformed",
 		},
 		Mutation{
@@ -70,10 +70,10 @@ func init() {
 		},
 		Mutation{
 			Name:    "story: an SSRF-refused delivery is told only to requeue",
-			File:    "internal/story/story.go",
+			File:    "internal/operator/story/story.go",
 			Find:    "if webhook.RefusedByAddressGuard(d.LastError) {",
 			Replace: "if false {",
-			Pkg:     "./internal/story/",
+			Pkg:     "./internal/operator/story/",
 			Test:    "TestFind",
 		},
 		Mutation{
@@ -94,16 +94,16 @@ func init() {
 		},
 		Mutation{
 			Name:    "console: an endpoint URL's token shown",
-			File:    "internal/console/console.go",
+			File:    "internal/operator/console/console.go",
 			Find:    `"redact":       webhook.RedactURL,`,
 			Replace: `"redact":       func(s string) string { return s },`,
-			Pkg:     "./internal/console/",
+			Pkg:     "./internal/operator/console/",
 			Test:    "TestSecretsNeverShown",
 		},
 		Mutation{
 			Name:    "docs: a page's go test command names a package without the test",
 			File:    "docs/SOAK.md",
-			Find:    "go test ./internal/cmd/soak -run TestSoak_CrashesAndFaultsLoseNothing -v",
+			Find:    "go test ./internal/tooling/cmd/soak -run TestSoak_CrashesAndFaultsLoseNothing -v",
 			Replace: "go test ./cmd/worker -run TestSoak_CrashesAndFaultsLoseNothing -v",
 			Pkg:     "./docs/",
 			Test:    "TestCommandsInTheDocs",
@@ -111,17 +111,17 @@ func init() {
 		Mutation{
 			Name:    "docs: a page's go run command passes a flag the program lacks",
 			File:    "docs/ENCRYPTION.md",
-			Find:    "go run ./internal/cmd/bench --only enqueue --trials 5",
-			Replace: "go run ./internal/cmd/bench --only enqueue --trails 5",
+			Find:    "go run ./internal/tooling/cmd/bench --only enqueue --trials 5",
+			Replace: "go run ./internal/tooling/cmd/bench --only enqueue --trails 5",
 			Pkg:     "./docs/",
 			Test:    "TestCommandsInTheDocs",
 		},
 		Mutation{
 			Name:    "console: requeueing an email to a suppressed address confirms without a word",
-			File:    "internal/console/actions.go",
+			File:    "internal/operator/console/actions.go",
 			Find:    "\t\twarn: suppressedRecipient,\n",
 			Replace: "\n",
-			Pkg:     "./internal/console/",
+			Pkg:     "./internal/operator/console/",
 			Test:    "TestActionsChangeRows",
 		},
 		Mutation{
@@ -150,10 +150,10 @@ func init() {
 		},
 		Mutation{
 			Name:    "boot: Postgres's refusal reported as unreachable",
-			File:    "internal/devserver/pgserver/find.go",
+			File:    "internal/operator/devserver/pgserver/find.go",
 			Find:    "case errors.As(err, &refused):",
 			Replace: "case false && errors.As(err, &refused):",
-			Pkg:     "./internal/devserver/pgserver/",
+			Pkg:     "./internal/operator/devserver/pgserver/",
 			Test:    "TestPingSaysWhatPostgresSaid",
 		},
 	)

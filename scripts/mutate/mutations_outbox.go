@@ -3,13 +3,13 @@ package main
 // Mutations of the email outbox (docs/design/outbox-transport.md: the claim
 // and lease, the derived constants, detached marks, redelivery semantics and
 // the scrub of secret keys), each named with the outbox test that must catch
-// it. The claim mutations edit the shared internal/claim code; the webhook
+// it. The claim mutations edit the shared internal/engine/claim code; the webhook
 // side registers its own entries naming webhook tests.
 func init() {
 	register(
 		Mutation{
 			Name:    "outbox claim: drop FOR UPDATE SKIP LOCKED",
-			File:    "internal/claim/claim.go",
+			File:    "internal/engine/claim/claim.go",
 			Find:    "\tFOR UPDATE SKIP LOCKED`, t.Name, due, order, limit, t.claimable())",
 			Replace: "\t`, t.Name, due, order, limit, t.claimable())",
 			Pkg:     "./outbox/",
@@ -17,7 +17,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "outbox claim: FOR UPDATE without SKIP LOCKED",
-			File:    "internal/claim/claim.go",
+			File:    "internal/engine/claim/claim.go",
 			Find:    "FOR UPDATE SKIP LOCKED`, t.Name, due, order, limit, t.claimable())",
 			Replace: "FOR UPDATE`, t.Name, due, order, limit, t.claimable())",
 			Pkg:     "./outbox/",
@@ -27,7 +27,7 @@ func init() {
 			// The parameter stays referenced so the statement still runs:
 			// only the lease is gone.
 			Name:    "outbox claim: drop the lease stamp",
-			File:    "internal/claim/claim.go",
+			File:    "internal/engine/claim/claim.go",
 			Find:    "%[2]s = now() + $2::interval",
 			Replace: "%[2]s = %[2]s + 0 * $2::interval",
 			Pkg:     "./outbox/",
@@ -43,7 +43,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "outbox mark: the dispatcher's marks run on the batch context",
-			File:    "internal/claim/claim.go",
+			File:    "internal/engine/claim/claim.go",
 			Find:    "mctx, cancel := MarkContext(ctx)",
 			Replace: "mctx, cancel := context.WithCancel(ctx)",
 			Pkg:     "./outbox/",
@@ -51,7 +51,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "outbox mark: the exported marks run on the caller's context",
-			File:    "internal/claim/claim.go",
+			File:    "internal/engine/claim/claim.go",
 			Find:    "mctx, cancel := MarkContext(ctx)",
 			Replace: "mctx, cancel := context.WithCancel(ctx)",
 			Pkg:     "./outbox/",
@@ -59,7 +59,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "outbox mark groups: a rejected statement fails the whole group",
-			File:    "internal/claim/group.go",
+			File:    "internal/engine/claim/group.go",
 			Find:    "\tif errors.As(cause, &pgErr) {\n\t\treturn false\n\t}",
 			Replace: "\t_ = pgErr",
 			Pkg:     "./outbox/",
@@ -67,7 +67,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "outbox mark groups: one mark per commit",
-			File:    "internal/claim/group.go",
+			File:    "internal/engine/claim/group.go",
 			Find:    "maxGroup: 64}",
 			Replace: "maxGroup: 1}",
 			Pkg:     "./outbox/",
@@ -99,7 +99,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "last_error stored as the relay sent it",
-			File:    "internal/pgtext/pgtext.go",
+			File:    "internal/engine/pgtext/pgtext.go",
 			Find:    "s, cut := Clean(s, MaxLastError)",
 			Replace: "cut := false",
 			Pkg:     "./outbox/",
@@ -217,14 +217,14 @@ func init() {
 func init() {
 	register(Mutation{
 		Name:    "outbox claim: order NULLS FIRST on a NOT NULL due column (sorts every due row per batch)",
-		File:    "internal/claim/claim.go",
+		File:    "internal/engine/claim/claim.go",
 		Find:    "\treturn due, col\n",
 		Replace: "\treturn due, col + \" NULLS FIRST\"\n",
 		Pkg:     "./outbox/",
 		Test:    "TestClaim_ReadsItsPartialIndex",
 	}, Mutation{
 		Name:    "outbox claim: rows found by a semi-join (a sequential scan for a multi-batch claim)",
-		File:    "internal/claim/claim.go",
+		File:    "internal/engine/claim/claim.go",
 		Find:    "WHERE id = ANY (ARRAY(%[3]s))",
 		Replace: "WHERE id IN (%[3]s)",
 		Pkg:     "./outbox/",

@@ -11,7 +11,7 @@ func init() {
 		slotsGo   = "internal/engine/slots.go"
 		wakeSQL   = "migrations/sql/00005_wake_gates.sql"
 		shiftGo   = "jobs/shift.go"
-		claimGo   = "internal/claim/claim.go"
+		claimGo   = "internal/engine/claim/claim.go"
 		panicTest = "TestDrain_PanicAtEverySiteIsRecordedAndCounted"
 	)
 	register(
@@ -126,7 +126,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "panic: a mark group's panic is not recovered",
-			File:    "internal/claim/group.go",
+			File:    "internal/engine/claim/group.go",
 			Find:    "if v := recover(); v != nil {\n\t\t\tg.logger.Error(",
 			Replace: "if v := any(nil); v != nil {\n\t\t\tg.logger.Error(",
 			Pkg:     "./outbox/",

@@ -8,7 +8,7 @@ func init() {
 	register(
 		Mutation{
 			Name:    "email rate limit: the bucket is ignored in the claim",
-			File:    "internal/claim/bucket.go",
+			File:    "internal/engine/claim/bucket.go",
 			Find:    "LIMIT least($1::int, (SELECT floor(tokens)::int FROM bucket))",
 			Replace: "LIMIT $1::int",
 			Pkg:     "./outbox/",
@@ -16,10 +16,10 @@ func init() {
 		},
 		Mutation{
 			Name:    "email rate limit: claims do not take turns on the bucket (no lock)",
-			File:    "internal/claim/bucket.go",
+			File:    "internal/engine/claim/bucket.go",
 			Find:    "const bucketLockSQL = `INSERT INTO postbox_rate_buckets (name) VALUES ($1)\nON CONFLICT (name) DO UPDATE SET tokens = postbox_rate_buckets.tokens WHERE false`",
 			Replace: "const bucketLockSQL = `SELECT $1::text`",
-			Pkg:     "./internal/claim/",
+			Pkg:     "./internal/engine/claim/",
 			Test:    "TestClaimLimited_ClaimsTakeTurnsOnTheBucket",
 		},
 		Mutation{

@@ -50,7 +50,7 @@ func init() {
 			File:    "webhook/outbox.go",
 			Find:    "INSERT INTO webhook_events (id, event_type, payload, outbox_id, traceparent, ordering_key, ordering_seq, endpoint_id)\n\tSELECT id, event_type,",
 			Replace: "INSERT INTO webhook_events (event_type, payload, outbox_id, traceparent, ordering_key, ordering_seq, endpoint_id)\n\tSELECT event_type,",
-			Pkg:     "./internal/story/",
+			Pkg:     "./internal/operator/story/",
 			Test:    "TestFind_EventByTheIDEnqueueReturned",
 		},
 	)

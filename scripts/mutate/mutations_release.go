@@ -17,8 +17,8 @@ func init() {
 		Mutation{
 			Name:    "release: the Dockerfile stamps the revision into a variable that does not exist",
 			File:    "Dockerfile",
-			Find:    "internal/version.stampRevision=${REVISION}",
-			Replace: "internal/version.revision=${REVISION}",
+			Find:    "internal/engine/version.stampRevision=${REVISION}",
+			Replace: "internal/engine/version.revision=${REVISION}",
 			Pkg:     "./cmd/worker/",
 			Test:    "TestVersion_StampedByTheDockerfilesLdflags",
 		}, Mutation{
@@ -79,7 +79,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "deploy: a histogram's _bucket series passes for any metric name",
-			File:    "internal/testsupport/metricnames/metricnames.go",
+			File:    "internal/tooling/testsupport/metricnames/metricnames.go",
 			Find:    "ok && registered[base]",
 			Replace: "ok && (registered[base] || suffix != \"\")",
 			Pkg:     "./deploy/grafana/",
@@ -103,7 +103,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "docs: heading anchors drop underscores, unlike GitHub's",
-			File:    "internal/testsupport/markdown/markdown.go",
+			File:    "internal/tooling/testsupport/markdown/markdown.go",
 			Find:    "case r == '-' || r == '_' ||",
 			Replace: "case r == '-' ||",
 			Pkg:     "./docs/",

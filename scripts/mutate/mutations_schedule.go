@@ -9,7 +9,7 @@ func init() {
 	register(
 		Mutation{
 			Name:    "schedule: the claim ignores the due time of rows scheduled ahead",
-			File:    "internal/claim/claim.go",
+			File:    "internal/engine/claim/claim.go",
 			Find:    `due = col + " <= now()"`,
 			Replace: `due = col + " <= now() + interval '1000 days'"`,
 			Pkg:     "./outbox/",
@@ -41,10 +41,10 @@ func init() {
 		},
 		Mutation{
 			Name:    "schedule: show says retrying (or waiting) for a scheduled row",
-			File:    "internal/story/story.go",
+			File:    "internal/operator/story/story.go",
 			Find:    "if attempts == 0 && next.After(time.Now()) {",
 			Replace: "if false {",
-			Pkg:     "./internal/story/",
+			Pkg:     "./internal/operator/story/",
 			Test:    "TestVerdict_ScheduledIsNotRetrying",
 		},
 		Mutation{
@@ -105,10 +105,10 @@ func init() {
 		},
 		Mutation{
 			Name:    "schedule: the webhook_outbox page says next attempt of a scheduled row",
-			File:    "internal/console/templates/story.html",
+			File:    "internal/operator/console/templates/story.html",
 			Find:    `{{if eq .Status "pending"}}, {{due .Attempts .NextAttemptAt}} {{ts .NextAttemptAt}}{{end}}</p>`,
 			Replace: `{{if eq .Status "pending"}}, next attempt {{ts .NextAttemptAt}}{{end}}</p>`,
-			Pkg:     "./internal/console/",
+			Pkg:     "./internal/operator/console/",
 			Test:    "TestCancelActions",
 		},
 	)

@@ -22,7 +22,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "spans: a row with no trace is one more child of the job that claimed it",
-			File:    "internal/tracing/tracing.go",
+			File:    "internal/engine/tracing/tracing.go",
 			Find:    "return ctx, append(opts, trace.WithNewRoot())",
 			Replace: "return ctx, opts",
 			Pkg:     "./outbox/",
@@ -30,7 +30,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "spans: a row's span does not link to the job that claimed it",
-			File:    "internal/tracing/tracing.go",
+			File:    "internal/engine/tracing/tracing.go",
 			Find:    "opts = append(opts, trace.WithLinks(trace.Link{SpanContext: sc}))",
 			Replace: "_ = sc",
 			Pkg:     "./outbox/",
@@ -150,10 +150,10 @@ func init() {
 		},
 		Mutation{
 			Name:    "spans: worker show does not name the row's trace",
-			File:    "internal/story/story.go",
+			File:    "internal/operator/story/story.go",
 			Find:    "TraceID:       traceID(r.Traceparent),",
 			Replace: "",
-			Pkg:     "./internal/story/",
+			Pkg:     "./internal/operator/story/",
 			Test:    "TestFind_EmailAttemptLog",
 		},
 		Mutation{

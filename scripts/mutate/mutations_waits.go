@@ -7,10 +7,10 @@ func init() {
 	register(
 		Mutation{
 			Name:    "history: a week dropped while listed fails the list (a /metrics scrape beside a drop)",
-			File:    "internal/history/partitions.go",
+			File:    "internal/engine/history/partitions.go",
 			Find:    "WHERE week_end IS NOT NULL\n",
 			Replace: "WHERE true\n",
-			Pkg:     "./internal/history/",
+			Pkg:     "./internal/engine/history/",
 			Test:    "TestWeeks_AWeekDroppedWhileListedIsLeftOut",
 		},
 	)

@@ -3,7 +3,7 @@ package main
 // Mutations of the webhook pipeline (docs/design/outbox-transport.md:
 // detached marks, atomic fan-out, redelivery semantics, retry gating and
 // retention), each named with the webhook test that must catch it. The claim
-// mutations edit the shared internal/claim code, like the email outbox's
+// mutations edit the shared internal/engine/claim code, like the email outbox's
 // entries, but name the webhook_outbox drainer's own tests, which pin that
 // claim separately.
 //
@@ -17,7 +17,7 @@ package main
 // runner checks the red half.
 func init() {
 	const (
-		claimGo    = "internal/claim/claim.go"
+		claimGo    = "internal/engine/claim/claim.go"
 		outboxGo   = "webhook/outbox.go"
 		fanoutGo   = "webhook/fanout.go"
 		deliveryGo = "webhook/delivery.go"

@@ -68,7 +68,7 @@ func TestPick_TakesWhatTheChangeTouches(t *testing.T) {
 	t.Parallel()
 	all := []Mutation{
 		{Name: "a", File: "outbox/mark.go", Pkg: "./outbox/", Test: "TestMark"},
-		{Name: "b", File: "internal/claim/claim.go", Pkg: "./outbox/", Test: "TestClaim_.*"},
+		{Name: "b", File: "internal/engine/claim/claim.go", Pkg: "./outbox/", Test: "TestClaim_.*"},
 		{Name: "c", File: "webhook/retry.go", Pkg: "./webhook/", Test: "TestRetry|TestBackoff"},
 		{Name: "d", File: "webhook/retry.go", Pkg: "./webhook/", Test: "TestOther"},
 		{Name: "e", File: "smtp/pool.go", Pkg: "./smtp/", Test: "TestPool"},

@@ -1,0 +1,69 @@
+// Package bench measures postbox against the alternative a user would pick
+// instead — one River job per message — on one database in one run, and
+// prints one table. `go run ./internal/tooling/cmd/bench` is its command line; docs/PERFORMANCE.md
+// holds a run and explains what bounds each figure.
+//
+// Sections, run one after another on the same database (truncated between
+// them):
+//
+//   - email: N queued rows drained to an in-process SMTP sink by
+//     outbox.Dispatcher.Drain, against N River jobs (each inserted by InsertTx
+//     in its own transaction) worked by a River client tuned for speed that
+//     sends the same message to the same kind of sink through the same
+//     smtp.Mailer configuration. Every path checks its counts (rows
+//     dispatched, messages received, duplicates) and fails the run when they
+//     are wrong: a benchmark that does not check correctness can lie.
+//   - enqueue: outbox.Enqueue per application transaction, with and without
+//     the wake-up trigger, against River InsertTx per transaction.
+//   - latency: an open-loop load generator at fixed rates, enqueue commit →
+//     SMTP DATA accepted, through an in-process lane woken by the trigger.
+//   - webhook: events × endpoints fanned out to loopback receivers.
+//   - ceiling: single-row autocommit UPDATEs at the dispatcher's concurrency,
+//     the upper bound of anything that commits once per row.
+//
+// With --pool (RunPool) the sections are instead the pool's, run as a user
+// runs them: the real `worker run` binary, built from this module, R
+// processes on a fresh database, each sending to its own SMTP sink port
+// (smtpsink with a per-message DataDelay, so the relay's limit is
+// EMAIL_CONCURRENCY × R ÷ delay), beside the River peer run as processes
+// too (internal/tooling/cmd/riverpeer, MaxWorkers = EMAIL_CONCURRENCY per
+// process, River's defaults and River tuned):
+//
+//   - pool-backlog: N rows (or jobs) inserted before the processes start;
+//     throughput from the first exec and from the first to the last send,
+//     each replica's share, peak SMTP connections, ratios to the peer.
+//   - pool-latency: an open-loop load at each rate, plain SQL INSERT and
+//     outbox.Enqueue (the peer: InsertTx), commit → DATA accepted.
+//   - pool-enqueue: outbox.Enqueue from 30 goroutines with the
+//     email_outbox_wake trigger enabled and disabled.
+//   - pool-leaderkill: a steady load, SIGKILL of the River leader, the
+//     longest gap between deliveries; every row must arrive once the
+//     survivors (and the dead replica's claim lease) allow.
+//   - pool-pgbouncer (only with --only): N emails and N/5 webhook events
+//     to 2 receivers drained by R processes directly and through a real
+//     PgBouncer in transaction mode (DATABASE_POOL_MODE=transaction), with
+//     wake-ups by LISTEN on DATABASE_DIRECT_URL and by polling, alternating
+//     per trial: msg/s, the ratio to direct, machine CPU per message, the
+//     pooler's busiest moment; a message lost or sent twice fails the run.
+//   - pool-webhook (only with --only): a backlog of webhook events (plain
+//     SQL and webhook.Enqueue) to 1 and 10 loopback endpoints per event,
+//     drained by 1 and 3 processes (and the River peer, one job per
+//     delivery): deliveries/s, the machine's CPU per delivery, each
+//     replica's share (told apart by WEBHOOK_USER_AGENT), the ratio of 3
+//     replicas to 1; then one replica's CPU per delivery with a receiver
+//     answering at once.
+//   - pool-webhook-ratelimit, pool-webhook-retry, pool-webhook-breaker
+//     (only with --only): a 10/s rate-limited endpoint counted per second
+//     and per 5 s window; the time from a retry's due time to its arrival;
+//     a flaky, a fail-first and an always-failing receiver with the
+//     endpoint breaker on and off.
+//   - pool-webhook-ordered (only with --only): one endpoint's backlog
+//     unordered, spread over four ordering keys per attempt slot, and the
+//     same beside one hot key; every key's order read at the receiver (an
+//     inversion fails the run), the ratio of ordered to unordered, the hot
+//     key's pace against its receiver's and the other keys' rate beside it,
+//     with the River peer (one job per delivery, unordered) in each trial.
+//
+// Nothing here asserts a timing: the test runs a tiny preset and checks only
+// the correctness counts.
+package bench
