@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postbox/postbox/cmd/worker/internal/setting"
 	"github.com/postbox/postbox/internal/engine/history"
 	"github.com/postbox/postbox/internal/operator/devserver/pgserver"
 	"github.com/postbox/postbox/leases"
@@ -130,7 +131,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 		return c, err
 	}
 	scale := get("RETRY_BACKOFF_SCALE", "1")
-	if c.RetryBackoffScale, err = parseNumber("RETRY_BACKOFF_SCALE", scale, retryBackoffScale); err != nil {
+	if c.RetryBackoffScale, err = setting.Number("RETRY_BACKOFF_SCALE", scale, retryBackoffScale); err != nil {
 		return c, err
 	}
 	if c.RetryBackoffScale != 1 && c.Production() {
@@ -227,7 +228,7 @@ func withFileVars(lookup func(string) (string, bool)) (func(string) (string, boo
 
 // retryBackoffScale is RETRY_BACKOFF_SCALE's range: a schedule can be
 // compressed, never stretched or zeroed.
-var retryBackoffScale = interval{lo: 0, hi: 1, loOpen: true}
+var retryBackoffScale = setting.Interval{Lo: 0, Hi: 1, LoOpen: true}
 
 // maxEmailConcurrency caps EMAIL_CONCURRENCY: each batch in flight is an
 // SMTP connection, and a relay refuses far fewer than this.

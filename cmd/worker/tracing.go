@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/net/http/httpguts"
 
+	"github.com/postbox/postbox/cmd/worker/internal/setting"
 	"github.com/postbox/postbox/internal/engine/version"
 )
 
@@ -212,7 +213,7 @@ func tracingFromEnv(lookup func(string) (string, bool)) (TracingConfig, error) {
 const maxExportTimeoutMS = 3_600_000
 
 // samplerRatio is OTEL_TRACES_SAMPLER_ARG's range for the ratio samplers.
-var samplerRatio = interval{lo: 0, hi: 1}
+var samplerRatio = setting.Interval{Lo: 0, Hi: 1}
 
 // samplerFromEnv checks OTEL_TRACES_SAMPLER and its argument against the
 // specification's values. sdktrace.NewTracerProvider reads them too, but
@@ -229,7 +230,7 @@ func samplerFromEnv(name, arg string) (string, float64, error) {
 		if arg == "" {
 			return name, 1, nil
 		}
-		r, err := parseNumber(envOTelTracesSamplerArg, arg, samplerRatio)
+		r, err := setting.Number(envOTelTracesSamplerArg, arg, samplerRatio)
 		if err != nil {
 			return "", 0, fmt.Errorf("%w (the ratio of traces %s samples)", err, name)
 		}

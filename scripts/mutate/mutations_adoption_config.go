@@ -10,11 +10,11 @@ func init() {
 	register(
 		Mutation{
 			Name:    "config: NaN falls inside a number setting's interval",
-			File:    "cmd/worker/number.go",
+			File:    "cmd/worker/internal/setting/number.go",
 			Find:    "\treturn above && below\n",
-			Replace: "\treturn !(x < r.lo || x > r.hi || (r.loOpen && x == r.lo) || (r.hiOpen && x == r.hi)) || above && below\n",
-			Pkg:     "./cmd/worker/",
-			Test:    "TestLoadConfigNamesBadVariable",
+			Replace: "\treturn !(x < r.Lo || x > r.Hi || (r.LoOpen && x == r.Lo) || (r.HiOpen && x == r.Hi)) || above && below\n",
+			Pkg:     "./cmd/worker/internal/setting/",
+			Test:    "TestNumber",
 		},
 		Mutation{
 			Name:    "config: a WEBHOOK_USER_AGENT with a CR LF boots",
