@@ -62,14 +62,13 @@ func TestAttempts_LateMarkKeepsItsNumberAndStaleMarksLogNothing(t *testing.T) {
 	if _, err := db.Exec(ctx, `UPDATE email_outbox SET attempts = 2 WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	marks := singleMarks{db}
-	if _, err := marks.mark(ctx, retryMark(id, 1, time.Minute, errors.New("timeout"), noSeal)); err != nil {
+	if _, err := markAlone(ctx, db, retryMark(id, 1, time.Minute, errors.New("timeout"), noSeal)); err != nil {
 		t.Fatalf("the late retry mark: %v", err)
 	}
-	if _, err := marks.mark(ctx, dispatchedMark(id, 2)); err != nil {
+	if _, err := markAlone(ctx, db, dispatchedMark(id, 2)); err != nil {
 		t.Fatalf("the sibling's mark: %v", err)
 	}
-	if _, err := marks.mark(ctx, failedMark(id, 3, errors.New("late"), noSeal)); !errors.Is(err, ErrStaleMark) {
+	if _, err := markAlone(ctx, db, failedMark(id, 3, errors.New("late"), noSeal)); !errors.Is(err, ErrStaleMark) {
 		t.Fatalf("a mark of a dispatched row: %v, want ErrStaleMark", err)
 	}
 	got, err := AttemptsFor(ctx, db, id)
@@ -123,7 +122,7 @@ WHERE id = $1 AND status = 'failed'`, bySQL); err != nil {
 	}
 	// A worker whose lease ran out before the failure marks its attempt
 	// #1 late, after the requeue: not logged under the new numbering.
-	if _, err := (singleMarks{db}).mark(ctx, retryMark(byAPI, 1, 0, errors.New("late"), noSeal)); err != nil {
+	if _, err := markAlone(ctx, db, retryMark(byAPI, 1, 0, errors.New("late"), noSeal)); err != nil {
 		t.Fatal(err)
 	}
 	reply = nil
@@ -175,7 +174,7 @@ func TestAttempts_RequeueRecordsTheLifetimeAttemptNumber(t *testing.T) {
 	fail := func() {
 		t.Helper()
 		claimRow(t, pool, id)
-		if err := MarkFailed(ctx, pool, id, errors.New("550 5.1.1 no such user")); err != nil {
+		if err := Mark(ctx, pool, id, Result{Outcome: OutcomeFailed, Err: errors.New("550 5.1.1 no such user")}); err != nil {
 			t.Fatal(err)
 		}
 		if err := Requeue(ctx, pool, id, "alice"); err != nil {
@@ -184,7 +183,7 @@ func TestAttempts_RequeueRecordsTheLifetimeAttemptNumber(t *testing.T) {
 	}
 	fail()
 	claimRow(t, pool, id)
-	if err := MarkRetry(ctx, pool, id, time.Hour, errors.New("451 4.3.0 try again later")); err != nil {
+	if err := Mark(ctx, pool, id, Result{Outcome: OutcomeRetry, RetryIn: time.Hour, Err: errors.New("451 4.3.0 try again later")}); err != nil {
 		t.Fatal(err)
 	}
 	fail()

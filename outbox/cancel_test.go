@@ -98,7 +98,7 @@ func TestCancel_WhatItTakesAndRefuses(t *testing.T) {
 	if rows, err := Claim(ctx, pool, 1, time.Hour); err != nil || len(rows) != 1 {
 		t.Fatalf("claim: %v %v", rows, err)
 	}
-	if err := MarkRetry(ctx, pool, backingOff, time.Hour, errors.New("421 try later")); err != nil {
+	if err := Mark(ctx, pool, backingOff, Result{Outcome: OutcomeRetry, RetryIn: time.Hour, Err: errors.New("421 try later")}); err != nil {
 		t.Fatal(err)
 	}
 	claimed, _ := enqueueAt(t, pool, time.Time{}, resetPayload())
@@ -109,7 +109,7 @@ func TestCancel_WhatItTakesAndRefuses(t *testing.T) {
 		t.Fatalf("claim: %v %v", rows, err)
 	}
 	sent, _ := enqueueAt(t, pool, time.Time{}, resetPayload())
-	if _, err := MarkDispatched(ctx, pool, sent); err != nil {
+	if err := Mark(ctx, pool, sent, Result{Outcome: OutcomeSent}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -309,7 +309,7 @@ func TestCancel_DecidedByTheCurrentClaimsAttempt(t *testing.T) {
 	ahead := enqueue()
 	exec(`UPDATE email_outbox SET created_at = now() + interval '1 hour' WHERE id = $1`, ahead)
 	claimRow(t, pool, ahead)
-	if err := MarkRetry(ctx, pool, ahead, time.Hour, errors.New("451 4.7.1 try again later")); err != nil {
+	if err := Mark(ctx, pool, ahead, Result{Outcome: OutcomeRetry, RetryIn: time.Hour, Err: errors.New("451 4.7.1 try again later")}); err != nil {
 		t.Fatal(err)
 	}
 	// Made ahead too, and claimed: its worker holds it.
@@ -320,7 +320,7 @@ func TestCancel_DecidedByTheCurrentClaimsAttempt(t *testing.T) {
 	// it under attempt #2 while #1 is in the log.
 	requeued := enqueue()
 	claimRow(t, pool, requeued)
-	if err := MarkFailed(ctx, pool, requeued, errors.New("550 5.1.1 no such user")); err != nil {
+	if err := Mark(ctx, pool, requeued, Result{Outcome: OutcomeFailed, Err: errors.New("550 5.1.1 no such user")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := Requeue(ctx, pool, requeued, "bob"); err != nil {

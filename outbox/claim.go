@@ -70,15 +70,19 @@ func claimLimited(ctx context.Context, db DB, w *claim.Window, b *claim.Bucket, 
 	return rows, held, err
 }
 
+// emailSource is email_outbox as the engine's Lane drains it (its
+// engine.Source), as webhook's outboxSource and retrySource are its tables.
+type emailSource struct{ d *Dispatcher }
+
 // Claim claims up to n batches' rows in one statement (one short claim
 // transaction: see docs/design/outbox-transport.md, Claim and lease), each
 // row under the lease of a single batch, and deals them out over the n slots:
 // a full claim makes n batches of Leases.BatchSize, and a short one — a few
 // rows just committed — one batch per row up to n, so they are sent side by
 // side rather than one after another. It also reads the suppression entries
-// of every claimed recipient in one query. It is the email lane's
-// engine.Source.
-func (d *Dispatcher) Claim(ctx context.Context, n int) (engine.Claim, error) {
+// of every claimed recipient in one query.
+func (s emailSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
+	d := s.d
 	if d.stopping() {
 		return engine.Claim{}, nil
 	}
@@ -140,12 +144,12 @@ func (d *Dispatcher) declareSecretKeys(ctx context.Context) error {
 
 // Sweep moves the rows due behind the claim window into it (claim.Sweep):
 // the Dispatcher's lane runs it at an interval, one replica at a time.
-func (d *Dispatcher) Sweep(ctx context.Context) (int, []string, error) {
-	s, err := claim.Sweep(ctx, d.db, table, &d.window)
+func (s emailSource) Sweep(ctx context.Context) (int, []string, error) {
+	swept, err := claim.Sweep(ctx, s.d.db, table, &s.d.window)
 	if err != nil {
 		err = fmt.Errorf("outbox: %w", err)
 	}
-	return s.Rows, s.First, err
+	return swept.Rows, swept.First, err
 }
 
 // deal splits rows, oldest first, into at most n batches as even as can

@@ -186,7 +186,7 @@ func TestClaim_SkipsRowsLockedBySibling(t *testing.T) {
 			// The claimer sends what it took. Marking it here keeps this
 			// test about locks alone: the lease is the race test's subject.
 			for _, r := range rows {
-				if _, err := MarkDispatched(ctx, pool, r.ID); err != nil {
+				if err := Mark(ctx, pool, r.ID, Result{Outcome: OutcomeSent}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -36,7 +36,7 @@ func (f SenderFunc) Send(ctx context.Context, msg smtp.Message) error { return f
 // are sent one after another, which is what BatchSize×PerRowBudget ≤
 // BatchTimeout assumes; throughput comes from batches in parallel. A batch
 // in flight holds an SMTP connection, not a database connection: claims
-// and marks are shared (see Claim and markGroups), so Concurrency is
+// and marks are shared (see emailSource.Claim and markGroups), so Concurrency is
 // bounded by what the relay accepts, not by the pool.
 const DefaultConcurrency = 16
 
@@ -141,7 +141,7 @@ type Dispatcher struct {
 	tracer     trace.Tracer
 	slots      *engine.Slots
 	lane       *engine.Lane
-	window     claim.Window  // where the lane's claims start (see Claim)
+	window     claim.Window  // where the lane's claims start (see emailSource.Claim)
 	bucket     *claim.Bucket // EMAIL_RATE_LIMIT's; nil: no limit
 
 	stopOnce sync.Once
@@ -223,7 +223,7 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 	}
 	d.lane = engine.NewLane(engine.LaneConfig{
 		Name:    table.Name,
-		Source:  d,
+		Source:  emailSource{d},
 		Slots:   d.slots,
 		Wake:    cfg.Wake,
 		Poll:    cfg.Poll,
@@ -304,7 +304,7 @@ func (d *Dispatcher) runBatch(ctx context.Context) (Tally, error) {
 		return Tally{}, nil
 	}
 	defer d.slots.Release(1)
-	c, err := d.Claim(ctx, 1)
+	c, err := emailSource{d}.Claim(ctx, 1)
 	t := Tally{Claims: 1, Claimed: c.Rows}
 	if err != nil || len(c.Units) == 0 {
 		return t, err

@@ -221,7 +221,7 @@ func TestRecordEvent(t *testing.T) {
 	ctx := testCtx(t)
 	pool := pgtest.NewPool(t)
 	row := insertRow(t, pool, "raw", rawPayload("ada@example.com"))
-	if _, err := MarkDispatched(ctx, pool, row); err != nil {
+	if err := Mark(ctx, pool, row, Result{Outcome: OutcomeSent}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -279,7 +279,7 @@ func TestRecordEvent(t *testing.T) {
 	})
 	t.Run("hard bounce and complaint suppress the row's recipient with the source row", func(t *testing.T) {
 		hardRow := insertRow(t, pool, "raw", rawPayload("Hard <Hard@Example.com>"))
-		if _, err := MarkDispatched(ctx, pool, hardRow); err != nil {
+		if err := Mark(ctx, pool, hardRow, Result{Outcome: OutcomeSent}); err != nil {
 			t.Fatal(err)
 		}
 		for _, tc := range []struct {

@@ -151,7 +151,7 @@ type countingSource struct {
 
 func (s *countingSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	defer s.claims.Add(1)
-	return s.d.Claim(ctx, n)
+	return emailSource{s.d}.Claim(ctx, n)
 }
 
 // laneWait bounds a wait for what a running lane must do: a hang, not a
@@ -178,7 +178,7 @@ func TestClaim_DealsRowsAcrossTheFreeSlots(t *testing.T) {
 	d := newDispatcher(t, pool, newFakeSender(nil))
 	size := d.leases.BatchSize
 	insertRows(t, pool, 3)
-	c, err := d.Claim(ctx, 4)
+	c, err := emailSource{d}.Claim(ctx, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestClaim_DealsRowsAcrossTheFreeSlots(t *testing.T) {
 		t.Fatalf("claim for 4 slots over 3 rows: %d units, %d rows, full %v; want 3 batches of one row", len(c.Units), c.Rows, c.Full)
 	}
 	insertRows(t, pool, 2*size+1)
-	c, err = d.Claim(ctx, 2)
+	c, err = emailSource{d}.Claim(ctx, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestRun_LateCommitIsSentAfterTheSweep(t *testing.T) {
 	d := newDispatcher(t, pool, sender)
 	d.window.Margin = 20 * time.Millisecond
 	d.lane = engine.NewLane(engine.LaneConfig{
-		Name: table.Name, Source: d, Slots: d.slots, Poll: 10 * time.Millisecond, HotPoll: 10 * time.Millisecond,
+		Name: table.Name, Source: emailSource{d}, Slots: d.slots, Poll: 10 * time.Millisecond, HotPoll: 10 * time.Millisecond,
 		SweepEvery: 100 * time.Millisecond,
 		SweepGate:  &engine.Gate{DB: pool, Name: table.Name + "_sweep", Owner: "test", Lease: 100 * time.Millisecond},
 	})

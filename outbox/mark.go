@@ -11,7 +11,6 @@ import (
 
 	"github.com/postbox/postbox/internal/engine/claim"
 	"github.com/postbox/postbox/internal/engine/pgtext"
-	"github.com/postbox/postbox/leases"
 )
 
 // Outcome is what a mark records about one attempt at a row.
@@ -117,144 +116,97 @@ func sealSet(n int) string {
 	return fmt.Sprintf(`payload = CASE WHEN $%[1]d::jsonb = '{}' THEN payload ELSE payload || $%[1]d::jsonb END`, n)
 }
 
-// MarkDispatched records a delivered row: status dispatched, dispatched_at
-// now, last_error cleared, secret payload keys removed. It returns the
-// row's age (enqueue → delivered).
-func MarkDispatched(ctx context.Context, db DB, id string) (time.Duration, error) {
-	return singleMarks{db}.mark(ctx, dispatchedMark(id, 0))
-}
-
-// MarkSkipped records a row its renderer declined to send: status skipped,
-// last_error cleared, secret payload keys removed.
-func MarkSkipped(ctx context.Context, db DB, id string) error {
-	_, err := singleMarks{db}.mark(ctx, skippedMark(id, 0))
-	return err
-}
-
-// MarkFailed records a row that will not be sent without an operator:
-// status failed, last_error = cause. The payload is kept whole. (The
-// dispatcher's own failed mark also seals the row's plaintext secret
-// fields, when it has keys.)
-func MarkFailed(ctx context.Context, db DB, id string, cause error) error {
-	_, err := singleMarks{db}.mark(ctx, failedMark(id, 0, cause, noSeal))
-	return err
-}
-
-// MarkRetry records a transient failure: the row stays pending, due again
-// after wait, with last_error = cause. It does not touch attempts: the
-// claim is the only place attempts increases. (The dispatcher's own retry
-// mark also seals the row's plaintext secret fields, when it has keys.)
-func MarkRetry(ctx context.Context, db DB, id string, wait time.Duration, cause error) error {
-	_, err := singleMarks{db}.mark(ctx, retryMark(id, 0, wait, cause, noSeal))
-	return err
-}
-
-// markStmt is one row's CAS mark: its statement and arguments, and what to
-// name in a stale-mark error.
-type markStmt struct {
-	id      string
-	outcome Outcome
-	sql     string
-	args    []any
-	until   time.Time // retry on the connection until then; zero: within MarkTimeout
-}
-
-// deadline is the last moment m is retried.
-func (m markStmt) deadline() time.Time {
-	if m.until.IsZero() {
-		return time.Now().Add(leases.MarkTimeout)
+// Mark records what one attempt at row id did, with the dispatcher's CAS
+// mark for r.Outcome, as webhook.Mark records a delivery's:
+//
+//	OutcomeSent     status dispatched, dispatched_at now, last_error cleared, secret payload keys removed
+//	OutcomeSkipped  status skipped (the renderer declined), last_error cleared, secret payload keys removed
+//	OutcomeFailed   status failed, last_error = r.Err; the payload is kept whole
+//	OutcomeRetry    still pending, due again after r.RetryIn, last_error = r.Err
+//
+// It never touches attempts: the claim is the only place attempts
+// increases. r.Attempt is the attempt it logs (0: the row's count). (The
+// dispatcher's own retry and failed marks also seal the row's plaintext
+// secret fields, when it has keys.) A row no longer pending gives an error
+// matching ErrStaleMark.
+func Mark(ctx context.Context, db DB, id string, r Result) error {
+	var m *claim.Mark
+	switch r.Outcome {
+	case OutcomeSent:
+		m = dispatchedMark(id, r.Attempt)
+	case OutcomeSkipped:
+		m = skippedMark(id, r.Attempt)
+	case OutcomeFailed:
+		m = failedMark(id, r.Attempt, r.Err, noSeal)
+	case OutcomeRetry:
+		m = retryMark(id, r.Attempt, r.RetryIn, r.Err, noSeal)
+	default:
+		return fmt.Errorf("outbox: mark of row %s: unknown outcome %q", id, r.Outcome)
 	}
-	return m.until
+	_, err := markAlone(ctx, db, m)
+	return err
 }
 
-// markedStatus is the status each outcome's mark writes, for landed.
+// markedStatus is the status each outcome's mark writes: claim.Mark.Lands.
+// (A retry mark leaves the row pending and so is never stale on its own
+// account.)
 var markedStatus = map[Outcome]string{
 	OutcomeSent: "dispatched", OutcomeSkipped: "skipped", OutcomeFailed: "failed",
 }
 
-// landed reports whether row m.id already has the status m writes: after a
-// mark whose answer was lost, a retry that finds the row stale may be
-// finding its own earlier commit. (A retry mark leaves the row pending and
-// so is never stale on its own account.)
-func landed(ctx context.Context, db DB, m markStmt) bool {
-	want, ok := markedStatus[m.outcome]
-	if !ok {
-		return false
-	}
-	return claim.Landed(ctx, db, table, m.id, want)
-}
-
 // The marks' constructors take the attempt the mark records: the claim's
-// number, or 0 when no claim is held (see withAttemptLog).
+// number, or 0 when no claim is held (see withAttemptLog). Each is one
+// row's claim.Mark, plain data; readAge gives it the reading of its row.
 
-func dispatchedMark(id string, attempt int) markStmt {
-	return markStmt{id: id, outcome: OutcomeSent, sql: markDispatchedSQL, args: []any{id, attempt}}
+func dispatchedMark(id string, attempt int) *claim.Mark {
+	return emailMark(id, OutcomeSent, markDispatchedSQL, id, attempt)
 }
 
-func skippedMark(id string, attempt int) markStmt {
-	return markStmt{id: id, outcome: OutcomeSkipped, sql: markSkippedSQL, args: []any{id, attempt}}
+func skippedMark(id string, attempt int) *claim.Mark {
+	return emailMark(id, OutcomeSkipped, markSkippedSQL, id, attempt)
 }
 
-func failedMark(id string, attempt int, cause error, seal json.RawMessage) markStmt {
-	return markStmt{id: id, outcome: OutcomeFailed, sql: markFailedSQL, args: []any{id, lastError(cause), seal, attempt}}
+func failedMark(id string, attempt int, cause error, seal json.RawMessage) *claim.Mark {
+	return emailMark(id, OutcomeFailed, markFailedSQL, id, lastError(cause), seal, attempt)
 }
 
-func retryMark(id string, attempt int, wait time.Duration, cause error, seal json.RawMessage) markStmt {
-	return markStmt{id: id, outcome: OutcomeRetry, sql: markRetrySQL, args: []any{id, wait, lastError(cause), seal, attempt}}
+func retryMark(id string, attempt int, wait time.Duration, cause error, seal json.RawMessage) *claim.Mark {
+	return emailMark(id, OutcomeRetry, markRetrySQL, id, wait, lastError(cause), seal, attempt)
 }
 
-func throttledMark(id string, attempt int, wait time.Duration, cause error, seal json.RawMessage) markStmt {
-	return markStmt{id: id, outcome: OutcomeRetry, sql: markThrottledSQL, args: []any{id, wait, lastError(cause), seal, attempt}}
+func throttledMark(id string, attempt int, wait time.Duration, cause error, seal json.RawMessage) *claim.Mark {
+	return emailMark(id, OutcomeRetry, markThrottledSQL, id, wait, lastError(cause), seal, attempt)
 }
 
-// singleMarks runs each mark as its own statement and commit (the
-// exported Mark functions; the dispatcher groups them, see markGroups), on
-// a context detached
-// from the caller's and bounded by leases.MarkTimeout: the batch or row
-// context may already be dead, but what was done must still be recorded.
-type singleMarks struct{ db DB }
+func emailMark(id string, outcome Outcome, sql string, args ...any) *claim.Mark {
+	return &claim.Mark{Table: table, ID: id, Outcome: string(outcome), Lands: markedStatus[outcome], SQL: sql, Args: args}
+}
 
-func (s singleMarks) mark(ctx context.Context, m markStmt) (age time.Duration, err error) {
-	ambiguous, err := claim.RetryMark(ctx, m.deadline(), func(ctx context.Context) error {
-		var err error
-		age, err = m.result(s.db.QueryRow(ctx, m.sql, m.args...))
-		return err
-	})
-	if ambiguous && errors.Is(err, ErrStaleMark) && landed(ctx, s.db, m) {
-		return 0, nil
-	}
+// markAlone runs m as its own statement and commit (claim.MarkAlone): the
+// exported Mark, which has no group; the dispatcher groups its marks
+// (markGroups). It returns the row's age (enqueue → marked).
+func markAlone(ctx context.Context, db DB, m *claim.Mark) (age time.Duration, err error) {
+	err = claim.MarkAlone(ctx, db, readAge(m, &age))
 	return age, err
 }
 
-// result reads a mark's RETURNING row: the row's age, or a
-// *StaleMarkError when the guard matched nothing.
-func (m markStmt) result(row pgx.Row) (time.Duration, error) {
-	var age time.Duration
-	gm := m.groupMark(&age)
-	if err := gm.Result(row); err != nil {
-		if errors.Is(err, ErrStaleMark) {
-			return 0, err
-		}
-		return 0, m.wrap(err)
-	}
-	return age, nil
-}
-
-// groupMark is m as a group commits it, reading the row's age into age.
-func (m markStmt) groupMark(age *time.Duration) *claim.Mark {
-	return &claim.Mark{ID: m.id, SQL: m.sql, Args: m.args, Wrap: m.wrap, Result: func(row pgx.Row) error {
+// readAge makes m read its row's age into age, name a row no longer
+// pending in a *StaleMarkError, and name the row in any other error.
+func readAge(m *claim.Mark, age *time.Duration) *claim.Mark {
+	outcome := Outcome(m.Outcome)
+	m.Result = func(row pgx.Row) error {
 		var ageSeconds float64
 		err := row.Scan(&ageSeconds)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return &StaleMarkError{ID: m.id, Outcome: m.outcome}
+			return &StaleMarkError{ID: m.ID, Outcome: outcome}
 		}
 		*age = time.Duration(ageSeconds * float64(time.Second))
 		return err
-	}}
-}
-
-func (m markStmt) wrap(err error) error {
-	return fmt.Errorf("outbox: %s mark of row %s: %w", m.outcome, m.id, err)
+	}
+	m.Wrap = func(err error) error {
+		return fmt.Errorf("outbox: %s mark of row %s: %w", outcome, m.ID, err)
+	}
+	return m
 }
 
 // lastError is cause as last_error stores it (pgtext.LastError): a relay's

@@ -181,10 +181,14 @@ func TestMark_CASRefusesResolvedRows(t *testing.T) {
 		outcome Outcome
 		mark    func(id string) error
 	}{
-		{OutcomeSent, func(id string) error { _, err := MarkDispatched(ctx, pool, id); return err }},
-		{OutcomeSkipped, func(id string) error { return MarkSkipped(ctx, pool, id) }},
-		{OutcomeFailed, func(id string) error { return MarkFailed(ctx, pool, id, errors.New("late failure")) }},
-		{OutcomeRetry, func(id string) error { return MarkRetry(ctx, pool, id, time.Minute, errors.New("late failure")) }},
+		{OutcomeSent, func(id string) error { return Mark(ctx, pool, id, Result{Outcome: OutcomeSent}) }},
+		{OutcomeSkipped, func(id string) error { return Mark(ctx, pool, id, Result{Outcome: OutcomeSkipped}) }},
+		{OutcomeFailed, func(id string) error {
+			return Mark(ctx, pool, id, Result{Outcome: OutcomeFailed, Err: errors.New("late failure")})
+		}},
+		{OutcomeRetry, func(id string) error {
+			return Mark(ctx, pool, id, Result{Outcome: OutcomeRetry, RetryIn: time.Minute, Err: errors.New("late failure")})
+		}},
 	}
 	for _, status := range []string{"dispatched", "skipped", "failed"} {
 		for _, m := range marks {
@@ -218,10 +222,14 @@ func TestMark_NeverCountsAttempts(t *testing.T) {
 		outcome Outcome
 		mark    func(id string) error
 	}{
-		{OutcomeSent, func(id string) error { _, err := MarkDispatched(ctx, pool, id); return err }},
-		{OutcomeSkipped, func(id string) error { return MarkSkipped(ctx, pool, id) }},
-		{OutcomeFailed, func(id string) error { return MarkFailed(ctx, pool, id, errors.New("boom")) }},
-		{OutcomeRetry, func(id string) error { return MarkRetry(ctx, pool, id, time.Minute, errors.New("boom")) }},
+		{OutcomeSent, func(id string) error { return Mark(ctx, pool, id, Result{Outcome: OutcomeSent}) }},
+		{OutcomeSkipped, func(id string) error { return Mark(ctx, pool, id, Result{Outcome: OutcomeSkipped}) }},
+		{OutcomeFailed, func(id string) error {
+			return Mark(ctx, pool, id, Result{Outcome: OutcomeFailed, Err: errors.New("boom")})
+		}},
+		{OutcomeRetry, func(id string) error {
+			return Mark(ctx, pool, id, Result{Outcome: OutcomeRetry, RetryIn: time.Minute, Err: errors.New("boom")})
+		}},
 	} {
 		id := insertRow(t, pool, "raw", rawPayload("ada@example.com"))
 		rows, err := Claim(ctx, pool, 1, time.Minute)

@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -13,30 +12,16 @@ import (
 // marks of batches finishing at once share one pipeline and one commit,
 // each keeping its own CAS guard, and each retried alone on the connection
 // (claim.RetryMark).
-type markGroups struct {
-	*claim.Group
-	db     DB
-	logger *slog.Logger
-}
+type markGroups struct{ *claim.Group }
 
 func newMarkGroups(db DB, maxWriters int, logger *slog.Logger) *markGroups {
-	return &markGroups{Group: claim.NewGroup(db, maxWriters, logger), db: db, logger: logger}
+	return &markGroups{claim.NewGroup(db, maxWriters, logger)}
 }
 
-// mark runs m in the next group, and again — alone in a later group — if
-// the group failed on the connection, until m.until (claim.RetryMark).
-func (g *markGroups) mark(ctx context.Context, m markStmt) (age time.Duration, err error) {
-	ambiguous, err := claim.RetryMark(ctx, m.deadline(), func(ctx context.Context) error {
-		gm := m.groupMark(&age)
-		err := g.Run(ctx, gm)
-		if err != nil && claim.Retriable(err) {
-			g.logger.Warn("email mark failed on the connection; retrying", "row_id", m.id, "outcome", string(m.outcome), "error", err.Error())
-		}
-		return err
-	})
-	if ambiguous && errors.Is(err, ErrStaleMark) && landed(ctx, g.db, m) {
-		return 0, nil // an earlier try committed before its answer was lost
-	}
+// mark runs m in the next group, and again if the group failed on the
+// connection, until m.Until (claim.Group.Mark). It returns the row's age.
+func (g *markGroups) mark(ctx context.Context, m *claim.Mark) (age time.Duration, err error) {
+	err = g.Mark(ctx, readAge(m, &age))
 	return age, err
 }
 

@@ -26,14 +26,11 @@ func rowXmin(t *testing.T, db DB, id string) string {
 }
 
 // call is one mark of a group a test commits itself.
-type call struct {
-	markStmt
-	*claim.Mark
-}
+type call struct{ *claim.Mark }
 
-func newCall(t *testing.T, m markStmt) call {
+func newCall(t *testing.T, m *claim.Mark) call {
 	var age time.Duration
-	return call{m, m.groupMark(&age)}
+	return call{readAge(m, &age)}
 }
 
 // commit commits calls as one group.
@@ -65,7 +62,7 @@ func TestMarkGroups_GroupSharesOneCommitAndKeepsEachGuard(t *testing.T) {
 
 	for i, c := range group[:3] {
 		if c.Err() != nil {
-			t.Errorf("mark %d (%s): %v", i, c.outcome, c.Err())
+			t.Errorf("mark %d (%s): %v", i, c.Outcome, c.Err())
 		}
 	}
 	if !errors.Is(group[3].Err(), ErrStaleMark) {
@@ -93,10 +90,10 @@ func TestMarkGroups_RejectedStatementLosesNoOtherMark(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
 	ids := insertRows(t, pool, 3)
-	bad := markStmt{id: ids[1], outcome: OutcomeRetry, args: []any{ids[1]},
+	bad := emailMark(ids[1], OutcomeRetry,
 		// Violates the attempts >= 0 CHECK: a server-side error, as a
 		// constraint or a value the column refuses would be.
-		sql: `UPDATE email_outbox SET attempts = -1 ` + casGuard + ` RETURNING 0::float8`}
+		`UPDATE email_outbox SET attempts = -1 `+casGuard+` RETURNING 0::float8`, ids[1])
 	group := []call{newCall(t, dispatchedMark(ids[0], 1)), newCall(t, bad), newCall(t, dispatchedMark(ids[2], 1))}
 	commit(pool, group...)
 
@@ -156,8 +153,8 @@ func TestMarkFuncs_SurviveCallerContextDeath(t *testing.T) {
 	id := insertRow(t, pool, "raw", rawPayload("ada@example.com"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := MarkDispatched(ctx, pool, id); err != nil {
-		t.Fatalf("MarkDispatched on a cancelled context: %v", err)
+	if err := Mark(ctx, pool, id, Result{Outcome: OutcomeSent}); err != nil {
+		t.Fatalf("Mark (sent) on a cancelled context: %v", err)
 	}
 	if st := getRow(t, pool, id); st.Status != "dispatched" {
 		t.Errorf("status %s, want dispatched", st.Status)

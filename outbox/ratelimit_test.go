@@ -45,7 +45,7 @@ type timedSource struct {
 
 func (s timedSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	began := time.Now()
-	c, err := s.d.Claim(ctx, n)
+	c, err := emailSource{s.d}.Claim(ctx, n)
 	ended := time.Now()
 	s.mu.Lock()
 	*s.claims = append(*s.claims, timedClaim{began, ended, c.Rows})
@@ -178,7 +178,7 @@ func TestRateLimit_AShortClaimSaysWhenTokensComeBack(t *testing.T) {
 		{"a token and nothing due: no wait", 1, 0, false},
 	} {
 		setTokens(tc.tokens)
-		c, err := d.Claim(ctx, 1)
+		c, err := emailSource{d}.Claim(ctx, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

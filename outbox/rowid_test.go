@@ -93,7 +93,7 @@ RETURNING id::text, (ctid::text::point)[0]::text`).Scan(&id, &page); err != nil 
 		if _, err := Claim(ctx, pool, 1, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := MarkDispatched(ctx, pool, id); err != nil {
+		if err := Mark(ctx, pool, id, Result{Outcome: OutcomeSent}); err != nil {
 			t.Fatal(err)
 		}
 		var now string

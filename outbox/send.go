@@ -235,7 +235,7 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 		seal = d.keys.sealWaiting(row, d.secretKeys)
 	}
 	m, metric := d.markFor(row, res, seal)
-	m.until = row.leaseEnd
+	m.Until = row.leaseEnd
 	var age time.Duration
 	mctx, span := d.tracer.Start(ctx, tracing.SpanEmailMark)
 	if span.IsRecording() {
@@ -294,7 +294,7 @@ func endMark(span trace.Span, err error) {
 
 // markFor picks the mark an outcome earns and the outcome metric it
 // counts under. A retry past the last backoff slot becomes a failure.
-func (d *Dispatcher) markFor(row *Row, res *Result, seal json.RawMessage) (markStmt, string) {
+func (d *Dispatcher) markFor(row *Row, res *Result, seal json.RawMessage) (*claim.Mark, string) {
 	switch res.Outcome {
 	case OutcomeSent:
 		return dispatchedMark(row.ID, row.Attempts), metricSent

@@ -257,7 +257,7 @@ func TestBreakerSettings_FromEnv(t *testing.T) {
 // sending (production's https rule on an endpoint row written outside
 // it), or the endpoint disabled between the claim and the attempt — says
 // nothing about the receiver, so it must not count toward the breaker
-// (DeliveryMark.Attempt is zero for them). The minimum is one request,
+// (Result.Attempt is zero for them). The minimum is one request,
 // so a single failure counted would open it; the last step shows a real
 // failed request does.
 func TestBreaker_NoRequestMadeCountsNoFailure(t *testing.T) {

@@ -107,12 +107,12 @@ type tried struct {
 	ctx  context.Context // carries the attempt's span
 	span trace.Span
 	d    delivery
-	mark DeliveryMark
+	mark Result
 	gone bool // the receiver answered 410 Gone
 }
 
 // accepted reports whether the receiver took the delivery (a 2xx).
-func (a *tried) accepted() bool { return a.mark.Outcome == OutcomeSucceeded }
+func (a *tried) accepted() bool { return a.mark.Outcome == OutcomeSent }
 
 // try makes the request of d's attempt (attempt's first half).
 func (p *Dispatcher) try(ctx context.Context, d delivery, fanOut trace.SpanContext) *tried {
@@ -134,10 +134,10 @@ func (p *Dispatcher) try(ctx context.Context, d delivery, fanOut trace.SpanConte
 		// claimed or born. It stays pending, held — the claim skips a
 		// disabled endpoint's rows — and goes out when the endpoint is
 		// enabled again.
-		a.mark = DeliveryMark{Outcome: OutcomeRetry, Error: heldDisabled}
+		a.mark = Result{Outcome: OutcomeRetry, Error: heldDisabled}
 	case checkEndpointURL(d.url, p.cfg.Production) != nil:
 		// The rules hold for endpoint rows written by SQL too.
-		a.mark = DeliveryMark{Outcome: OutcomeFailed, Error: checkEndpointURL(d.url, p.cfg.Production).Error()}
+		a.mark = Result{Outcome: OutcomeFailed, Error: checkEndpointURL(d.url, p.cfg.Production).Error()}
 	default:
 		if h := p.hooks.beforeAttempt; h != nil {
 			h(d.id)
@@ -161,7 +161,7 @@ func (p *Dispatcher) finish(a *tried, handOn bool, ahead []string) (t Tally, nex
 		if a.mark.StatusCode != 0 {
 			a.span.SetAttributes(tracing.HTTPStatus.Int(a.mark.StatusCode))
 		}
-		if a.mark.Outcome != OutcomeSucceeded {
+		if a.mark.Outcome != OutcomeSent {
 			a.span.SetStatus(codes.Error, string(a.mark.Outcome))
 		}
 	}
@@ -170,7 +170,7 @@ func (p *Dispatcher) finish(a *tried, handOn bool, ahead []string) (t Tally, nex
 
 // record writes an attempt's mark, logs and counts it, and disables the
 // endpoint after a 410.
-func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, gone, handOn bool, ahead []string) (Tally, []handedOn) {
+func (p *Dispatcher) record(ctx context.Context, d delivery, mark Result, gone, handOn bool, ahead []string) (Tally, []handedOn) {
 	if h := p.hooks.beforeMark; h != nil {
 		h(d.id)
 	}
@@ -188,7 +188,7 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 	// ran ordered delivery at 0.76× the unordered rate, against about 0.9×
 	// in the group (docs/PERFORMANCE.md, Ordered delivery).
 	var lease time.Duration
-	if handOn && d.orderingKey != "" && mark.Outcome == OutcomeSucceeded {
+	if handOn && d.orderingKey != "" && mark.Outcome == OutcomeSent {
 		lease = p.lc.RetryClaimLease(1)
 	}
 	sent := time.Now()
@@ -198,13 +198,13 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 	}
 	if span.IsRecording() {
 		span.SetAttributes(tracing.DeliveryID.String(d.id), tracing.Outcome.String(string(mark.Outcome)), tracing.MarkApplied.Bool(err == nil))
-		if err != nil && !errors.Is(err, ErrStaleDeliveryMark) {
+		if err != nil && !errors.Is(err, ErrStaleMark) {
 			span.SetStatus(codes.Error, "mark failed")
 		}
 	}
 	span.End()
 	switch {
-	case errors.Is(err, ErrStaleDeliveryMark):
+	case errors.Is(err, ErrStaleMark):
 		out.Stale = 1
 		p.metrics.engine().Stale("webhook_deliveries")
 		log.Warn("stale delivery mark dropped: a sibling resolved the delivery first",
@@ -218,7 +218,7 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 	default:
 		logAttempt(log, mark)
 		switch mark.Outcome {
-		case OutcomeSucceeded:
+		case OutcomeSent:
 			out.Sent = 1
 			out.SentIDs = []string{d.id}
 			p.metrics.delivery("succeeded")
@@ -246,10 +246,10 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark DeliveryMark, 
 // heldDisabled is the last_error of a delivery held for a disabled endpoint.
 const heldDisabled = "endpoint disabled: held until it is enabled again"
 
-func logAttempt(log *slog.Logger, m DeliveryMark) {
+func logAttempt(log *slog.Logger, m Result) {
 	attrs := []any{"outcome", string(m.Outcome), "status_code", m.StatusCode, "duration", m.Duration}
 	switch m.Outcome {
-	case OutcomeSucceeded:
+	case OutcomeSent:
 		log.Debug("webhook delivered", attrs...)
 	case OutcomeRetry:
 		log.Info("webhook attempt failed; will retry", append(attrs, "retry_in", m.RetryIn.Round(time.Millisecond).String(), "error", m.Error)...)
@@ -267,7 +267,7 @@ func logAttempt(log *slog.Logger, m DeliveryMark) {
 //	429/503 with Retry-After    pending, retried after the header's wait (clamped)
 //	3xx (never followed), other non-2xx, network error, timeout
 //	                            pending on the schedule; failed once it is spent
-func (p *Dispatcher) send(ctx context.Context, d delivery) (m DeliveryMark, gone bool) {
+func (p *Dispatcher) send(ctx context.Context, d delivery) (m Result, gone bool) {
 	m.Attempt = d.attempt
 	keys, err := signingKeys(d.secret, d.olderSecrets)
 	if err != nil {
@@ -309,7 +309,7 @@ func (p *Dispatcher) send(ctx context.Context, d delivery) (m DeliveryMark, gone
 
 	switch code := resp.StatusCode; {
 	case code >= 200 && code < 300:
-		m.Outcome = OutcomeSucceeded
+		m.Outcome = OutcomeSent
 	case code == http.StatusGone:
 		m.Outcome, m.Error = OutcomeFailed, "410 Gone: the receiver asked not to be sent again; endpoint disabled"
 		return m, true
@@ -330,7 +330,7 @@ func (p *Dispatcher) send(ctx context.Context, d delivery) (m DeliveryMark, gone
 // retryOrFail sets m pending with the schedule's next wait — or the
 // receiver's Retry-After when it gave one — or failed when the schedule is
 // spent. Retry-After never buys attempts past the schedule's bound.
-func (p *Dispatcher) retryOrFail(m *DeliveryMark, after time.Duration, honour bool) {
+func (p *Dispatcher) retryOrFail(m *Result, after time.Duration, honour bool) {
 	wait, ok := p.schedule.Next(m.Attempt)
 	if !ok {
 		m.Outcome = OutcomeFailed

@@ -475,11 +475,11 @@ func TestBreaker_SuccessMarkedElsewhereCounts(t *testing.T) {
 	p, sibling := newDispatcher(t, pool, nil), newDispatcher(t, pool, nil)
 	d := bornDelivery(t, p, "https://hooks.example.com/in")
 	loaded := delivery{id: d.ID, endpointID: d.EndpointID, attempt: 1}
-	p.record(ctx, loaded, DeliveryMark{Attempt: 1, Outcome: OutcomeRetry, RetryIn: time.Hour, Error: "HTTP 500"}, false, false, nil)
+	p.record(ctx, loaded, Result{Attempt: 1, Outcome: OutcomeRetry, RetryIn: time.Hour, Error: "HTTP 500"}, false, false, nil)
 	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET status = 'pending' WHERE id = $1`, d.ID); err != nil {
 		t.Fatal(err)
 	}
-	sibling.record(ctx, loaded, DeliveryMark{Attempt: 1, Outcome: OutcomeSucceeded, StatusCode: 204}, false, false, nil)
+	sibling.record(ctx, loaded, Result{Attempt: 1, Outcome: OutcomeSent, StatusCode: 204}, false, false, nil)
 	if b := endpointBreaker(t, pool, d.EndpointID); b.Requests != 2 || b.WindowFailures != 1 || b.Failures != 0 {
 		t.Fatalf("breaker %+v, want the window's 1 failure and 1 success counted and the failure run reset", b)
 	}
@@ -514,17 +514,17 @@ func TestBreaker_RecoveringEdges(t *testing.T) {
 		wantWin bool // a window after the mark
 	}{
 		{"half-open probe succeeds: recovering", `paused_until = now() - interval '1 second', breaker_opens = 2, breaker_window_at = now()`,
-			OutcomeSucceeded, counts{recovering: true, requests: 1, opens: 2}, true},
+			OutcomeSent, counts{recovering: true, requests: 1, opens: 2}, true},
 		{"window not over, all succeeded: still recovering", `breaker_recovering = true, breaker_opens = 2, breaker_window_at = now(), breaker_requests = 30`,
-			OutcomeSucceeded, counts{recovering: true, requests: 31, opens: 2}, true},
+			OutcomeSent, counts{recovering: true, requests: 31, opens: 2}, true},
 		{"window over, healthy: recovered", `breaker_recovering = true, breaker_opens = 2, ` + ended + `, breaker_requests = 10, breaker_failures = 3`,
-			OutcomeSucceeded, counts{}, false},
+			OutcomeSent, counts{}, false},
 		{"window over, half failed: the closing counts again", `breaker_recovering = true, ` + ended + `, breaker_requests = 10, breaker_failures = 4`,
-			OutcomeSucceeded, counts{recovering: true, requests: 2}, true},
+			OutcomeSent, counts{recovering: true, requests: 2}, true},
 		{"window over, a failure: the closing counts again", `breaker_recovering = true, ` + ended + `, breaker_requests = 10, breaker_failures = 4`,
 			OutcomeRetry, counts{recovering: true, requests: 2, failures: 1}, true},
 		{"half failed: still recovering", `breaker_recovering = true, breaker_window_at = now(), breaker_requests = 9, breaker_failures = 4`,
-			OutcomeSucceeded, counts{recovering: true, requests: 10, failures: 4}, true},
+			OutcomeSent, counts{recovering: true, requests: 10, failures: 4}, true},
 		{"a failure at the rate: open, not recovering", `breaker_recovering = true, breaker_window_at = now(), breaker_requests = 19, breaker_failures = 15`,
 			OutcomeRetry, counts{paused: true, opens: 1}, true},
 	} {
@@ -535,8 +535,8 @@ func TestBreaker_RecoveringEdges(t *testing.T) {
 				t.Fatal(err)
 			}
 			id := insertDueDeliveries(t, pool, ep.ID, 1, time.Second)[0]
-			m := DeliveryMark{Outcome: tc.outcome, Attempt: 1, StatusCode: 204}
-			if tc.outcome != OutcomeSucceeded {
+			m := Result{Outcome: tc.outcome, Attempt: 1, StatusCode: 204}
+			if tc.outcome != OutcomeSent {
 				m.StatusCode, m.Error, m.RetryIn = 500, "HTTP 500", time.Minute
 			}
 			if _, _, err := markDelivery(ctx, pool, nil, id, m, &breakerCount{endpointID: ep.ID, counts: true, settings: settings}); err != nil {

@@ -335,7 +335,7 @@ func ParseCIDRs(s string) ([]netip.Prefix, error) {
 
 // PoolConnections is how many pool connections a Dispatcher keeps busy at
 // once in steady work, whatever its Concurrency: the fan-out claim and its
-// transaction, the attempts' marks (UpdateDelivery and the breaker's
+// transaction, the attempts' marks (Mark and the breaker's
 // count, one short statement each, queued rather than held while the
 // HTTP request runs), and the leader's retry pass. Nothing holds one
 // connection while it waits for a second.

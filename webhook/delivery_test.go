@@ -24,10 +24,10 @@ func bornDelivery(t *testing.T, p *Dispatcher, url string) deliveryState {
 	return oneDelivery(t, p.pool, `endpoint_id = $1`, ep.ID)
 }
 
-// UpdateDelivery's CAS drops a stale failure mark after a sibling's
+// Mark's CAS drops a stale failure mark after a sibling's
 // success: the late writer (a first attempt that outlived its lease) must
 // not turn a delivered webhook back into one that will be sent again.
-func TestUpdateDelivery_DropsStaleFailureMarkAfterSiblingSuccess(t *testing.T) {
+func TestMark_DropsStaleFailureMarkAfterSiblingSuccess(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
@@ -36,17 +36,17 @@ func TestUpdateDelivery_DropsStaleFailureMarkAfterSiblingSuccess(t *testing.T) {
 
 	// The retry worker claimed it after the birth lease (attempt 2) and
 	// the receiver accepted it.
-	if err := UpdateDelivery(ctx, pool, d.ID, DeliveryMark{Outcome: OutcomeSucceeded, Attempt: 2, StatusCode: 200, Duration: 20 * time.Millisecond}); err != nil {
+	if err := Mark(ctx, pool, d.ID, Result{Outcome: OutcomeSent, Attempt: 2, StatusCode: 200, Duration: 20 * time.Millisecond}); err != nil {
 		t.Fatalf("sibling's success mark: %v", err)
 	}
 	// The first attempt comes back late with a failure, either kind.
-	for _, stale := range []DeliveryMark{
+	for _, stale := range []Result{
 		{Outcome: OutcomeRetry, RetryIn: 5 * time.Second, Attempt: 1, StatusCode: 500, Error: "HTTP 500"},
 		{Outcome: OutcomeFailed, Attempt: 1, Error: "gave up"},
 	} {
-		err := UpdateDelivery(ctx, pool, d.ID, stale)
-		if !errors.Is(err, ErrStaleDeliveryMark) {
-			t.Fatalf("stale %s mark = %v, want ErrStaleDeliveryMark", stale.Outcome, err)
+		err := Mark(ctx, pool, d.ID, stale)
+		if !errors.Is(err, ErrStaleMark) {
+			t.Fatalf("stale %s mark = %v, want ErrStaleMark", stale.Outcome, err)
 		}
 	}
 	got := oneDelivery(t, pool, `id = $1`, d.ID)
@@ -62,7 +62,7 @@ func TestUpdateDelivery_DropsStaleFailureMarkAfterSiblingSuccess(t *testing.T) {
 
 // A mark runs on a detached context: an attempt already made is recorded
 // even when the batch that made it was cancelled in the meantime.
-func TestUpdateDelivery_RecordsOnCancelledContext(t *testing.T) {
+func TestMark_RecordsOnCancelledContext(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t)
 	p := newDispatcher(t, pool, nil)
@@ -70,15 +70,15 @@ func TestUpdateDelivery_RecordsOnCancelledContext(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := UpdateDelivery(ctx, pool, d.ID, DeliveryMark{Outcome: OutcomeSucceeded, Attempt: 1, StatusCode: 204}); err != nil {
-		t.Fatalf("UpdateDelivery on a cancelled context: %v", err)
+	if err := Mark(ctx, pool, d.ID, Result{Outcome: OutcomeSent, Attempt: 1, StatusCode: 204}); err != nil {
+		t.Fatalf("Mark on a cancelled context: %v", err)
 	}
 	if got := oneDelivery(t, pool, `id = $1`, d.ID); got.Status != "succeeded" {
 		t.Fatalf("status = %s, want succeeded", got.Status)
 	}
 }
 
-// The pipeline handles ErrStaleDeliveryMark — logged, counted, reported —
+// The pipeline handles ErrStaleMark — logged, counted, reported —
 // and leaves the sibling's result alone.
 func TestAttempt_StaleMarkIsCountedNotApplied(t *testing.T) {
 	t.Parallel()

@@ -62,7 +62,7 @@ type Config struct {
 	// claims without a wake-up; zero means one second.
 	Poll time.Duration
 
-	Logger  *slog.Logger // nil discards
+	Logger  *slog.Logger // nil means slog.Default(), as outbox.Config.Logger
 	Metrics *Metrics     // nil counts nothing
 
 	// TracerProvider makes the spans of each fan-out, attempt and mark,
@@ -156,7 +156,7 @@ func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
 	}
 	logger := opts.Logger
 	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+		logger = slog.Default()
 	}
 	p := &Dispatcher{
 		pool:     pool,

@@ -43,11 +43,11 @@ Each attempt POSTs the event's JSON body with Standard Webhooks headers:
 webhook-id (the event id, stable across attempts so receivers can dedupe),
 webhook-timestamp (fresh per attempt) and webhook-signature (v1, HMAC-SHA256
 of id.timestamp.body under the endpoint's whsec_ secret). It is bounded by
-DeliveryBudget and recorded as [UpdateDelivery] records it: one attempt-log
+DeliveryBudget and recorded as [Mark] records it: one attempt-log
 row (status code, duration, error, at most 4 KiB of the response) and a
 compare-and-set mark on status = 'pending', on a context detached from the
 caller's, so a result already obtained is never lost and a stale writer is
-dropped, never applied ([ErrStaleDeliveryMark]). The marks of attempts that
+dropped, never applied ([ErrStaleMark]). The marks of attempts that
 finish together share one commit, and each counts its attempt toward the
 endpoint's circuit breaker in the same statement.
 

@@ -8,12 +8,12 @@ import (
 
 // Sentinel errors callers branch on.
 var (
-	// ErrStaleDeliveryMark is returned by UpdateDelivery when the delivery
+	// ErrStaleMark is returned by Mark when the delivery
 	// was no longer pending: a sibling (a retry after lease expiry, an
 	// operator) already resolved it. The mark is dropped, not applied (see
 	// docs/design/outbox-transport.md, Detached marks). Callers log it and
 	// count it; none discards it.
-	ErrStaleDeliveryMark error = &staleMarkError{"webhook: stale delivery mark: delivery no longer pending"}
+	ErrStaleMark error = &staleMarkError{"webhook: stale delivery mark: delivery no longer pending"}
 
 	// ErrStaleOutboxMark is returned by DispatchFromOutbox when the outbox
 	// row was no longer pending: another dispatcher already fanned it out.

@@ -197,7 +197,7 @@ func TestOrdering_ResolvedHeadHandsTheKeyOn(t *testing.T) {
 	if got := claimedIDs(t, p); len(got) != 0 {
 		t.Fatalf("second claim took %v, want nothing while the head is in flight", got)
 	}
-	if err := UpdateDelivery(ctx, pool, head, DeliveryMark{Outcome: OutcomeSucceeded, Attempt: 1, StatusCode: 204}); err != nil {
+	if err := Mark(ctx, pool, head, Result{Outcome: OutcomeSent, Attempt: 1, StatusCode: 204}); err != nil {
 		t.Fatal(err)
 	}
 	if got := claimedIDs(t, p); !slices.Equal(got, []string{second}) {
@@ -296,7 +296,7 @@ func TestOrdering_ReplayGoesLastRequeueKeepsItsPlace(t *testing.T) {
 
 	// A requeue of the failed head puts it back first: the queued one
 	// waits for it again.
-	if err := RequeueDelivery(ctx, pool, first); err != nil {
+	if err := RequeueDelivery(ctx, pool, first, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if got := claimedIDs(t, p); !slices.Equal(got, []string{first}) {

@@ -25,7 +25,7 @@ func TestRequeueDelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := RequeueDelivery(ctx, pool, d.ID); err != nil {
+	if err := RequeueDelivery(ctx, pool, d.ID, "test"); err != nil {
 		t.Fatalf("RequeueDelivery: %v", err)
 	}
 	if got := oneDelivery(t, pool, `id = $1`, d.ID); got.Status != "pending" || got.Attempts != 0 || got.LastError != nil {
@@ -53,7 +53,7 @@ func TestRequeueDelivery(t *testing.T) {
 		{"unknown", "00000000-0000-4000-8000-000000000000", "", true},
 		{"malformed", "not-a-uuid", "is not an id", true},
 	} {
-		err := RequeueDelivery(ctx, pool, tc.id)
+		err := RequeueDelivery(ctx, pool, tc.id, "test")
 		if err == nil || !strings.Contains(err.Error(), tc.want) || errors.Is(err, ErrNotFound) != tc.notFound {
 			t.Errorf("%s: RequeueDelivery = %v", tc.name, err)
 		}

@@ -188,7 +188,7 @@ const loadColumns = `d.id, d.event_id, d.endpoint_id, ep.url, ep.secret, ` + old
 	ep.send_traceparent, e.event_type, e.payload, e.created_at, coalesce(e.traceparent, ''), coalesce(d.ordering_key, ''), coalesce(d.ordering_seq, 0)`
 
 // loaded is loadColumns as scanned. Its pointers let a mark's LEFT JOIN
-// scan too: NULL there when the mark handed no key on (updateDeliverySQL).
+// scan too: NULL there when the mark handed no key on (markSQL).
 type loaded struct {
 	id, eventID, endpointID, url, secret *string
 	olderSecrets                         []string

@@ -47,11 +47,11 @@ WHERE id IN (SELECT id FROM webhook_deliveries LIMIT 6000)`,
 		{Name: "outbox failure mark", Table: outbox, SQL: outboxFailureSQL, Args: []any{outboxID, "e", true, time.Minute}},
 		{Name: "outbox release", Table: outbox, SQL: outboxTable.ReleaseSQL(), Args: []any{[]string{outboxID}}},
 		{Name: "outbox requeue", Table: outbox, SQL: requeueOutboxSQL, Args: []any{outboxID}},
-		{Name: "delivery mark", Table: deliveries, SQL: updateDeliverySQL, Args: []any{deliveryID, 1, 200, 5, "", "ok", "succeeded", time.Duration(0), ep.ID, 5, 60.0, true, 20, 80, 30.0, 600.0, time.Hour, time.Minute, []string{}, 16},
+		{Name: "delivery mark", Table: deliveries, SQL: markSQL, Args: []any{deliveryID, 1, 200, 5, "", "ok", "succeeded", time.Duration(0), ep.ID, 5, 60.0, true, 20, 80, 30.0, 600.0, time.Hour, time.Minute, []string{}, 16},
 			Allow: []string{"webhook_deliveries_ordering_idx"}}, // the next delivery of an ordered key (handOnCTE),
 		{Name: "delivery release", Table: deliveries, SQL: deliveriesTable.ReleaseSQL(), Args: []any{[]string{deliveryID}}},
 		{Name: "delivery given back", Table: deliveries, SQL: giveBackSQL, Args: []any{[]string{deliveryID}}},
 		{Name: "delivery landed", Table: deliveries, SQL: deliveriesTable.LandedSQL(), Args: []any{deliveryID}},
-		{Name: "delivery requeue", Table: deliveries, SQL: requeueDeliverySQL, Args: []any{deliveryID}},
+		{Name: "delivery requeue", Table: deliveries, SQL: requeueDeliverySQL, Args: []any{deliveryID, "test"}},
 	})
 }

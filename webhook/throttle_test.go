@@ -243,7 +243,7 @@ SELECT id, $1, now() - interval '1 minute' FROM ev`, ep.ID); err != nil {
 	for range 3 {
 		d := take(1) // the cap's one; admission held the rest
 		take(0)      // capped: no candidates at all
-		if err := UpdateDelivery(ctx, pool, d[0].ID, DeliveryMark{Outcome: OutcomeSucceeded, Attempt: d[0].Attempts, StatusCode: 204}); err != nil {
+		if err := Mark(ctx, pool, d[0].ID, Result{Outcome: OutcomeSent, Attempt: d[0].Attempts, StatusCode: 204}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -226,7 +226,7 @@ func (u *attemptUnit) Panicked(ctx context.Context, v any) Tally {
 	if !u.d.leased {
 		return Tally{} // a raced unit that panicked before it took its delivery
 	}
-	m := DeliveryMark{Attempt: u.d.attempt, Error: (&engine.PanicError{Value: v}).Error()}
+	m := Result{Attempt: u.d.attempt, Error: (&engine.PanicError{Value: v}).Error()}
 	u.p.retryOrFail(&m, 0, false)
 	t, _ := u.p.record(ctx, u.d, m, false, false, nil)
 	return t

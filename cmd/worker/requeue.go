@@ -38,19 +38,22 @@ func init() {
 	})
 	register(command{
 		Name:       "requeue delivery",
-		Args:       "<delivery-id>",
+		Args:       "<delivery-id> [--by WHO]",
 		Positional: []string{"delivery-id"},
 		Summary:    "a failed webhook delivery back to pending, for its own endpoint only",
 		Help: "Puts the failed delivery <delivery-id> (from 'worker failed webhook') back to pending, attempts " +
 			"0, due now: the retry lane sends it to its endpoint again under the same webhook-id, subject to the " +
 			"endpoint's rate limit and breaker. Unlike 'worker replay event', no other endpoint receives anything. " +
 			"A succeeded or pending delivery is refused.",
-		Run: runRequeue(func(ctx context.Context, pool *pgxpool.Pool, id string) (string, error) {
-			if err := webhook.RequeueDelivery(ctx, pool, id); err != nil {
-				return "", err
-			}
-			return fmt.Sprintf("delivery %s requeued: pending, attempts 0, due now; the retry lane sends it", id), nil
-		}),
+		Flags: func(fs *flag.FlagSet) runFunc {
+			by := fs.String("by", "", "who requeues it (default $USER)")
+			return runRequeue(func(ctx context.Context, pool *pgxpool.Pool, id string) (string, error) {
+				if err := webhook.RequeueDelivery(ctx, pool, id, actor(*by)); err != nil {
+					return "", err
+				}
+				return fmt.Sprintf("delivery %s requeued: pending, attempts 0, due now; the retry lane sends it", id), nil
+			})
+		},
 	})
 	register(command{
 		Name:       "requeue webhook",

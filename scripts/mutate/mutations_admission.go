@@ -80,8 +80,8 @@ func init() {
 		// Outcomes with no request are not the receiver's failures.
 		Mutation{
 			Name:    "admission: an outcome with no request made feeds the breaker",
-			File:    "webhook/delivery.go",
-			Find:    "b.counts && m.Attempt > 0, b.settings",
+			File:    "webhook/mark.go",
+			Find:    "b.counts && r.Attempt > 0, b.settings",
 			Replace: "b.counts, b.settings",
 			Pkg:     pkg,
 			Test:    "TestBreaker_NoRequestMadeCountsNoFailure",

@@ -114,8 +114,8 @@ func init() {
 		Mutation{
 			Name:    "ordering: a delivered head leaves its key to the retry lane (no hand-on in process)",
 			File:    "webhook/attempt.go",
-			Find:    "if handOn && d.orderingKey != \"\" && mark.Outcome == OutcomeSucceeded {",
-			Replace: "if false && handOn && d.orderingKey != \"\" && mark.Outcome == OutcomeSucceeded {",
+			Find:    "if handOn && d.orderingKey != \"\" && mark.Outcome == OutcomeSent {",
+			Replace: "if false && handOn && d.orderingKey != \"\" && mark.Outcome == OutcomeSent {",
 			Pkg:     pkg,
 			Test:    "TestOrdering_DeliveredHeadHandsItsKeyOnInProcess",
 		},
@@ -193,7 +193,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "ordering: the hand-on's mark does not read the next delivery (a second round trip)",
-			File:    "webhook/delivery.go",
+			File:    "webhook/mark.go",
 			Find:    "h.id, h.attempt, h.loaded = *l.id, *n, derr == nil",
 			Replace: "h.id, h.attempt, h.loaded = *l.id, *n, derr == nil && false",
 			Pkg:     pkg,

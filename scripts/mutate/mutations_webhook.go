@@ -116,20 +116,20 @@ func init() {
 
 		// CAS marks (see docs/design/outbox-transport.md, Detached marks).
 		Mutation{
-			Name:    "webhook UpdateDelivery: drop the status = 'pending' guard",
-			File:    deliveryGo,
+			Name:    "webhook Mark: drop the status = 'pending' guard",
+			File:    "webhook/mark.go",
 			Find:    "\tWHERE id = $1 AND status = 'pending'\n\tRETURNING id, endpoint_id, ordering_key, ordering_seq",
 			Replace: "\tWHERE id = $1\n\tRETURNING id, endpoint_id, ordering_key, ordering_seq",
 			Pkg:     pkg,
-			Test:    "TestUpdateDelivery_DropsStaleFailureMarkAfterSiblingSuccess",
+			Test:    "TestMark_DropsStaleFailureMarkAfterSiblingSuccess",
 		},
 		Mutation{
-			Name:    "webhook UpdateDelivery: mark on the caller's context, not detached",
+			Name:    "webhook Mark: mark on the caller's context, not detached",
 			File:    claimGo,
 			Find:    "mctx, cancel := MarkContext(ctx)",
 			Replace: "mctx, cancel := context.WithCancel(ctx)",
 			Pkg:     pkg,
-			Test:    "TestUpdateDelivery_RecordsOnCancelledContext",
+			Test:    "TestMark_RecordsOnCancelledContext",
 		},
 		Mutation{
 			Name:    "webhook attempt: stale delivery mark not counted",

@@ -90,7 +90,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "max in flight: marks do not end the lease (in-flight never drops)",
-			File:    "webhook/delivery.go",
+			File:    "webhook/mark.go",
 			Find:    "\tleased_until  = NULL,\n",
 			Replace: "",
 			Pkg:     "./webhook/",
@@ -189,7 +189,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "breaker: a success on a failing endpoint is not counted",
-			File:    "webhook/delivery.go",
+			File:    "webhook/mark.go",
 			Find:    "$9::uuid AND $12::bool AND $7 = 'succeeded'`",
 			Replace: "$9::uuid AND false AND $7 = 'succeeded'`",
 			Pkg:     "./webhook/",

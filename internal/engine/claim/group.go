@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/postbox/postbox/leases"
 )
 
 // Group is the group commit for marks, shared by every outbox. A mark is
@@ -40,11 +43,27 @@ type Group struct {
 	writers int
 }
 
-// Mark is one row's mark as a Group commits it.
+// Mark is one row's CAS mark, the one shape of every transport's: the
+// statement and its arguments, and what the engine needs to run it,
+// retry it and read it. A transport builds it as data (outbox/mark.go,
+// webhook/mark.go); Group.Mark and MarkAlone run it.
 type Mark struct {
-	ID   string // the row, for logs and tests
+	Table   Table  // the row's table
+	ID      string // the row, for logs and Landed
+	Outcome string // what the mark records (sent, retry, …), for logs
+
+	// Lands is the status an applied mark leaves the row in; "" for a
+	// mark that leaves it pending (a retry), which is never stale on its
+	// own account. After a try lost on the connection, a stale answer
+	// from a row that already has Lands is that try's own commit.
+	Lands string
+
 	SQL  string
 	Args []any
+
+	// Until is the last moment the mark is retried after a connection
+	// error (RetryMark): the row's lease end. Zero: MarkTimeout from now.
+	Until time.Time
 
 	// Result reads the statement's row and keeps what it read for its
 	// caller. It returns an error matching ErrStale when the guard matched
@@ -58,6 +77,14 @@ type Mark struct {
 	ctx  context.Context
 	err  error
 	done chan struct{}
+}
+
+// deadline is the last moment m is retried.
+func (m *Mark) deadline() time.Time {
+	if m.Until.IsZero() {
+		return time.Now().Add(leases.MarkTimeout)
+	}
+	return m.Until
 }
 
 // Err is m's result once its group has committed: nil, a stale mark, or
@@ -77,8 +104,20 @@ func NewGroup(db Batcher, writers int, logger *slog.Logger) *Group {
 // queueing behind a single fsync (docs/PERFORMANCE.md).
 func Writers(concurrency int) int { return min(max(concurrency/50, 1), 4) }
 
-// Run runs m in the next group commit and waits for it: one try, which a
-// caller wraps in RetryMark. ctx is the mark's detached,
+// Mark runs m in the next group, and again — alone in a later group — if
+// the group failed on the connection, until m.Until (retried).
+func (g *Group) Mark(ctx context.Context, m *Mark) error {
+	return retried(ctx, g.db, m, func(ctx context.Context) error {
+		err := g.Run(ctx, m)
+		if err != nil && Retriable(err) {
+			g.logger.Warn("mark failed on the connection; retrying", "outbox", m.Table.Name, "row_id", m.ID, "outcome", m.Outcome, "error", err.Error())
+		}
+		return err
+	})
+}
+
+// Run runs m in the next group commit and waits for it: one try, which
+// Mark wraps in RetryMark. ctx is the mark's detached,
 // MarkTimeout-bounded context (MarkContext); the group runs under the
 // earliest deadline of its members.
 func (g *Group) Run(ctx context.Context, m *Mark) error {
@@ -209,11 +248,4 @@ func earlier(a, b context.Context) bool {
 	da, okA := a.Deadline()
 	db, okB := b.Deadline()
 	return okA && (!okB || da.Before(db))
-}
-
-// RunAlone runs m as a statement and commit of its own on db, with the
-// errors Run would give: the exported mark functions, which have no group.
-func RunAlone(ctx context.Context, db DB, m *Mark) error {
-	m.result(db.QueryRow(ctx, m.SQL, m.Args...))
-	return m.err
 }

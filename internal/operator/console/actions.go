@@ -111,8 +111,8 @@ var actions = map[string]action{
 			"endpoint again, under the same webhook-id, within the endpoint's rate limit and breaker. No other " +
 			"endpoint receives anything (a replay would make a new event for every endpoint the original went to).",
 		back: story.KindDelivery,
-		run: func(ctx context.Context, c *Console, id string, _ actionInput) (string, error) {
-			if err := webhook.RequeueDelivery(ctx, c.db, id); err != nil {
+		run: func(ctx context.Context, c *Console, id string, in actionInput) (string, error) {
+			if err := webhook.RequeueDelivery(ctx, c.db, id, in.user); err != nil {
 				return "", err
 			}
 			return "delivery " + id + " requeued: pending, attempts 0, due now", nil

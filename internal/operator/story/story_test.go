@@ -355,7 +355,7 @@ func TestFind_EmailAttemptLog(t *testing.T) {
 		'00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01') RETURNING id::text`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	if err := outbox.MarkRetry(ctx, db, id, time.Minute, errors.New("421 4.7.0 try later")); err != nil {
+	if err := outbox.Mark(ctx, db, id, outbox.Result{Outcome: outbox.OutcomeRetry, RetryIn: time.Minute, Err: errors.New("421 4.7.0 try later")}); err != nil {
 		t.Fatal(err)
 	}
 	s, err := Find(ctx, db, id, "")
@@ -391,7 +391,7 @@ func TestFind_EmailRequeueInTheLog(t *testing.T) {
 		VALUES ('cus_7', '{"to":"lin@example.com","subject":"Receipt","text":"x"}', 1) RETURNING id::text`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	if err := outbox.MarkFailed(ctx, db, id, errors.New("550 5.1.1 no such user")); err != nil {
+	if err := outbox.Mark(ctx, db, id, outbox.Result{Outcome: outbox.OutcomeFailed, Err: errors.New("550 5.1.1 no such user")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := outbox.Requeue(ctx, db, id, "alice"); err != nil {
@@ -401,7 +401,7 @@ func TestFind_EmailRequeueInTheLog(t *testing.T) {
 	if _, err := db.Exec(ctx, `UPDATE email_outbox SET attempts = attempts + 1 WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := outbox.MarkDispatched(ctx, db, id); err != nil {
+	if err := outbox.Mark(ctx, db, id, outbox.Result{Outcome: outbox.OutcomeSent}); err != nil {
 		t.Fatal(err)
 	}
 	s, err := Find(ctx, db, id, "")

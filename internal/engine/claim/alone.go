@@ -1,0 +1,30 @@
+package claim
+
+import (
+	"context"
+	"errors"
+)
+
+// MarkAlone runs m as a statement and commit of its own on db, with the
+// retries, the errors and the landed check of Group.Mark: the one path of
+// the exported mark functions (outbox.Mark, webhook.Mark), which have no
+// group. It runs on a context detached from ctx's cancellation and bounded
+// by leases.MarkTimeout (MarkContext): what was done must be recorded
+// even when its caller's context is dead.
+func MarkAlone(ctx context.Context, db DB, m *Mark) error {
+	return retried(ctx, db, m, func(ctx context.Context) error {
+		m.result(db.QueryRow(ctx, m.SQL, m.Args...))
+		return m.err
+	})
+}
+
+// retried runs try with RetryMark until m's deadline. A stale answer
+// after a try lost on the connection may be that try's own commit: when
+// the row already has the status m writes (m.Lands), the mark stands.
+func retried(ctx context.Context, db DB, m *Mark, try func(ctx context.Context) error) error {
+	ambiguous, err := RetryMark(ctx, m.deadline(), try)
+	if ambiguous && errors.Is(err, ErrStale) && m.Lands != "" && Landed(ctx, db, m.Table, m.ID, m.Lands) {
+		return nil // an earlier try committed before its answer was lost
+	}
+	return err
+}

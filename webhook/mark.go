@@ -1,0 +1,249 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox/postbox/internal/engine/claim"
+	"github.com/postbox/postbox/internal/engine/pgtext"
+)
+
+// Outcome is what a mark records about one attempt at a delivery, as
+// outbox.Outcome is for an email.
+type Outcome string
+
+const (
+	OutcomeSent   Outcome = "succeeded" // status succeeded: the receiver accepted it (2xx), as outbox.OutcomeSent is an email the relay accepted
+	OutcomeFailed Outcome = "failed"    // permanent error, attempts spent or endpoint unusable; waits for a requeue
+	OutcomeRetry  Outcome = "retry"     // transient error; stays pending until RetryIn has passed
+)
+
+// status is the delivery state the outcome leaves; "" for an unknown one.
+func (o Outcome) status() DeliveryStatus {
+	switch o {
+	case OutcomeSent:
+		return StatusSucceeded
+	case OutcomeFailed:
+		return StatusFailed
+	case OutcomeRetry:
+		return StatusPending
+	}
+	return ""
+}
+
+// Result is what Mark records of one attempt.
+type Result struct {
+	Outcome Outcome
+	RetryIn time.Duration // OutcomeRetry only: the wait before the next attempt
+
+	// The attempt log row. Attempt is the delivery's attempts count when
+	// it was attempted (birth counts as the first claim); zero means no
+	// HTTP attempt was made (e.g. the endpoint was disabled) and nothing is
+	// logged.
+	Attempt    int
+	StatusCode int // zero when there was no response
+	Duration   time.Duration
+	Error      string // empty on success; stored cleaned and capped (pgtext.LastError)
+	Excerpt    string // at most 4096 bytes of the response body, cleaned (readExcerpt)
+
+	// Until is the last moment the mark is retried after a connection
+	// error: the delivery's lease end. Zero means within MarkTimeout.
+	Until time.Time
+}
+
+// markSQL logs the attempt and applies the mark in one statement.
+//
+// The attempt row is written whether or not the mark applies: the HTTP
+// request happened and the log is the record of what receivers were sent. The
+// mark itself is a compare-and-set on status = 'pending' (see
+// docs/design/outbox-transport.md, Detached marks): a writer whose lease
+// expired and whose delivery a sibling already resolved is dropped, never
+// applied — a late failure must not overwrite a sibling's success. attempts
+// is not touched: claims count attempts, marks never do. The mark ends the
+// lease, so the delivery no longer counts against its endpoint's
+// max_in_flight.
+//
+// When $9 names the endpoint, the attempt's outcome is counted toward its
+// circuit breaker in the same statement ($12: the attempt counts for the
+// breaker — a request was made and it did not answer 410 Gone): a success
+// (breakerSuccessCTE) or a failure (breakerFailureCTE). Counted at the
+// mark, in the order marks commit, the window sees a success made on any
+// replica, after the failures before it and before those after it; and an
+// endpoint nobody watches costs a primary-key probe and no write.
+//
+// The statement always returns one row: whether the mark applied, what it
+// did to the breaker, then the delivery it handed the key on to as the
+// attempt needs it (loadColumns, read in the same statement: one round
+// trip per event of a hot key, not two), NULL when it handed nothing on.
+var markSQL = `WITH attempt AS (
+	INSERT INTO webhook_delivery_attempts (delivery_id, attempt, status_code, duration_ms, error, response_excerpt)
+	SELECT $1::uuid, $2::int, NULLIF($3::int, 0), $4::int, NULLIF($5::text, ''), $6::text
+	WHERE $2::int > 0
+), ` + breakerSuccessCTE(`$9::uuid AND $12::bool AND $7 = 'succeeded'`, markBreakerParams) + `,
+` + breakerFailureCTE(`$9::uuid AND $12::bool AND $7 <> 'succeeded'`, markBreakerParams) + `,
+marked AS (
+	UPDATE webhook_deliveries SET
+		status        = $7::text,
+		last_error    = NULLIF($5, ''),
+		next_retry_at = CASE WHEN $7 = 'pending' THEN now() + $8::interval ELSE next_retry_at END,
+		leased_until  = NULL,
+		delivered_at  = CASE WHEN $7 = 'succeeded' THEN now() END
+	WHERE id = $1 AND status = 'pending'
+	RETURNING id, endpoint_id, ordering_key, ordering_seq
+), ` + handOnCTE + `
+SELECT EXISTS (SELECT 1 FROM marked), coalesce((SELECT closes FROM breaker_success), false),
+	coalesce(f.trips, false), coalesce(f.requests, 0), coalesce(f.failures, 0), f.paused_until, coalesce(f.expire, false),
+	d.attempts, d.left, ` + loadColumns + `, d2.id::text, d2.attempts, d2.left
+FROM (SELECT 1) one LEFT JOIN breaker_failure f ON true LEFT JOIN handed d ON true LEFT JOIN handed_after d2 ON true
+LEFT JOIN webhook_events e ON e.id = d.event_id LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id`
+
+// markBreakerParams are markSQL's breaker parameters.
+var markBreakerParams = breakerParams{probes: "$10", window: "$11", minRequests: "$13", rate: "$14",
+	cooldown: "$15", maxCooldown: "$16", disableAfter: "$17", unprovenCap: "$20"}
+
+// Mark records one attempt and applies its mark. It runs on a
+// context detached from ctx's cancellation and bounded by
+// leases.MarkTimeout: an attempt already made is always recorded, even when
+// the batch that made it has been cancelled.
+//
+// It returns ErrStaleMark when the delivery was no longer pending
+// (the attempt is still logged). Callers log and count it; none discards it.
+func Mark(ctx context.Context, db DB, deliveryID string, m Result) error {
+	_, _, err := markDelivery(ctx, db, nil, deliveryID, m, nil)
+	return err
+}
+
+// breakerCount is what a Dispatcher's mark does beside the CAS: count the
+// attempt toward the endpoint's circuit breaker (the endpoint, whether the
+// attempt counts, the Dispatcher's breaker settings) and, given a lease,
+// hand an ordered key on (handOnCTE) past the deliveries the attempt
+// leased ahead (ahead, their ids).
+type breakerCount struct {
+	endpointID string
+	counts     bool
+	settings   Settings
+	handOn     time.Duration
+	ahead      []string
+}
+
+// markParams are markSQL's parameters by name; args puts them in the
+// statement's order, the one place that order is spelled out.
+type markParams struct {
+	DeliveryID   string        // $1
+	Attempt      int           // $2: the attempt logged; 0 logs none
+	StatusCode   int           // $3
+	DurationMS   int64         // $4
+	Error        string        // $5: last_error and the log's error
+	Excerpt      *string       // $6: nil when there was no response
+	Status       string        // $7: the status the mark writes
+	RetryIn      time.Duration // $8
+	EndpointID   *string       // $9: the breaker's endpoint; nil counts nothing
+	Probes       int           // $10
+	WindowSecs   float64       // $11
+	Counts       bool          // $12: the attempt counts for the breaker
+	MinRequests  int           // $13
+	FailureRate  int           // $14
+	CooldownSecs float64       // $15
+	MaxCoolSecs  float64       // $16
+	DisableAfter time.Duration // $17
+	HandOn       time.Duration // $18: the lease of a hand-on; 0 hands nothing on
+	Ahead        []string      // $19: the deliveries the chain leased ahead
+	UnprovenCap  int           // $20
+}
+
+func (a markParams) args() []any {
+	return []any{a.DeliveryID, a.Attempt, a.StatusCode, a.DurationMS, a.Error,
+		a.Excerpt, a.Status, a.RetryIn, a.EndpointID,
+		a.Probes, a.WindowSecs, a.Counts, a.MinRequests, a.FailureRate,
+		a.CooldownSecs, a.MaxCoolSecs, a.DisableAfter, a.HandOn, a.Ahead, a.UnprovenCap}
+}
+
+// deliveryMark is the claim.Mark of r for delivery id: the attempt's
+// log, the CAS, and — given b — the breaker's count and the hand-on, in
+// one statement (markSQL).
+func deliveryMark(id string, r Result, b *breakerCount) (*claim.Mark, error) {
+	status := r.Outcome.status()
+	if status == "" {
+		return nil, fmt.Errorf("webhook: update delivery %s: unknown outcome %q", id, r.Outcome)
+	}
+	s := Settings{}.withDefaults()
+	p := markParams{DeliveryID: id, Attempt: r.Attempt, StatusCode: r.StatusCode, DurationMS: max(r.Duration.Milliseconds(), 0),
+		Error: pgtext.LastError(r.Error), Excerpt: nullIfEmpty(r.Excerpt, r.StatusCode), Status: string(status), RetryIn: r.RetryIn,
+		Ahead: []string{}}
+	if b != nil {
+		p.EndpointID, p.Counts, s, p.HandOn = &b.endpointID, b.counts && r.Attempt > 0, b.settings, b.handOn
+		if b.ahead != nil {
+			p.Ahead = b.ahead
+		}
+	}
+	p.Probes, p.WindowSecs, p.MinRequests, p.FailureRate = s.BreakerProbes, s.BreakerWindow.Seconds(), s.BreakerMinRequests, s.BreakerFailureRate
+	p.CooldownSecs, p.MaxCoolSecs, p.DisableAfter, p.UnprovenCap = s.BreakerCooldown.Seconds(), s.BreakerMaxCooldown.Seconds(), s.DisableAfter, s.Concurrency
+	m := &claim.Mark{Table: deliveriesTable, ID: id, Outcome: string(r.Outcome), SQL: markSQL, Args: p.args(), Until: r.Until,
+		Wrap: func(err error) error { return fmt.Errorf("webhook: update delivery %s: %w", id, err) }}
+	if r.Outcome != OutcomeRetry {
+		m.Lands = string(status)
+	}
+	return m, nil
+}
+
+// markDelivery is Mark through group (the Dispatcher's group commit; nil:
+// a statement of its own on db, claim.MarkAlone) that, given b, counts the
+// attempt toward b's endpoint breaker in the same statement and says what
+// that did, and hands an ordered key on (next: the deliveries it claimed,
+// in their order; none when it handed nothing on). A mark that finds its
+// own lost commit (claim.Mark.Lands) hands nothing on: a delivery that
+// commit handed the key on to waits out its lease for the retry lane.
+func markDelivery(ctx context.Context, db DB, group *claim.Group, deliveryID string, r Result, b *breakerCount) (out breakerOutcome, next []handedOn, err error) {
+	m, err := deliveryMark(deliveryID, r, b)
+	if err != nil {
+		return out, nil, err
+	}
+	m.Result = func(row pgx.Row) error {
+		var (
+			marked   bool
+			h, after handedOn
+			n, n2    *int
+			id2      *string
+			l        loaded
+		)
+		out, next = breakerOutcome{}, nil
+		err := row.Scan(append(append([]any{&marked, &out.closed, &out.opened, &out.requests, &out.failures, &out.pausedUntil, &out.expire,
+			&n, &h.left}, l.targets()...), &id2, &n2, &after.left)...)
+		if err == nil && l.id != nil {
+			// A delivery whose columns do not make an attempt is
+			// loaded again (loadHanded), which releases it if
+			// it still cannot: the mark itself stands.
+			var derr error
+			h.d, derr = l.delivery(map[string]event{})
+			h.id, h.attempt, h.loaded = *l.id, *n, derr == nil
+			next = append(next, h)
+		}
+		if err == nil && id2 != nil {
+			// Read when its turn comes (loadHanded), while the
+			// one before it is out.
+			after.id, after.attempt = *id2, *n2
+			next = append(next, after)
+		}
+		if err == nil && !marked {
+			return fmt.Errorf("%w (delivery %s)", ErrStaleMark, deliveryID)
+		}
+		return err
+	}
+	if group != nil {
+		err = group.Mark(ctx, m)
+	} else {
+		err = claim.MarkAlone(ctx, db, m)
+	}
+	return out, next, err
+}
+
+// nullIfEmpty stores NULL for "no response" and an empty string for an empty body.
+func nullIfEmpty(excerpt string, statusCode int) *string {
+	if excerpt == "" && statusCode == 0 {
+		return nil
+	}
+	return &excerpt
+}
