@@ -35,8 +35,7 @@ const (
 // the claim index's entries instead (under a held snapshot, every dead one
 // of them).
 var handOnCTE = `handed AS (
-	UPDATE webhook_deliveries n SET attempts = n.attempts + 1,
-		next_retry_at = clock_timestamp() + $18::interval, leased_until = clock_timestamp() + $18::interval
+	UPDATE webhook_deliveries n SET ` + leaseSet("$18") + `
 	WHERE n.id = (
 		SELECT next.id FROM marked m
 		JOIN webhook_endpoints ep ON ep.id = m.endpoint_id AND ep.enabled AND NOT ` + limitedOrTripped + `
@@ -45,8 +44,7 @@ var handOnCTE = `handed AS (
 	RETURNING n.id, n.attempts, EXTRACT(EPOCH FROM n.next_retry_at - clock_timestamp())::float8 AS left,
 		n.event_id, n.endpoint_id, n.ordering_key, n.ordering_seq
 ), handed_after AS (
-	UPDATE webhook_deliveries n SET attempts = n.attempts + 1,
-		next_retry_at = clock_timestamp() + $18::interval, leased_until = clock_timestamp() + $18::interval
+	UPDATE webhook_deliveries n SET ` + leaseSet("$18") + `
 	WHERE n.id = (
 		SELECT next.id FROM marked m CROSS JOIN handed h
 		CROSS JOIN LATERAL (` + nextOfKeySQL("h", "ahead.id = m.id OR ahead.id = h.id") + `) next

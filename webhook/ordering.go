@@ -213,13 +213,19 @@ func CountBlockedKeys(ctx context.Context, db DB) (int, error) {
 	return n, nil
 }
 
+// leaseSet is the SET list (claim.Set) of an ordered claim of delivery n
+// under the lease in the SQL parameter lease, from clock_timestamp(): the
+// hand-on's (handOnCTE), takeRacedSQL's and claimTurnsSQL's.
+func leaseSet(lease string) string {
+	return claim.Set("n", "clock_timestamp() + "+lease+"::interval", "next_retry_at", "leased_until")
+}
+
 // takeRacedSQL claims born-held delivery $1 for a first attempt under the
 // lease $2 if it may go now: never claimed, to an enabled endpoint that
 // needs no admission, and waiting for nothing, the earlier delivery it
 // found locked (lockingWaitSQL) so that a mark in progress on it is waited
 // for rather than missed.
-var takeRacedSQL = `UPDATE webhook_deliveries n SET attempts = n.attempts + 1,
-	next_retry_at = clock_timestamp() + $2::interval, leased_until = clock_timestamp() + $2::interval
+var takeRacedSQL = `UPDATE webhook_deliveries n SET ` + leaseSet("$2") + `
 WHERE n.id = (
 	SELECT d.id FROM webhook_deliveries d
 	JOIN webhook_endpoints ep ON ep.id = d.endpoint_id AND ep.enabled AND NOT ` + needsAdmission + `
@@ -270,11 +276,10 @@ var turnsTable = claim.Table{
 }
 
 // claimTurnsSQL claims up to $1 of turnsTable's rows from the window's edge
-// $3 under the lease $2 (attempts + 1, as every claim), and loads what
+// $3 under the lease $2 (counting the attempt, as every claim), and loads what
 // their attempts need in the same statement.
 var claimTurnsSQL = `WITH claimed AS (
-	UPDATE webhook_deliveries n SET attempts = n.attempts + 1,
-		next_retry_at = clock_timestamp() + $2::interval, leased_until = clock_timestamp() + $2::interval
+	UPDATE webhook_deliveries n SET ` + leaseSet("$2") + `
 	WHERE n.id = ANY (ARRAY(` + turnsTable.ClaimIDsSQL("$1", "$3") + `)) AND n.status = 'pending'
 	RETURNING n.id, n.attempts, EXTRACT(EPOCH FROM n.next_retry_at - clock_timestamp())::float8 AS left
 )

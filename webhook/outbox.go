@@ -69,8 +69,8 @@ func sweep(ctx context.Context, db claim.Batcher, t claim.Table, w *claim.Window
 
 // fanOutSQL fans out, in ONE statement, the pending webhook_outbox rows
 // whose ids the query rows selects (see docs/design/outbox-transport.md,
-// Atomic fan-out): it CAS-marks each row dispatched (its attempts set to
-// the SQL expression attempts of the row o), copies it into its event —
+// Atomic fan-out): it CAS-marks each row dispatched (and sets its attempts
+// as the SQL assignment counted says, for the row o), copies it into its event —
 // inside the database: the payload makes no round trip through this
 // process first — and creates the event's deliveries (bornSQL), $2 being
 // the birth lease. A crash leaves all of it or none of it; a row that is no
@@ -87,9 +87,9 @@ func sweep(ctx context.Context, db claim.Batcher, t claim.Table, w *claim.Window
 // It returns a row per delivery, with its event's columns first, and a row
 // with NULL delivery columns for an event no endpoint subscribed to, in the
 // order the events were enqueued.
-func fanOutSQL(rows, attempts, unproven string) string {
+func fanOutSQL(rows, counted, unproven string) string {
 	return `WITH claimed AS (
-	UPDATE webhook_outbox o SET status = 'dispatched', dispatched_at = now(), last_error = NULL, attempts = ` + attempts + `
+	UPDATE webhook_outbox o SET status = 'dispatched', dispatched_at = now(), last_error = NULL, ` + counted + `
 	WHERE o.id = ANY (ARRAY(` + rows + `)) AND o.status = 'pending'
 	RETURNING o.id, o.event_type, o.payload, o.endpoint_id, o.traceparent, o.ordering_key, o.ordering_seq
 ), inserted AS (
@@ -111,8 +111,8 @@ ORDER BY i.ordering_seq, ep.created_at`
 // given row's ($1), already claimed or named by an operator. $2 is the
 // birth lease; the last, an unproven endpoint's cap (bornSQL).
 var (
-	claimFanOutSQL = fanOutSQL(outboxTable.ClaimIDsSQL("$1", "$3"), "o.attempts + 1", "$4")
-	rowFanOutSQL   = fanOutSQL("SELECT unnest($1::uuid[])", "o.attempts", "$3")
+	claimFanOutSQL = fanOutSQL(outboxTable.ClaimIDsSQL("$1", "$3"), claim.Set("o", ""), "$4")
+	rowFanOutSQL   = fanOutSQL("SELECT unnest($1::uuid[])", "attempts = o.attempts", "$3")
 )
 
 // fannedEvent is one event a fan-out made.

@@ -185,7 +185,7 @@ FOR UPDATE SKIP LOCKED`
 // Step 3's statements.
 var (
 	claimAdmittedSQL = `WITH lease AS (SELECT clock_timestamp() + $2::interval AS until)
-UPDATE webhook_deliveries d SET attempts = d.attempts + 1, next_retry_at = lease.until, leased_until = lease.until
+UPDATE webhook_deliveries d SET ` + claim.Set("d", "lease.until", "next_retry_at", "leased_until") + `
 FROM lease
 WHERE d.id = ANY ($1::uuid[])
 RETURNING ` + deliveriesTable.Returning

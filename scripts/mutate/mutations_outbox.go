@@ -28,8 +28,8 @@ func init() {
 			// only the lease is gone.
 			Name:    "outbox claim: drop the lease stamp",
 			File:    "internal/engine/claim/claim.go",
-			Find:    "%[2]s = now() + $2::interval",
-			Replace: "%[2]s = %[2]s + 0 * $2::interval",
+			Find:    `return Set("", "now() + $2::interval", t.DueColumn)`,
+			Replace: `return Set("", t.DueColumn+" + 0 * $2::interval", t.DueColumn)`,
 			Pkg:     "./outbox/",
 			Test:    "TestClaim_ConcurrentClaimersDisjoint",
 		},

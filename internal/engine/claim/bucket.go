@@ -75,7 +75,7 @@ func (t Table) LimitedClaimSQL() string {
 	FROM postbox_rate_buckets b, (SELECT clock_timestamp() AS at) c
 	WHERE b.name = $6
 ), claimed AS (
-	UPDATE %[1]s SET attempts = attempts + 1, %[2]s = now() + $2::interval
+	UPDATE %[1]s SET %[2]s
 	WHERE id = ANY (ARRAY(
 		SELECT id FROM %[1]s
 		WHERE status = 'pending' AND %[3]s%[6]s
@@ -87,7 +87,7 @@ func (t Table) LimitedClaimSQL() string {
 	UPDATE postbox_rate_buckets b SET tokens = greatest(bucket.tokens - (SELECT count(*) FROM claimed), 0), at = bucket.at
 	FROM bucket WHERE b.name = $6 AND EXISTS (SELECT 1 FROM claimed)
 )
-SELECT * FROM claimed`, t.Name, t.DueColumn, due, t.Returning, order, t.claimable())
+SELECT * FROM claimed`, t.Name, t.set(), due, t.Returning, order, t.claimable())
 }
 
 // ClaimLimited is Claim through bucket b: one transaction locks the

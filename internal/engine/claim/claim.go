@@ -75,11 +75,17 @@ type Table struct {
 // take disjoint rows without waiting on each other; the lease stamp keeps a
 // row out of every later claim until it expires; attempts is incremented
 // here and nowhere else, so a claim-then-crash row still advances toward
-// failed.
+// failed. Its SET list is Set's, as every claim's.
 func (t Table) ClaimSQL() string {
-	return fmt.Sprintf(`UPDATE %[1]s SET attempts = attempts + 1, %[2]s = now() + $2::interval
+	return fmt.Sprintf(`UPDATE %[1]s SET %[2]s
 WHERE id = ANY (ARRAY(%[3]s))
-RETURNING %[4]s`, t.Name, t.DueColumn, t.ClaimIDsSQL("$1", "$3"), t.Returning)
+RETURNING %[4]s`, t.Name, t.set(), t.ClaimIDsSQL("$1", "$3"), t.Returning)
+}
+
+// set is the SET list of t's claims (Set): attempts counted, the due
+// column leased for $2.
+func (t Table) set() string {
+	return Set("", "now() + $2::interval", t.DueColumn)
 }
 
 // ClaimIDsSQL is the claim's choice of rows, a query of their ids: at most
