@@ -12,64 +12,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postbox/postbox/cmd/worker/internal/poolsize"
 	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
 	"github.com/postbox/postbox/internal/tooling/testsupport/eventually"
 	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
-
-// The pool a replica runs with is its need unless DATABASE_URL's
-// pool_max_conns says otherwise; that is honoured, never raised, and a
-// value below the need is refused naming both. Commands other than run
-// use at most two connections.
-func TestConnectionBudget(t *testing.T) {
-	t.Parallel()
-	const base = "postgres://postgres@127.0.0.1:5432/postbox"
-	for _, tc := range []struct {
-		name      string
-		url       string
-		env       map[string]string
-		replica   int    // pool size; 0 when refused
-		refused   string // part of the refusal
-		cli       int
-		needTotal int
-	}{
-		{name: "defaults", url: base, replica: 10, cli: 2, needTotal: 10},
-		{name: "EMAIL_CONCURRENCY=100", url: base, env: map[string]string{"EMAIL_CONCURRENCY": "100"}, replica: 11, cli: 2, needTotal: 11},
-		{name: "pool_max_conns above the need", url: base + "?pool_max_conns=25", replica: 25, cli: 2, needTotal: 10},
-		{name: "pool_max_conns at the need", url: base + "?pool_max_conns=10", replica: 10, cli: 2, needTotal: 10},
-		{name: "pool_max_conns below the need", url: base + "?pool_max_conns=4", cli: 2, needTotal: 10,
-			refused: "pool_max_conns=4 is below the 10 (email lane 2, webhook lanes 3, River 3, gates 1, HTTP 1) connections"},
-		{name: "a command under pool_max_conns=1", url: base + "?pool_max_conns=1", cli: 1, needTotal: 10,
-			refused: "pool_max_conns=1 is below the 10"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			vars := map[string]string{"DATABASE_URL": tc.url}
-			for k, v := range tc.env {
-				vars[k] = v
-			}
-			cfg, err := LoadConfig(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
-			if err != nil {
-				t.Fatal(err)
-			}
-			size, need, err := replicaPoolSize(cfg)
-			switch {
-			case tc.refused != "":
-				if err == nil || !strings.Contains(err.Error(), tc.refused) {
-					t.Errorf("replicaPoolSize = %d, %v; want refused with %q", size, err, tc.refused)
-				}
-			case err != nil || size != tc.replica:
-				t.Errorf("replicaPoolSize = %d, %v; want %d", size, err, tc.replica)
-			}
-			if need.total != tc.needTotal {
-				t.Errorf("need %s; want %d", need, tc.needTotal)
-			}
-			if cli, err := cliPoolSize(cfg); err != nil || cli != tc.cli {
-				t.Errorf("cliPoolSize = %d, %v; want %d", cli, err, tc.cli)
-			}
-		})
-	}
-}
 
 // A real replica, its pool_max_conns written in DATABASE_URL (which the
 // first connection once passed to Postgres as a runtime parameter,
@@ -137,9 +84,9 @@ func TestRun_HoldsNoMoreConnectionsThanItsPool(t *testing.T) {
 			}
 			t.Logf("%s: pool_max_conns %d; backends held: idle %d, draining 2000 emails and 200 events × 5 endpoints %d",
 				tc.name, tc.pool, idle, busy)
-			if limit := tc.pool + listenerConnections; busy > limit || idle > limit {
+			if limit := tc.pool + poolsize.ListenerConnections; busy > limit || idle > limit {
 				t.Errorf("the replica held %d backends idle, %d draining; want at most its pool %d + %d listeners",
-					idle, busy, tc.pool, listenerConnections)
+					idle, busy, tc.pool, poolsize.ListenerConnections)
 			}
 			stopWorker(t, cmd, out)
 		})

@@ -14,7 +14,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postbox/postbox/cmd/worker/internal/pooling"
+	"github.com/postbox/postbox/cmd/worker/internal/poolsize"
 	"github.com/postbox/postbox/cmd/worker/internal/setting"
+	"github.com/postbox/postbox/cmd/worker/internal/telemetry"
 	"github.com/postbox/postbox/internal/engine/history"
 	"github.com/postbox/postbox/internal/operator/devserver/pgserver"
 	"github.com/postbox/postbox/leases"
@@ -59,8 +62,8 @@ type Config struct {
 	// webhook endpoint is disabled for failing; empty: no email.
 	OpsEmail string
 	// Tracing is OpenTelemetry tracing, from the standard OTEL_*
-	// variables (tracing.go); off unless an OTLP endpoint is set.
-	Tracing TracingConfig
+	// variables (internal/telemetry); off unless an OTLP endpoint is set.
+	Tracing telemetry.Config
 	// TemplatesDir (EMAIL_TEMPLATES_DIR) is the email template directory
 	// (docs/TEMPLATES.md); empty: the built-in kinds only. LoadConfig checks
 	// it is a directory; `worker run` loads and proves it (templates.go).
@@ -71,8 +74,8 @@ type Config struct {
 	History history.Retention
 
 	// Pooling is what DATABASE_URL reaches, a session or a transaction
-	// pooler, and DATABASE_DIRECT_URL (pooling.go).
-	Pooling Pooling
+	// pooler, and DATABASE_DIRECT_URL (internal/pooling).
+	Pooling pooling.Config
 }
 
 // Production reports APP_ENV=production.
@@ -105,7 +108,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if _, err := pgxpool.ParseConfig(c.DatabaseURL); err != nil {
 		return c, fmt.Errorf("DATABASE_URL: %w", err)
 	}
-	if c.Pooling, err = poolingFromEnv(get, c.DatabaseURL); err != nil {
+	if c.Pooling, err = pooling.FromEnv(get, c.DatabaseURL); err != nil {
 		return c, err
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
@@ -176,7 +179,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 			return c, fmt.Errorf("OPS_EMAIL=%q: %w", c.OpsEmail, err)
 		}
 	}
-	if c.Tracing, err = tracingFromEnv(lookup); err != nil {
+	if c.Tracing, err = telemetry.FromEnv(lookup); err != nil {
 		return c, err
 	}
 	if c.TemplatesDir, err = templatesDirFromEnv(get); err != nil {
@@ -250,8 +253,8 @@ type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	pool   *pgxpool.Pool
-	// poolSize is the pool's MaxConns: a replica's (replicaPoolSize), set
-	// by run before it connects; 0 is a command's (cliPoolSize).
+	// poolSize is the pool's MaxConns: a replica's (poolsize.Replica), set
+	// by run before it connects; 0 is a command's (poolsize.CLI).
 	poolSize int
 	// lookup is what the configuration was read through: `run` looks in it
 	// for variables postbox does not read (unknownVariables), once, at boot.
@@ -290,7 +293,7 @@ func (e *Env) Pool(ctx context.Context) (*pgxpool.Pool, error) {
 	}
 	size := e.poolSize
 	if size == 0 {
-		if size, err = cliPoolSize(e.Config); err != nil {
+		if size, err = poolsize.CLI(e.Config.DatabaseURL); err != nil {
 			return nil, err
 		}
 	}

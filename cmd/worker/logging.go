@@ -7,15 +7,17 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+
+	"github.com/postbox/postbox/cmd/worker/internal/telemetry"
 )
 
 // newLogger is the worker's logger: JSON on w at level, with every
 // time.Duration attribute — postbox's, River's, any library's — rendered as
 // a string such as "1.5s" instead of slog's default integer nanoseconds,
 // and the trace_id and span_id of the span, if any, of the context a
-// record is logged with (traceHandler).
+// record is logged with (telemetry.LogHandler).
 func newLogger(w io.Writer, level slog.Leveler) *slog.Logger {
-	return slog.New(newTraceHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsStrings})))
+	return slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsStrings})))
 }
 
 // durationsAsStrings is the ReplaceAttr that renders durations as strings.

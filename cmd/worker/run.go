@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/postbox/postbox/cmd/worker/internal/poolsize"
+	"github.com/postbox/postbox/cmd/worker/internal/telemetry"
 	"github.com/postbox/postbox/internal/engine/history"
 	"github.com/postbox/postbox/internal/engine/version"
 	"github.com/postbox/postbox/internal/operator/backlog"
@@ -38,7 +40,7 @@ func init() {
 }
 
 func runRun(ctx context.Context, env *Env, _ []string) error {
-	size, _, err := replicaPoolSize(env.Config)
+	size, _, err := poolsize.Replica(env.Config.DatabaseURL, env.Config.EmailConcurrency)
 	if err != nil {
 		return err
 	}
@@ -89,7 +91,7 @@ func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaO
 	// What DATABASE_URL is, where wake-ups come from, and what the
 	// replica may hold of the database's max_connections: the pool, and
 	// the listeners beside it.
-	logDatabase(log, cfg, pool.Config().MaxConns, replicaNeed(cfg))
+	logDatabase(log, cfg, pool.Config().MaxConns, poolsize.ForReplica(cfg.EmailConcurrency))
 	// The weeks ahead of the history tables, made again here rather than
 	// left to the leader's pass alone: a mark whose week does not exist
 	// fails, and a pool that went weeks without a pass (no replica ran)
@@ -105,11 +107,11 @@ func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaO
 	// Tracing before the replica, whose dispatchers take the provider;
 	// flushed after it has stopped (the deferred call runs after
 	// shutdown below).
-	tp, err := startTracing(ctx, cfg.Tracing, log.With("component", "tracing"))
+	tp, err := telemetry.Start(ctx, cfg.Tracing, log.With("component", "tracing"))
 	if err != nil {
 		return err
 	}
-	defer stopTracing(tp, log.With("component", "tracing"))
+	defer telemetry.Stop(tp, log.With("component", "tracing"))
 	if tp != nil {
 		opts.TracerProvider = tp
 	}

@@ -31,6 +31,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/postbox/postbox/cmd/worker/internal/telemetry"
 	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
 	"github.com/postbox/postbox/internal/tooling/testsupport/eventually"
 	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
@@ -42,147 +43,11 @@ func mapLookup(env map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 }
 
-// The OTEL_* variables as the worker reads them: tracing is off without an
-// endpoint, with OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none; the
-// protocol, endpoint, timeout, sampler and service name are what the
-// variables say, the per-signal ones winning; a value that does not parse
-// is an error naming the variable, and never shows a credential or a
-// header value.
-func TestTracingConfigFromEnv(t *testing.T) {
-	t.Parallel()
-	const ep = "http://collector:4318"
-	type want struct {
-		off      string // substring of Off; "" when on
-		protocol string
-		endpoint string
-		timeout  time.Duration
-		sampler  string // the SDK sampler's description, prefix
-		service  string
-		headers  []string
-	}
-	on := want{protocol: protocolHTTP, endpoint: ep + "/v1/traces", timeout: 10 * time.Second,
-		sampler: "ParentBased{root:AlwaysOnSampler", service: "postbox-worker"}
-	with := func(f func(*want)) want { w := on; f(&w); return w }
-	for _, tc := range []struct {
-		name string
-		env  map[string]string
-		want want
-		err  string // substring of the error; the case expects one when set
-	}{
-		{name: "nothing set", env: map[string]string{}, want: want{off: "neither OTEL_EXPORTER_OTLP_ENDPOINT nor OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"}},
-		{name: "disabled", env: map[string]string{envOTLPEndpoint: ep, envOTelSDKDisabled: "TRUE", envOTLPProtocol: "bogus"},
-			want: want{off: "OTEL_SDK_DISABLED=true"}},
-		{name: "exporter none", env: map[string]string{envOTLPEndpoint: ep, envOTelTracesExporter: "none"},
-			want: want{off: "OTEL_TRACES_EXPORTER=none"}},
-		{name: "endpoint only", env: map[string]string{envOTLPEndpoint: ep, envOTelSDKDisabled: "false", envOTelTracesExporter: "otlp"}, want: on},
-		{name: "credentials and query left out of the endpoint",
-			env:  map[string]string{envOTLPEndpoint: "https://user:pw-S3CRET@collector.example:4318/base?token=tok-S3CRET#f"},
-			want: with(func(w *want) { w.endpoint = "https://collector.example:4318/base/v1/traces" })},
-		{name: "traces endpoint as it is",
-			env:  map[string]string{envOTLPEndpoint: "http://other:4318", envOTLPTracesEndpoint: "http://collector:4318/custom/path"},
-			want: with(func(w *want) { w.endpoint = "http://collector:4318/custom/path" })},
-		{name: "traces endpoint without a path", env: map[string]string{envOTLPTracesEndpoint: ep},
-			want: with(func(w *want) { w.endpoint = ep + "/" })},
-		{name: "grpc", env: map[string]string{envOTLPEndpoint: "https://collector:4317/ignored", envOTLPProtocol: "grpc"},
-			want: with(func(w *want) { w.protocol, w.endpoint = protocolGRPC, "https://collector:4317" })},
-		{name: "traces protocol wins", env: map[string]string{envOTLPEndpoint: ep, envOTLPProtocol: "grpc", envOTLPTracesProtocol: "http/protobuf"},
-			want: on},
-		{name: "http/json refused", env: map[string]string{envOTLPEndpoint: ep, envOTLPProtocol: "http/json"},
-			err: `OTEL_EXPORTER_OTLP_PROTOCOL="http/json": must be http/protobuf or grpc`},
-		{name: "bad traces protocol names its variable", env: map[string]string{envOTLPEndpoint: ep, envOTLPProtocol: "grpc", envOTLPTracesProtocol: "GRPC"},
-			err: `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="GRPC"`},
-		{name: "bad SDK_DISABLED", env: map[string]string{envOTLPEndpoint: ep, envOTelSDKDisabled: "yes"}, err: `OTEL_SDK_DISABLED="yes"`},
-		{name: "unsupported exporter", env: map[string]string{envOTLPEndpoint: ep, envOTelTracesExporter: "zipkin"}, err: `OTEL_TRACES_EXPORTER="zipkin"`},
-		{name: "endpoint without a scheme", env: map[string]string{envOTLPEndpoint: "collector:4317"}, err: "OTEL_EXPORTER_OTLP_ENDPOINT: must be an http:// or https:// URL"},
-		{name: "bad endpoint hides its credentials", env: map[string]string{envOTLPEndpoint: ep, envOTLPTracesEndpoint: "ftp://u:pw-S3CRET@collector"},
-			err: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: must be"},
-		{name: "header names, not values",
-			env:  map[string]string{envOTLPEndpoint: ep, envOTLPHeaders: "Authorization=Bearer%20key-S3CRET, x-team=a,", envOTLPTracesHeaders: "authorization=x,x-dataset=b"},
-			want: with(func(w *want) { w.headers = []string{"Authorization", "x-team", "x-dataset"} })},
-		{name: "header without =", env: map[string]string{envOTLPEndpoint: ep, envOTLPHeaders: "x-team=a,Authorization Bearer key-S3CRET"},
-			err: "OTEL_EXPORTER_OTLP_HEADERS: entry 2 is not name=value"},
-		{name: "header badly escaped", env: map[string]string{envOTLPEndpoint: ep, envOTLPTracesHeaders: "api-key=%zzkey-S3CRET"},
-			err: "OTEL_EXPORTER_OTLP_TRACES_HEADERS: the value of api-key (entry 1) is not validly percent-encoded"},
-		{name: "header value with an encoded CR LF", env: map[string]string{envOTLPEndpoint: ep, envOTLPHeaders: "api-key=key-S3CRET%0D%0AX-Injected:%201"},
-			err: "OTEL_EXPORTER_OTLP_HEADERS: the value of api-key (entry 1) holds a control character"},
-		{name: "timeout", env: map[string]string{envOTLPEndpoint: ep, envOTLPTimeout: "2500"},
-			want: with(func(w *want) { w.timeout = 2500 * time.Millisecond })},
-		{name: "traces timeout wins", env: map[string]string{envOTLPEndpoint: ep, envOTLPTimeout: "2500", envOTLPTracesTimeout: "700"},
-			want: with(func(w *want) { w.timeout = 700 * time.Millisecond })},
-		{name: "zero timeout refused", env: map[string]string{envOTLPEndpoint: ep, envOTLPTracesTimeout: "0"}, err: `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT="0"`},
-		{name: "timeout as a duration refused", env: map[string]string{envOTLPEndpoint: ep, envOTLPTimeout: "10s"}, err: `OTEL_EXPORTER_OTLP_TIMEOUT="10s"`},
-		{name: "always_off", env: map[string]string{envOTLPEndpoint: ep, envOTelTracesSampler: "ALWAYS_OFF"},
-			want: with(func(w *want) { w.sampler = "AlwaysOffSampler" })},
-		{name: "always_on", env: map[string]string{envOTLPEndpoint: ep, envOTelTracesSampler: "always_on", envOTelTracesSamplerArg: "ignored"},
-			want: with(func(w *want) { w.sampler = "AlwaysOnSampler" })},
-		{name: "traceidratio", env: map[string]string{envOTLPEndpoint: ep, envOTelTracesSampler: "traceidratio", envOTelTracesSamplerArg: "0.25"},
-			want: with(func(w *want) { w.sampler = "TraceIDRatioBased{0.25}" })},
-		{name: "traceidratio without an argument", env: map[string]string{envOTLPEndpoint: ep, envOTelTracesSampler: "traceidratio"},
-			want: with(func(w *want) { w.sampler = "TraceIDRatioBased{1}" })},
-		{name: "parentbased_always_off", env: map[string]string{envOTLPEndpoint: ep, envOTelTracesSampler: "parentbased_always_off"},
-			want: with(func(w *want) { w.sampler = "ParentBased{root:AlwaysOffSampler" })},
-		{name: "parentbased_traceidratio", env: map[string]string{envOTLPEndpoint: ep, envOTelTracesSampler: "parentbased_traceidratio", envOTelTracesSamplerArg: "0.5"},
-			want: with(func(w *want) { w.sampler = "ParentBased{root:TraceIDRatioBased{0.5}" })},
-		{name: "ratio out of range", env: map[string]string{envOTLPEndpoint: ep, envOTelTracesSampler: "parentbased_traceidratio", envOTelTracesSamplerArg: "1.5"},
-			err: `OTEL_TRACES_SAMPLER_ARG="1.5": must be a finite number in [0, 1]`},
-		{name: "NaN ratio", env: map[string]string{envOTLPEndpoint: ep, envOTelTracesSampler: "traceidratio", envOTelTracesSamplerArg: "NaN"},
-			err: `OTEL_TRACES_SAMPLER_ARG="NaN": must be a finite number in [0, 1]`},
-		{name: "unsupported sampler", env: map[string]string{envOTLPEndpoint: ep, envOTelTracesSampler: "jaeger_remote"},
-			err: `OTEL_TRACES_SAMPLER="jaeger_remote": must be always_on`},
-		{name: "service name", env: map[string]string{envOTLPEndpoint: ep, envOTelServiceName: "billing"},
-			want: with(func(w *want) { w.service = "billing" })},
-		{name: "service name from the attributes", env: map[string]string{envOTLPEndpoint: ep, envOTelResourceAttrs: "deployment.environment=prod,service.name=shop%20eu"},
-			want: with(func(w *want) { w.service = "shop eu" })},
-		{name: "OTEL_SERVICE_NAME wins", env: map[string]string{envOTLPEndpoint: ep, envOTelResourceAttrs: "service.name=shop", envOTelServiceName: "billing"},
-			want: with(func(w *want) { w.service = "billing" })},
-		{name: "attribute without =", env: map[string]string{envOTLPEndpoint: ep, envOTelResourceAttrs: "a=b,novalue"},
-			err: "OTEL_RESOURCE_ATTRIBUTES: entry 2 is not key=value"},
-	} {
-		t.Run(strings.ReplaceAll(tc.name, " ", "_"), func(t *testing.T) {
-			got, err := tracingFromEnv(mapLookup(tc.env))
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one containing %q", err, tc.err)
-				}
-				if strings.Contains(err.Error(), "S3CRET") {
-					t.Fatalf("the error shows a secret: %v", err)
-				}
-				// As the worker boots: the same error from LoadConfig.
-				if _, err := LoadConfig(mapLookup(tc.env)); err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("LoadConfig: %v, want the tracing error", err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tc.want.off != "" {
-				if got.On() || !strings.Contains(got.Off, tc.want.off) {
-					t.Fatalf("Off = %q, want it to say %q", got.Off, tc.want.off)
-				}
-				return
-			}
-			if !got.On() {
-				t.Fatalf("tracing off (%s), want on", got.Off)
-			}
-			if got.Protocol != tc.want.protocol || got.Endpoint != tc.want.endpoint || got.ExportTimeout != tc.want.timeout ||
-				got.ServiceName != tc.want.service || !slices.Equal(got.Headers, tc.want.headers) {
-				t.Errorf("got protocol %q, endpoint %q, timeout %s, service %q, headers %q; want %q, %q, %s, %q, %q",
-					got.Protocol, got.Endpoint, got.ExportTimeout, got.ServiceName, got.Headers,
-					tc.want.protocol, tc.want.endpoint, tc.want.timeout, tc.want.service, tc.want.headers)
-			}
-			if d := got.sampler().Description(); !strings.HasPrefix(d, tc.want.sampler) {
-				t.Errorf("sampler %s, want %s…", d, tc.want.sampler)
-			}
-		})
-	}
-}
-
 // A refused OTEL_* value stops every command as any configuration error
 // does: exit 1, one line naming the variable and the value.
 func TestTracingBadProtocolStopsTheWorker(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{envOTLPEndpoint: "http://127.0.0.1:4318", envOTLPTracesProtocol: "http/json"}
+	env := map[string]string{telemetry.EnvOTLPEndpoint: "http://127.0.0.1:4318", telemetry.EnvOTLPTracesProtocol: "http/json"}
 	var out, errOut bytes.Buffer
 	code := runMain([]string{"run"}, mapLookup(env), &out, &errOut)
 	want := `worker run: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="http/json": must be http/protobuf or grpc` + "\n"
@@ -199,7 +64,7 @@ func TestTracingVariablesAreNotFlaggedUnknown(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_METRICS_EXPORTER", "OTEL_SERVICE_NAME", "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE"}); len(got) != 0 {
 		t.Fatalf("unknownVariables flags %+v", got)
 	}
-	for _, name := range []string{envOTLPEndpoint, envOTLPTracesEndpoint, envOTLPProtocol, envOTelTracesSampler, envOTelSDKDisabled, envOTelServiceName} {
+	for _, name := range []string{telemetry.EnvOTLPEndpoint, telemetry.EnvOTLPTracesEndpoint, telemetry.EnvOTLPProtocol, telemetry.EnvTracesSampler, telemetry.EnvSDKDisabled, telemetry.EnvServiceName} {
 		if !slices.Contains(knownVariables(), name) {
 			t.Errorf("%s is not among the variables LoadConfig reads", name)
 		}

@@ -26,11 +26,11 @@ func init() {
 		},
 		Mutation{
 			Name:    "config: an OTLP header value with an encoded CR LF boots",
-			File:    "cmd/worker/tracing.go",
+			File:    "cmd/worker/internal/telemetry/otlpenv.go",
 			Find:    "\t\tif !httpguts.ValidHeaderFieldValue(v) {\n",
 			Replace: "\t\tif !httpguts.ValidHeaderFieldValue(v) && v == \"\" {\n",
-			Pkg:     "./cmd/worker/",
-			Test:    "TestTracingConfigFromEnv",
+			Pkg:     "./cmd/worker/internal/telemetry/",
+			Test:    "TestFromEnv",
 		},
 		Mutation{
 			Name:    "config: a LEASE_SLACK too short for a webhook mark passes LoadConfig",
@@ -50,7 +50,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "config: OTEL_EXPORTER_OTLP_TIMEOUT has no cap",
-			File:    "cmd/worker/tracing.go",
+			File:    "cmd/worker/internal/telemetry/config.go",
 			Find:    "if err != nil || ms <= 0 || ms > maxExportTimeoutMS {",
 			Replace: "if err != nil || ms <= 0 {",
 			Pkg:     "./cmd/worker/",

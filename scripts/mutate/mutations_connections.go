@@ -7,11 +7,11 @@ func init() {
 	register(
 		Mutation{
 			Name:    "connections: a pool_max_conns below the need is run with",
-			File:    "cmd/worker/connections.go",
-			Find:    "case set < need.total:",
+			File:    "cmd/worker/internal/poolsize/size.go",
+			Find:    "case set < need.Total:",
 			Replace: "case false:",
-			Pkg:     "./cmd/worker/",
-			Test:    "TestConnectionBudget",
+			Pkg:     "./cmd/worker/internal/poolsize/",
+			Test:    "TestReplicaAndCLI",
 		},
 		Mutation{
 			Name:    "connections: a single connection passes pool_max_conns to Postgres",
@@ -23,11 +23,11 @@ func init() {
 		},
 		Mutation{
 			Name:    "connections: a command's pool is not capped",
-			File:    "cmd/worker/connections.go",
-			Find:    "return min(set, cliConnections), nil",
+			File:    "cmd/worker/internal/poolsize/size.go",
+			Find:    "return min(set, CLIConnections), nil",
 			Replace: "return set, nil",
-			Pkg:     "./cmd/worker/",
-			Test:    "TestConnectionBudget",
+			Pkg:     "./cmd/worker/internal/poolsize/",
+			Test:    "TestReplicaAndCLI",
 		},
 	)
 }

@@ -9,11 +9,11 @@ func init() {
 	register(
 		Mutation{
 			Name:    "pgbouncer: transaction mode keeps pgx's prepared statements",
-			File:    "cmd/worker/pooling.go",
+			File:    "cmd/worker/internal/pooling/pooling.go",
 			Find:    "\t\tp.ExecMode = pgx.QueryExecModeCacheDescribe\n",
 			Replace: "\t\tp.ExecMode = pgx.QueryExecModeCacheStatement\n",
-			Pkg:     "./cmd/worker/",
-			Test:    "TestRun_BehindPgBouncerTransactionPooling",
+			Pkg:     "./cmd/worker/internal/pooling/",
+			Test:    "TestFromEnv",
 		},
 		Mutation{
 			Name:    "pgbouncer: the replica's pool ignores the exec mode transaction mode chose",

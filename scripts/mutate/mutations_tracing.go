@@ -1,9 +1,10 @@
 package main
 
-// Mutations of the worker's OpenTelemetry wiring (cmd/worker):
-// the OTEL_* configuration and its refusals, the provider handed to the
-// dispatchers and to River, the flush at shutdown, trace ids in the log
-// lines, and the endpoints' traceparent opt-in in the CLI. Each names the
+// Mutations of the worker's OpenTelemetry wiring (cmd/worker and
+// cmd/worker/internal/telemetry): the OTEL_* configuration and its
+// refusals, the provider handed to the dispatchers and to River, the flush
+// at shutdown, trace ids in the log lines, and the endpoints' traceparent
+// opt-in in the CLI. Each names the
 // test that must turn red.
 //
 // Left out as equivalent mutants, checked by hand: not setting the global
@@ -13,13 +14,17 @@ package main
 // OTEL_TRACES_SAMPLER itself, the same value LoadConfig already checked).
 func init() {
 	const (
-		tracingGo   = "cmd/worker/tracing.go"
+		configGo    = "cmd/worker/internal/telemetry/config.go"
+		otlpEnvGo   = "cmd/worker/internal/telemetry/otlpenv.go"
+		providerGo  = "cmd/worker/internal/telemetry/provider.go"
+		logHandler  = "cmd/worker/internal/telemetry/loghandler.go"
 		replicaGo   = "cmd/worker/replica.go"
 		runGo       = "cmd/worker/run.go"
 		loggingGo   = "cmd/worker/logging.go"
 		endpointsGo = "cmd/worker/endpoints.go"
 		unknownGo   = "cmd/worker/unknownvars.go"
 		pkg         = "./cmd/worker/"
+		telemetry   = "./cmd/worker/internal/telemetry/"
 	)
 	register(
 		// The provider reaches what makes spans.
@@ -58,30 +63,30 @@ func init() {
 		Mutation{
 			Name:    "tracing: no flush at shutdown",
 			File:    runGo,
-			Find:    "\tdefer stopTracing(tp, log.With(\"component\", \"tracing\"))\n",
+			Find:    "\tdefer telemetry.Stop(tp, log.With(\"component\", \"tracing\"))\n",
 			Replace: "",
 			Pkg:     pkg,
 			Test:    "TestTracingFlushedAtShutdown",
 		},
 		Mutation{
 			Name:    "tracing: grpc exports over OTLP/HTTP",
-			File:    tracingGo,
-			Find:    "\tif protocol == protocolGRPC {\n\t\treturn otlptracegrpc.New(ctx)\n\t}",
+			File:    providerGo,
+			Find:    "\tif protocol == ProtocolGRPC {\n\t\treturn otlptracegrpc.New(ctx)\n\t}",
 			Replace: "\tif protocol == \"\" {\n\t\treturn otlptracegrpc.New(ctx)\n\t}",
 			Pkg:     pkg,
 			Test:    "TestTracingExportsOverGRPC",
 		},
 		Mutation{
 			Name:    "tracing: resource without postbox's service.name",
-			File:    tracingGo,
-			Find:    "resource.NewSchemaless(attribute.String(\"service.name\", defaultServiceName),",
+			File:    providerGo,
+			Find:    "resource.NewSchemaless(attribute.String(\"service.name\", DefaultServiceName),",
 			Replace: "resource.NewSchemaless(",
 			Pkg:     pkg,
 			Test:    "TestTracingEndToEnd",
 		},
 		Mutation{
 			Name:    "tracing: OTEL_SERVICE_NAME loses to postbox's default",
-			File:    tracingGo,
+			File:    providerGo,
 			Find:    "\treturn resource.Merge(res, fromEnv)",
 			Replace: "\t_ = fromEnv\n\treturn res, nil",
 			Pkg:     pkg,
@@ -91,83 +96,83 @@ func init() {
 		// The configuration and its refusals.
 		Mutation{
 			Name:    "tracing: OTEL_SDK_DISABLED=true ignored",
-			File:    tracingGo,
-			Find:    "\t\tt.Off = envOTelSDKDisabled + \"=true\"\n\t\treturn t, nil",
+			File:    configGo,
+			Find:    "\t\tt.Off = EnvSDKDisabled + \"=true\"\n\t\treturn t, nil",
 			Replace: "",
-			Pkg:     pkg,
-			Test:    "TestTracingConfigFromEnv",
+			Pkg:     telemetry,
+			Test:    "TestFromEnv",
 		},
 		Mutation{
 			Name:    "tracing: OTEL_TRACES_EXPORTER=none ignored",
-			File:    tracingGo,
-			Find:    "\t\tt.Off = envOTelTracesExporter + \"=none\"\n\t\treturn t, nil",
+			File:    configGo,
+			Find:    "\t\tt.Off = EnvTracesExporter + \"=none\"\n\t\treturn t, nil",
 			Replace: "",
-			Pkg:     pkg,
-			Test:    "TestTracingConfigFromEnv",
+			Pkg:     telemetry,
+			Test:    "TestFromEnv",
 		},
 		Mutation{
 			Name:    "tracing: an unknown protocol is accepted",
-			File:    tracingGo,
-			Find:    "\t\treturn t, fmt.Errorf(\"%s=%q: must be %s or %s\", protoVar, t.Protocol, protocolHTTP, protocolGRPC)",
+			File:    configGo,
+			Find:    "\t\treturn t, fmt.Errorf(\"%s=%q: must be %s or %s\", protoVar, t.Protocol, ProtocolHTTP, ProtocolGRPC)",
 			Replace: "",
-			Pkg:     pkg,
-			Test:    "TestTracingBadProtocolStopsTheWorker",
+			Pkg:     telemetry,
+			Test:    "TestFromEnv",
 		},
 		Mutation{
 			Name:    "tracing: the base protocol wins over the traces one",
-			File:    tracingGo,
-			Find:    "\tprotoVar := envOTLPTracesProtocol\n\tif v[protoVar] == \"\" {\n\t\tprotoVar = envOTLPProtocol\n\t}",
-			Replace: "\tprotoVar := envOTLPProtocol\n\tif v[protoVar] == \"\" {\n\t\tprotoVar = envOTLPTracesProtocol\n\t}",
-			Pkg:     pkg,
-			Test:    "TestTracingConfigFromEnv",
+			File:    configGo,
+			Find:    "\tprotoVar := EnvOTLPTracesProtocol\n\tif v[protoVar] == \"\" {\n\t\tprotoVar = EnvOTLPProtocol\n\t}",
+			Replace: "\tprotoVar := EnvOTLPProtocol\n\tif v[protoVar] == \"\" {\n\t\tprotoVar = EnvOTLPTracesProtocol\n\t}",
+			Pkg:     telemetry,
+			Test:    "TestFromEnv",
 		},
 		Mutation{
 			Name:    "tracing: the logged endpoint keeps its userinfo",
-			File:    tracingGo,
+			File:    otlpEnvGo,
 			Find:    "return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: p}).String()",
 			Replace: "return (&url.URL{Scheme: u.Scheme, User: u.User, Host: u.Host, Path: p}).String()",
-			Pkg:     pkg,
-			Test:    "TestTracingConfigFromEnv",
+			Pkg:     telemetry,
+			Test:    "TestFromEnv",
 		},
 		Mutation{
 			Name:    "tracing: a malformed header entry is passed to the exporter (which logs it)",
-			File:    tracingGo,
+			File:    otlpEnvGo,
 			Find:    "if !ok || !validHeaderName(k) {",
 			Replace: "if false && (!ok || !validHeaderName(k)) {",
-			Pkg:     pkg,
-			Test:    "TestTracingConfigFromEnv",
+			Pkg:     telemetry,
+			Test:    "TestFromEnv",
 		},
 		Mutation{
 			Name:    "tracing: OTEL_EXPORTER_OTLP_TIMEOUT=0 (no deadline) accepted",
-			File:    tracingGo,
+			File:    configGo,
 			Find:    "if err != nil || ms <= 0 || ms > maxExportTimeoutMS {",
 			Replace: "if err != nil || ms < 0 || ms > maxExportTimeoutMS {",
-			Pkg:     pkg,
-			Test:    "TestTracingConfigFromEnv",
+			Pkg:     telemetry,
+			Test:    "TestFromEnv",
 		},
 		Mutation{
 			Name:    "tracing: an unsupported sampler falls back to the default",
-			File:    tracingGo,
+			File:    configGo,
 			Find:    "\treturn \"\", 0, fmt.Errorf(\"%s=%q: must be always_on, always_off, traceidratio, parentbased_always_on, \"+",
 			Replace: "\treturn \"parentbased_always_on\", 1, nil\n\treturn \"\", 0, fmt.Errorf(\"%s=%q: must be always_on, always_off, traceidratio, parentbased_always_on, \"+",
-			Pkg:     pkg,
-			Test:    "TestTracingConfigFromEnv",
+			Pkg:     telemetry,
+			Test:    "TestFromEnv",
 		},
 		Mutation{
 			Name:    "tracing: always_off samples everything",
-			File:    tracingGo,
+			File:    configGo,
 			Find:    "\tcase \"always_off\":\n\t\treturn sdktrace.NeverSample()",
 			Replace: "\tcase \"always_off\":\n\t\treturn sdktrace.AlwaysSample()",
-			Pkg:     pkg,
-			Test:    "TestTracingConfigFromEnv",
+			Pkg:     telemetry,
+			Test:    "TestFromEnv",
 		},
 		Mutation{
 			Name:    "tracing: traceidratio ignores its ratio",
-			File:    tracingGo,
+			File:    configGo,
 			Find:    "\tcase \"traceidratio\":\n\t\treturn sdktrace.TraceIDRatioBased(t.Ratio)",
 			Replace: "\tcase \"traceidratio\":\n\t\treturn sdktrace.TraceIDRatioBased(1)",
-			Pkg:     pkg,
-			Test:    "TestTracingConfigFromEnv",
+			Pkg:     telemetry,
+			Test:    "TestFromEnv",
 		},
 		Mutation{
 			Name:    "tracing: OTEL_* variables flagged as unknown",
@@ -182,26 +187,26 @@ func init() {
 		Mutation{
 			Name:    "tracing: log lines without trace ids",
 			File:    loggingGo,
-			Find:    "slog.New(newTraceHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsStrings})))",
-			Replace: "slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsStrings}))",
+			Find:    "return slog.New(telemetry.NewLogHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsStrings})))",
+			Replace: "_ = telemetry.NewLogHandler // the import, kept\n\treturn slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsStrings}))",
 			Pkg:     pkg,
 			Test:    "TestTracingLogLinesCarryTraceIDs",
 		},
 		Mutation{
 			Name:    "tracing: the log's trace ids land inside the logger's group",
-			File:    tracingGo,
+			File:    logHandler,
 			Find:    "\tif len(h.steps) == 0 {\n\t\tr = r.Clone()",
 			Replace: "\tif true {\n\t\tr = r.Clone()",
-			Pkg:     pkg,
-			Test:    "TestTracingLogLinesCarryTraceIDs",
+			Pkg:     telemetry,
+			Test:    "TestLogHandler",
 		},
 		Mutation{
 			Name:    "tracing: the log's ids are the trace id twice",
-			File:    tracingGo,
+			File:    logHandler,
 			Find:    "slog.String(\"span_id\", sc.SpanID().String())",
 			Replace: "slog.String(\"span_id\", sc.TraceID().String())",
-			Pkg:     pkg,
-			Test:    "TestTracingEndToEnd",
+			Pkg:     telemetry,
+			Test:    "TestLogHandler",
 		},
 
 		// The endpoints' opt-in.
