@@ -116,40 +116,19 @@ func (b *batch) Panicked(ctx context.Context, v any) Tally {
 	return b.snapshot()
 }
 
-// count adds one started row's recorded result; countPanic counts a panic
-// its attempt recovered, so the shift reports it.
+// count adds one started row's recorded result (engine.Tally.Count, the
+// count both transports share) and keeps its mark error for the batch;
+// countPanic counts a panic its attempt recovered, so the shift reports
+// it.
 func (b *batch) count(row Result, countPanic bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	t := &b.tally
-	t.Started++
 	if _, ok := errors.AsType[*engine.PanicError](row.Err); ok && countPanic {
-		t.Panics++
+		b.tally.Panics++
 	}
-	switch {
-	case errors.Is(row.Mark, ErrStaleMark):
-		t.Stale++
-		return
-	case row.Mark != nil:
-		t.MarkErrors++
-		t.NoteError(row.Mark.Error())
+	b.tally.Count(row.RowID, verdicts[row.Outcome], errString(row.Err), row.Mark)
+	if row.Mark != nil && !errors.Is(row.Mark, ErrStaleMark) {
 		b.markErrs = append(b.markErrs, row.Mark)
-		return
-	}
-	switch row.Outcome {
-	case OutcomeSent:
-		t.Sent++
-		t.SentIDs = append(t.SentIDs, row.RowID)
-	case OutcomeSkipped:
-		t.Skipped++
-	case OutcomeFailed:
-		t.Failed++
-		t.FailedIDs = append(t.FailedIDs, row.RowID)
-		t.NoteError(errString(row.Err))
-	case OutcomeRetry:
-		t.Retried++
-		t.FailedIDs = append(t.FailedIDs, row.RowID)
-		t.NoteError(errString(row.Err))
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/internal/engine/claim"
 	"github.com/postbox/postbox/internal/engine/pgtext"
 )
@@ -22,6 +23,11 @@ const (
 	OutcomeFailed  Outcome = "failed"  // permanent error or backoff exhausted; waits for Requeue
 	OutcomeRetry   Outcome = "retry"   // transient error; stays pending until its backoff slot
 )
+
+// verdicts are the outcomes in the engine's words (engine.Verdict).
+var verdicts = map[Outcome]engine.Verdict{
+	OutcomeSent: engine.Sent, OutcomeSkipped: engine.Skipped, OutcomeFailed: engine.Failed, OutcomeRetry: engine.Retry,
+}
 
 // StaleMarkError is the error of a dropped mark: which row, and which
 // outcome it would have written.

@@ -292,34 +292,55 @@ func endMark(span trace.Span, err error) {
 	}
 }
 
-// markFor picks the mark an outcome earns and the outcome metric it
-// counts under. A retry past the last backoff slot becomes a failure.
+// markFor decides what the attempt earns (engine.Decide, the decision
+// both transports share) and picks the mark of that verdict and the
+// outcome metric it counts under. A retry past the last backoff slot
+// becomes a failure.
 func (d *Dispatcher) markFor(row *Row, res *Result, seal json.RawMessage) (*claim.Mark, string) {
-	switch res.Outcome {
-	case OutcomeSent:
+	dec := engine.Decide(d.attemptOf(row, res))
+	switch dec.Verdict {
+	case engine.Sent:
 		return dispatchedMark(row.ID, row.Attempts), metricSent
-	case OutcomeSkipped:
+	case engine.Skipped:
 		return skippedMark(row.ID, row.Attempts), metricSkipped
-	case OutcomeRetry:
-		if errors.Is(res.Err, smtp.ErrThrottled) {
-			res.RetryIn = d.throttleRetry.jittered()
+	case engine.Retry:
+		res.RetryIn = dec.Wait
+		if dec.Class == engine.Throttled {
 			return throttledMark(row.ID, row.Attempts, res.RetryIn, res.Err, seal), metricThrottled
 		}
-		wait, ok := d.backoff.Next(max(row.Attempts-row.throttles, 1))
-		if ok {
-			res.RetryIn = wait
-			return retryMark(row.ID, row.Attempts, wait, res.Err, seal), metricRetried
-		}
-		res.Outcome = OutcomeFailed
-		why := fmt.Sprintf("gave up after %d attempts", row.Attempts-row.throttles)
-		if row.throttles > 0 {
-			why += fmt.Sprintf(" (and %d throttling replies, not counted)", row.throttles)
-		}
-		res.Err = fmt.Errorf("%s: %w", why, res.Err)
-		return failedMark(row.ID, row.Attempts, res.Err, seal), metricFailedExhausted
-	default:
+		return retryMark(row.ID, row.Attempts, res.RetryIn, res.Err, seal), metricRetried
+	}
+	if !dec.Exhausted {
 		return failedMark(row.ID, row.Attempts, res.Err, seal), metricFailedPermanent
 	}
+	res.Outcome = OutcomeFailed
+	why := fmt.Sprintf("gave up after %d attempts", row.Attempts-row.throttles)
+	if row.throttles > 0 {
+		why += fmt.Sprintf(" (and %d throttling replies, not counted)", row.throttles)
+	}
+	res.Err = fmt.Errorf("%s: %w", why, res.Err)
+	return failedMark(row.ID, row.Attempts, res.Err, seal), metricFailedExhausted
+}
+
+// attemptOf is the row's attempt as the decision reads it: the class of
+// its outcome, and the backoff that bounds it. A relay's throttling reply
+// waits ThrottleRetry and is not counted toward giving up: the schedule
+// judges the attempts less the row's throttles.
+func (d *Dispatcher) attemptOf(row *Row, res *Result) engine.Attempt {
+	a := engine.Attempt{Class: engine.Permanent, Counted: max(row.Attempts-row.throttles, 1), Backoff: d.backoff}
+	switch res.Outcome {
+	case OutcomeSent:
+		a.Class = engine.Delivered
+	case OutcomeSkipped:
+		a.Class = engine.Declined
+	case OutcomeRetry:
+		a.Class = engine.Transient
+		if errors.Is(res.Err, smtp.ErrThrottled) {
+			a.Class = engine.Throttled
+			a.Wait = d.throttleRetry.jittered()
+		}
+	}
+	return a
 }
 
 // report runs the AfterSend hook, bounded by BounceReportBudget and shielded

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/internal/engine/claim"
 	"github.com/postbox/postbox/internal/engine/pgtext"
 	"github.com/postbox/postbox/internal/engine/tracing"
@@ -108,11 +109,19 @@ type tried struct {
 	span trace.Span
 	d    delivery
 	mark Result
+	c    classed
 	gone bool // the receiver answered 410 Gone
 }
 
+// classed is an attempt's result as webhook reads it: the class and the
+// wait the decision (engine.Decide) takes from it, with the schedule.
+type classed struct {
+	class engine.Class
+	wait  time.Duration // a Retry-After's
+}
+
 // accepted reports whether the receiver took the delivery (a 2xx).
-func (a *tried) accepted() bool { return a.mark.Outcome == OutcomeSent }
+func (a *tried) accepted() bool { return a.c.class == engine.Delivered }
 
 // try makes the request of d's attempt (attempt's first half).
 func (p *Dispatcher) try(ctx context.Context, d delivery, fanOut trace.SpanContext) *tried {
@@ -134,16 +143,17 @@ func (p *Dispatcher) try(ctx context.Context, d delivery, fanOut trace.SpanConte
 		// claimed or born. It stays pending, held — the claim skips a
 		// disabled endpoint's rows — and goes out when the endpoint is
 		// enabled again.
-		a.mark = Result{Outcome: OutcomeRetry, Error: heldDisabled}
+		// held: a wait of none, not counted toward giving up.
+		a.mark, a.c = Result{Error: heldDisabled}, classed{class: engine.Throttled}
 	case checkEndpointURL(d.url, p.cfg.Production) != nil:
 		// The rules hold for endpoint rows written by SQL too.
-		a.mark = Result{Outcome: OutcomeFailed, Error: checkEndpointURL(d.url, p.cfg.Production).Error()}
+		a.mark, a.c = Result{Error: checkEndpointURL(d.url, p.cfg.Production).Error()}, classed{class: engine.Permanent}
 	default:
 		if h := p.hooks.beforeAttempt; h != nil {
 			h(d.id)
 		}
 		done := p.metrics.attemptInFlight(d.endpointID)
-		a.mark, a.gone = p.send(ctx, d)
+		a.mark, a.c, a.gone = p.send(ctx, d)
 		done()
 		p.metrics.attemptDuration(a.mark.Duration.Seconds())
 	}
@@ -155,7 +165,7 @@ func (p *Dispatcher) try(ctx context.Context, d delivery, fanOut trace.SpanConte
 // leased and has not sent yet.
 func (p *Dispatcher) finish(a *tried, handOn bool, ahead []string) (t Tally, next []handedOn) {
 	defer a.span.End()
-	t, next = p.record(a.ctx, a.d, a.mark, a.gone, handOn, ahead)
+	t, next = p.record(a.ctx, a.d, &a.mark, a.c, a.gone, handOn, ahead)
 	if a.span.IsRecording() {
 		a.span.SetAttributes(tracing.Outcome.String(string(a.mark.Outcome)))
 		if a.mark.StatusCode != 0 {
@@ -168,9 +178,10 @@ func (p *Dispatcher) finish(a *tried, handOn bool, ahead []string) (t Tally, nex
 	return t, next
 }
 
-// record writes an attempt's mark, logs and counts it, and disables the
-// endpoint after a 410.
-func (p *Dispatcher) record(ctx context.Context, d delivery, mark Result, gone, handOn bool, ahead []string) (Tally, []handedOn) {
+// record decides an attempt's outcome (decide), writes its mark, logs and
+// counts it, and disables the endpoint after a 410.
+func (p *Dispatcher) record(ctx context.Context, d delivery, mark *Result, c classed, gone, handOn bool, ahead []string) (Tally, []handedOn) {
+	p.decide(mark, c)
 	if h := p.hooks.beforeMark; h != nil {
 		h(d.id)
 	}
@@ -180,7 +191,7 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark Result, gone, 
 	// log, the log lines and the Tally.
 	mark.Error = pgtext.LastError(mark.Error)
 	mark.Until = d.leaseEnd
-	out := Tally{Started: 1}
+	var out Tally
 	mctx, span := p.tracer.Start(ctx, tracing.SpanWebhookMark)
 	// A mark that hands an ordered key on does the next delivery's claim
 	// too, in the group commit like every mark: measured with 64 keys on
@@ -192,7 +203,7 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark Result, gone, 
 		lease = p.lc.RetryClaimLease(1)
 	}
 	sent := time.Now()
-	breaker, next, err := markDelivery(mctx, p.pool, p.marks, d.id, mark, &breakerCount{endpointID: d.endpointID, counts: !gone, settings: p.cfg, handOn: lease, ahead: ahead})
+	breaker, next, err := markDelivery(mctx, p.pool, p.marks, d.id, *mark, &breakerCount{endpointID: d.endpointID, counts: !gone, settings: p.cfg, handOn: lease, ahead: ahead})
 	for i := range next {
 		next[i].sent = sent
 	}
@@ -203,35 +214,25 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark Result, gone, 
 		}
 	}
 	span.End()
+	out.Count(d.id, verdicts[mark.Outcome], mark.Error, err)
 	switch {
 	case errors.Is(err, ErrStaleMark):
-		out.Stale = 1
 		p.metrics.engine().Stale("webhook_deliveries")
 		log.Warn("stale delivery mark dropped: a sibling resolved the delivery first",
 			"would_mark", string(mark.Outcome), "status_code", mark.StatusCode)
 	case err != nil:
-		out.MarkErrors = 1
-		out.NoteError(err.Error())
 		p.metrics.engine().MarkError(deliveriesTable.Name)
 		log.Error("delivery mark lost; the delivery is attempted again when its lease expires",
 			"would_mark", string(mark.Outcome), "error", err.Error())
 	default:
-		logAttempt(log, mark)
+		logAttempt(log, *mark)
 		switch mark.Outcome {
 		case OutcomeSent:
-			out.Sent = 1
-			out.SentIDs = []string{d.id}
 			p.metrics.delivery("succeeded")
 			p.metrics.delivered(d.event.createdAt)
 		case OutcomeRetry:
-			out.Retried = 1
-			out.FailedIDs = []string{d.id}
-			out.NoteError(mark.Error)
 			p.metrics.delivery("retried")
 		case OutcomeFailed:
-			out.Failed = 1
-			out.FailedIDs = []string{d.id}
-			out.NoteError(mark.Error)
 			p.metrics.delivery("failed")
 		}
 	}
@@ -267,19 +268,19 @@ func logAttempt(log *slog.Logger, m Result) {
 //	429/503 with Retry-After    pending, retried after the header's wait (clamped)
 //	3xx (never followed), other non-2xx, network error, timeout
 //	                            pending on the schedule; failed once it is spent
-func (p *Dispatcher) send(ctx context.Context, d delivery) (m Result, gone bool) {
+func (p *Dispatcher) send(ctx context.Context, d delivery) (m Result, c classed, gone bool) {
 	m.Attempt = d.attempt
 	keys, err := signingKeys(d.secret, d.olderSecrets)
 	if err != nil {
-		m.Outcome, m.Error = OutcomeFailed, "endpoint secret unusable: "+err.Error()
-		return m, false
+		m.Error = "endpoint secret unusable: " + err.Error()
+		return m, classed{class: engine.Permanent}, false
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.lc.DeliveryBudget)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url, bytes.NewReader(d.event.body))
 	if err != nil {
-		m.Outcome, m.Error = OutcomeFailed, "endpoint url unusable: "+redactedURLError(err).Error()
-		return m, false
+		m.Error = "endpoint url unusable: " + redactedURLError(err).Error()
+		return m, classed{class: engine.Permanent}, false
 	}
 	now := time.Now()
 	req.Header.Set("Content-Type", "application/json")
@@ -296,11 +297,9 @@ func (p *Dispatcher) send(ctx context.Context, d delivery) (m Result, gone bool)
 		m.Duration = time.Since(now)
 		m.Error = describeSendError(ctx, err, p.lc.DeliveryBudget)
 		if errors.Is(err, ErrForbiddenAddress) {
-			m.Outcome = OutcomeFailed
-			return m, false
+			return m, classed{class: engine.Permanent}, false
 		}
-		p.retryOrFail(&m, 0, false)
-		return m, false
+		return m, classed{class: engine.Transient}, false
 	}
 	defer resp.Body.Close()
 	m.Excerpt, _ = readExcerpt(resp.Body) // a body cut short changes nothing about the status
@@ -309,39 +308,43 @@ func (p *Dispatcher) send(ctx context.Context, d delivery) (m Result, gone bool)
 
 	switch code := resp.StatusCode; {
 	case code >= 200 && code < 300:
-		m.Outcome = OutcomeSent
+		c.class = engine.Delivered
 	case code == http.StatusGone:
-		m.Outcome, m.Error = OutcomeFailed, "410 Gone: the receiver asked not to be sent again; endpoint disabled"
-		return m, true
+		m.Error = "410 Gone: the receiver asked not to be sent again; endpoint disabled"
+		return m, classed{class: engine.Permanent}, true
 	case code >= 300 && code < 400:
 		m.Error = fmt.Sprintf("HTTP %d redirect not followed (Location: %q); update the endpoint url instead", code, resp.Header.Get("Location"))
-		p.retryOrFail(&m, 0, false)
+		c.class = engine.Transient
 	default:
 		m.Error = fmt.Sprintf("HTTP %d", code)
 		wait, ok := retryAfter(code, resp.Header, time.Now())
+		c = classed{class: engine.Transient}
 		if ok {
 			m.Error += fmt.Sprintf(" (Retry-After honoured: %s)", wait)
+			c = classed{class: engine.NamedWait, wait: wait}
 		}
-		p.retryOrFail(&m, wait, ok)
 	}
-	return m, false
+	return m, c, false
 }
 
-// retryOrFail sets m pending with the schedule's next wait — or the
+// decide sets m's outcome by the decision both transports share
+// (engine.Decide): pending with the schedule's next wait — or the
 // receiver's Retry-After when it gave one — or failed when the schedule is
 // spent. Retry-After never buys attempts past the schedule's bound.
-func (p *Dispatcher) retryOrFail(m *Result, after time.Duration, honour bool) {
-	wait, ok := p.schedule.Next(m.Attempt)
-	if !ok {
-		m.Outcome = OutcomeFailed
+func (p *Dispatcher) decide(m *Result, c classed) {
+	dec := engine.Decide(engine.Attempt{Class: c.class, Wait: c.wait, Counted: m.Attempt, Backoff: p.schedule})
+	m.Outcome, m.RetryIn = outcomes[dec.Verdict], dec.Wait
+	if dec.Exhausted {
 		m.Error += fmt.Sprintf(" (gave up after %d attempts)", m.Attempt)
-		return
 	}
-	if honour {
-		wait = after
-	}
-	m.Outcome, m.RetryIn = OutcomeRetry, wait
 }
+
+// outcomes and verdicts are the engine's verdicts (engine.Verdict) in
+// webhook's words, and back. webhook skips nothing.
+var (
+	outcomes = map[engine.Verdict]Outcome{engine.Sent: OutcomeSent, engine.Retry: OutcomeRetry, engine.Failed: OutcomeFailed}
+	verdicts = map[Outcome]engine.Verdict{OutcomeSent: engine.Sent, OutcomeRetry: engine.Retry, OutcomeFailed: engine.Failed}
+)
 
 // describeSendError says what went wrong without the URL, which may carry a
 // token in its query string and would otherwise reach logs.

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/internal/tooling/testsupport/eventually"
 	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
@@ -475,11 +476,11 @@ func TestBreaker_SuccessMarkedElsewhereCounts(t *testing.T) {
 	p, sibling := newDispatcher(t, pool, nil), newDispatcher(t, pool, nil)
 	d := bornDelivery(t, p, "https://hooks.example.com/in")
 	loaded := delivery{id: d.ID, endpointID: d.EndpointID, attempt: 1}
-	p.record(ctx, loaded, Result{Attempt: 1, Outcome: OutcomeRetry, RetryIn: time.Hour, Error: "HTTP 500"}, false, false, nil)
+	p.record(ctx, loaded, &Result{Attempt: 1, Error: "HTTP 500"}, classed{class: engine.NamedWait, wait: time.Hour}, false, false, nil)
 	if _, err := pool.Exec(ctx, `UPDATE webhook_deliveries SET status = 'pending' WHERE id = $1`, d.ID); err != nil {
 		t.Fatal(err)
 	}
-	sibling.record(ctx, loaded, Result{Attempt: 1, Outcome: OutcomeSent, StatusCode: 204}, false, false, nil)
+	sibling.record(ctx, loaded, &Result{Attempt: 1, StatusCode: 204}, classed{class: engine.Delivered}, false, false, nil)
 	if b := endpointBreaker(t, pool, d.EndpointID); b.Requests != 2 || b.WindowFailures != 1 || b.Failures != 0 {
 		t.Fatalf("breaker %+v, want the window's 1 failure and 1 success counted and the failure run reset", b)
 	}

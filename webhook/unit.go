@@ -227,7 +227,6 @@ func (u *attemptUnit) Panicked(ctx context.Context, v any) Tally {
 		return Tally{} // a raced unit that panicked before it took its delivery
 	}
 	m := Result{Attempt: u.d.attempt, Error: (&engine.PanicError{Value: v}).Error()}
-	u.p.retryOrFail(&m, 0, false)
-	t, _ := u.p.record(ctx, u.d, m, false, false, nil)
+	t, _ := u.p.record(ctx, u.d, &m, classed{class: engine.Transient}, false, false, nil)
 	return t
 }

@@ -182,8 +182,8 @@ func init() {
 		Mutation{
 			Name:    "outbox dispatch: transient failures never run out of slots",
 			File:    "outbox/send.go",
-			Find:    "wait, ok := d.backoff.Next(max(row.Attempts-row.throttles, 1))",
-			Replace: "wait, ok := d.backoff.Next(min(max(row.Attempts-row.throttles, 1), len(d.backoff)))",
+			Find:    "Counted: max(row.Attempts-row.throttles, 1), Backoff: d.backoff}",
+			Replace: "Counted: min(max(row.Attempts-row.throttles, 1), len(d.backoff)), Backoff: d.backoff}",
 			Pkg:     "./outbox/",
 			Test:    "TestDispatch_TransientBackoffThenFailedWhenSlotsRunOut",
 		},

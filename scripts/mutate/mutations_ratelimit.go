@@ -49,8 +49,8 @@ func init() {
 		Mutation{
 			Name:    "email throttle: counted as an attempt toward giving up",
 			File:    "outbox/send.go",
-			Find:    "wait, ok := d.backoff.Next(max(row.Attempts-row.throttles, 1))",
-			Replace: "wait, ok := d.backoff.Next(max(row.Attempts, 1))",
+			Find:    "Counted: max(row.Attempts-row.throttles, 1), Backoff: d.backoff}",
+			Replace: "Counted: max(row.Attempts, 1), Backoff: d.backoff}",
 			Pkg:     "./outbox/",
 			Test:    "TestThrottle_RetriedInSecondsWithoutSpendingTheBudget",
 		},
@@ -65,8 +65,8 @@ func init() {
 		Mutation{
 			Name:    "email throttle: retried with the normal backoff",
 			File:    "outbox/send.go",
-			Find:    "res.RetryIn = d.throttleRetry.jittered()",
-			Replace: "res.RetryIn, _ = d.backoff.Next(max(row.Attempts-row.throttles, 1))",
+			Find:    "a.Wait = d.throttleRetry.jittered()",
+			Replace: "a.Wait, _ = d.backoff.Next(max(row.Attempts-row.throttles, 1))",
 			Pkg:     "./outbox/",
 			Test:    "TestThrottle_RetriedInSecondsWithoutSpendingTheBudget",
 		},
