@@ -11,6 +11,7 @@ import (
 	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
+	"github.com/postbox/postbox/internal/engine/pgsession"
 	"github.com/postbox/postbox/internal/operator/devserver/pgserver"
 	"github.com/postbox/postbox/jobs"
 )
@@ -88,19 +89,14 @@ func (d directNotifier) GetListener(params *riverdriver.GetListenenerParams) riv
 // checkDirectURL refuses a DATABASE_DIRECT_URL that does not reach the
 // database DATABASE_URL does: its listeners would wait for notifications
 // that are sent elsewhere, and the lanes would poll without a word. The
-// database's oid and the server's start time tell two databases apart,
-// also across a pooler.
+// database's oid and the server's start time (pgsession.Database) tell two
+// databases apart, also across a pooler.
 func checkDirectURL(ctx context.Context, p Pooling, pool *pgxpool.Pool) error {
 	if p.DirectURL == "" {
 		return nil
 	}
-	const identity = `SELECT d.oid::bigint, d.datname::text, pg_postmaster_start_time()::text
-FROM pg_database d WHERE d.datname = current_database()`
-	var viaPool, viaDirect struct {
-		oid         int64
-		name, start string
-	}
-	if err := pool.QueryRow(ctx, identity).Scan(&viaPool.oid, &viaPool.name, &viaPool.start); err != nil {
+	viaPool, err := pgsession.DatabaseOf(ctx, pool)
+	if err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	if err := pgserver.Ping(ctx, p.DirectURL); err != nil {
@@ -111,13 +107,14 @@ FROM pg_database d WHERE d.datname = current_database()`
 		return fmt.Errorf("%s: %w", envDirectURL, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if err := conn.QueryRow(ctx, identity).Scan(&viaDirect.oid, &viaDirect.name, &viaDirect.start); err != nil {
+	viaDirect, err := pgsession.DatabaseOf(ctx, conn)
+	if err != nil {
 		return fmt.Errorf("%s: %w", envDirectURL, err)
 	}
 	if viaPool != viaDirect {
 		return fmt.Errorf("%s reaches database %q (oid %d) of a server started at %s, but DATABASE_URL reaches %q (oid %d) of one started at %s: "+
 			"it must be the same database, without the pooler", envDirectURL,
-			viaDirect.name, viaDirect.oid, viaDirect.start, viaPool.name, viaPool.oid, viaPool.start)
+			viaDirect.Name, viaDirect.OID, viaDirect.Started, viaPool.Name, viaPool.OID, viaPool.Started)
 	}
 	return nil
 }

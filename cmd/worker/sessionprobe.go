@@ -7,23 +7,15 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbox/postbox/internal/engine/pgsession"
 )
 
 // sessionProbeTimeout bounds the boot's session probe. The probe's three
 // statements take milliseconds; a pooler whose server connections are all
 // busy can make one wait, and then the probe gives up rather than the boot.
 const sessionProbeTimeout = 10 * time.Second
-
-// backendSQL names the server backend a statement ran on: its pid, and its
-// start, so a pid reused after a backend exits is not the same backend.
-const backendSQL = `SELECT pid, backend_start::text FROM pg_stat_activity WHERE pid = pg_backend_pid()`
-
-type backend struct {
-	pid   int32
-	start string
-}
 
 // errTransactionPooler is what checkSessionPooling finds behind a
 // DATABASE_URL said to be a session: a transaction pooler, whose next
@@ -42,8 +34,8 @@ var errTransactionPooler = errors.New("DATABASE_URL is a transaction pooler (one
 // B the backend A has just let go (PgBouncer hands out the most recently
 // used one first), or else, that backend or not, may give A another one.
 // Behind Postgres or a session pooler, B never gets A's backend and A
-// keeps its own. Each statement is sent unprepared, so the probe itself
-// cannot trip over a statement prepared on another backend.
+// keeps its own (pgsession.BackendOf, sent unprepared, so the probe itself
+// cannot trip over a statement prepared on another backend).
 //
 // A probe that cannot finish in sessionProbeTimeout (a pooler with every
 // server connection busy) is logged and the boot goes on: a probe that
@@ -83,7 +75,7 @@ func backendMoves(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 	}
 	defer b.Release()
 
-	first, err := backendOf(ctx, a)
+	first, err := pgsession.BackendOf(ctx, a)
 	if err != nil {
 		return false, err
 	}
@@ -92,24 +84,16 @@ func backendMoves(ctx context.Context, pool *pgxpool.Pool) (bool, error) {
 		return false, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only; a failed rollback ends the connection
-	held, err := backendOf(ctx, tx)
+	held, err := pgsession.BackendOf(ctx, tx)
 	if err != nil {
 		return false, err
 	}
 	if held == first {
 		return true, nil
 	}
-	again, err := backendOf(ctx, a)
+	again, err := pgsession.BackendOf(ctx, a)
 	if err != nil {
 		return false, err
 	}
 	return again != first, nil
-}
-
-func backendOf(ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}) (backend, error) {
-	var b backend
-	err := q.QueryRow(ctx, backendSQL, pgx.QueryExecModeSimpleProtocol).Scan(&b.pid, &b.start)
-	return b, err
 }

@@ -74,9 +74,9 @@ func init() {
 		},
 		Mutation{
 			Name:    "pgbouncer: the session probe prepares its statement, which the pooler's other backend lacks",
-			File:    "cmd/worker/sessionprobe.go",
-			Find:    "q.QueryRow(ctx, backendSQL, pgx.QueryExecModeSimpleProtocol)",
-			Replace: "q.QueryRow(ctx, backendSQL)",
+			File:    "internal/engine/pgsession/backend.go",
+			Find:    "db.QueryRow(ctx, backendSQL, pgx.QueryExecModeSimpleProtocol)",
+			Replace: "db.QueryRow(ctx, backendSQL, pgx.QueryExecModeCacheStatement)",
 			Pkg:     "./cmd/worker/",
 			Test:    "TestSessionProbe",
 		},
