@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 
@@ -75,103 +74,6 @@ type EndpointDisabled struct {
 // success must be counted: it has a failure run, a window or a tripped
 // breaker.
 const breakerWatching = `(ep.consecutive_failures > 0 OR ep.breaker_window_at IS NOT NULL OR ep.paused_until IS NOT NULL OR ep.breaker_recovering)`
-
-// breakerFailureCTE is the CTEs, named breaker_failure last, that count
-// one failed attempt of the endpoint whose id = match (an SQL condition
-// on the bare row's id, as breakerSuccessCTE's), its SQL parameters named
-// by b. The row is locked and read first, so the counts build on the
-// latest ones. breaker_failure returns whether the failure opened the
-// breaker, the window's counts, the pause, and whether the endpoint has
-// failed for the whole disable window.
-func breakerFailureCTE(match string, b breakerParams) string {
-	return `breaker_fold AS (
-	SELECT id, breaker_opens, breaker_requests, breaker_failures, breaker_window_at, breaker_recovering, proven_at IS NULL AS unproven,
-		coalesce(paused_until > clock_timestamp(), false) AS open,
-		coalesce(paused_until <= clock_timestamp(), false) AS half_open,
-		paused_until IS NULL AND coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => ` + b.window + `::float8), false) AS live
-	FROM webhook_endpoints WHERE id = ` + match + ` FOR NO KEY UPDATE
-), breaker_counted AS (
-	SELECT id, breaker_opens, open, half_open, unproven,
-		CASE WHEN open THEN breaker_requests WHEN half_open OR live THEN breaker_requests + 1
-			WHEN breaker_recovering THEN ` + b.probes + `::int + 1 ELSE 1 END AS requests,
-		CASE WHEN open THEN breaker_failures WHEN half_open OR live THEN breaker_failures + 1 ELSE 1 END AS failures,
-		CASE WHEN open OR half_open OR live THEN breaker_window_at ELSE clock_timestamp() END AS window_at
-	FROM breaker_fold
-), breaker_ft AS (
-	SELECT *, NOT open AND failures * 100 >= ` + b.rate + `::int * requests AND (half_open OR requests >= ` + b.minRequests + `::int
-		OR unproven AND ` + b.minRequests + `::int < ` + maxBreakerMinRequestsSQL + ` AND requests >= ` + b.unprovenCap + `::int) AS trips
-	FROM breaker_counted
-), breaker_failure AS (
-	UPDATE webhook_endpoints ep SET
-		consecutive_failures = ep.consecutive_failures + 1,
-		failing_since = coalesce(ep.failing_since, now()),
-		paused_until = CASE WHEN t.trips
-			THEN clock_timestamp() + make_interval(secs => least(` + b.cooldown + `::float8 * power(2, t.breaker_opens), ` + b.maxCooldown + `::float8))
-			ELSE ep.paused_until END,
-		breaker_opens = CASE WHEN t.trips THEN least(t.breaker_opens + 1, 30) ELSE ep.breaker_opens END,
-		breaker_requests = CASE WHEN t.trips THEN 0 ELSE t.requests END,
-		breaker_failures = CASE WHEN t.trips THEN 0 ELSE t.failures END,
-		breaker_window_at = CASE WHEN t.trips THEN clock_timestamp() ELSE t.window_at END,
-		probing = CASE WHEN t.trips THEN false ELSE ep.probing END,
-		breaker_recovering = ep.breaker_recovering AND NOT t.trips
-	FROM breaker_ft t WHERE ep.id = t.id
-	RETURNING t.trips, t.requests, t.failures, ep.paused_until, ep.enabled AND ep.failing_since <= now() - ` + b.disableAfter + `::interval AS expire
-)`
-}
-
-// breakerParams names the SQL parameters of the breaker's settings;
-// unprovenCap is Settings.Concurrency: an endpoint that has never accepted
-// a delivery opens once that many attempts are counted (it gets no more
-// first attempts than that: bornSQL), not BreakerMinRequests — unless the
-// breaker is switched off.
-type breakerParams struct {
-	probes, window, minRequests, rate, cooldown, maxCooldown, disableAfter, unprovenCap string
-}
-
-// maxBreakerMinRequestsSQL is maxBreakerMinRequests in SQL: the minimum
-// that switches the breaker off.
-var maxBreakerMinRequestsSQL = strconv.Itoa(maxBreakerMinRequests)
-
-// breakerSuccessCTE is the CTEs, named breaker_success last, that count
-// one success of the endpoint whose id = match (an SQL condition on the
-// bare row's id: "$9::uuid AND …"), its SQL parameters named by b: the
-// probes' successes that close a tripped breaker, the window's length in
-// seconds. A success in a window not yet over is counted; one
-// after it clears the counts; a tripped breaker's success counts toward
-// closing it, even one that arrives while it is open (the endpoint
-// answers). A success proves an unproven endpoint (proven_at). A proven
-// endpoint the breaker does not watch is neither locked nor written.
-func breakerSuccessCTE(match string, b breakerParams) string {
-	return `breaker_old AS (
-	SELECT id, paused_until IS NOT NULL AS tripped, breaker_recovering AS recovering,
-		coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => ` + b.window + `::float8), false) AS live,
-		breaker_requests, breaker_failures, breaker_requests + 1 AS requests, breaker_failures AS failures
-	FROM webhook_endpoints
-	WHERE id = ` + match + ` AND (` + breakerWatchingRow + ` OR proven_at IS NULL)
-	FOR NO KEY UPDATE
-), breaker_t AS (
-	SELECT *, tripped AND requests - failures >= ` + b.probes + `::int AS closes,
-		NOT tripped AND NOT live AS ended,
-		recovering AND NOT live AND breaker_requests - breaker_failures >= ` + b.minRequests + `::int
-			AND breaker_failures * 200 < ` + b.rate + `::int * breaker_requests AS recovered
-	FROM breaker_old
-), breaker_success AS (
-	UPDATE webhook_endpoints ep SET
-		consecutive_failures = 0, failing_since = NULL, proven_at = coalesce(ep.proven_at, now()),
-		paused_until = CASE WHEN t.closes THEN NULL ELSE ep.paused_until END,
-		breaker_opens = CASE WHEN t.recovered THEN 0 ELSE ep.breaker_opens END,
-		probing = CASE WHEN t.closes THEN false ELSE ep.probing END,
-		breaker_recovering = CASE WHEN t.closes THEN true WHEN t.recovered THEN false ELSE ep.breaker_recovering END,
-		breaker_requests = CASE WHEN t.closes THEN t.requests - t.failures
-			WHEN t.ended AND t.recovering AND NOT t.recovered THEN ` + b.probes + `::int + 1
-			WHEN t.ended THEN 0 ELSE t.requests END,
-		breaker_failures = CASE WHEN t.closes OR t.ended THEN 0 ELSE t.failures END,
-		breaker_window_at = CASE WHEN t.closes OR t.ended AND t.recovering AND NOT t.recovered THEN clock_timestamp()
-			WHEN t.ended THEN NULL ELSE ep.breaker_window_at END
-	FROM breaker_t t WHERE ep.id = t.id
-	RETURNING t.closes
-)`
-}
 
 // breakerWatchingRow is breakerWatching on the bare row.
 var breakerWatchingRow = strings.ReplaceAll(breakerWatching, "ep.", "")

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"errors"
 	"time"
 
+	"github.com/postbox/postbox/internal/engine/claim"
 	"github.com/postbox/postbox/leases"
 )
 
@@ -81,4 +83,37 @@ func Decide(a Attempt) Decision {
 		}
 	}
 	return d
+}
+
+// Count adds one started row's recorded attempt to t, the one count of
+// both transports: the verdict its mark recorded (cause is the failure
+// behind a Failed or Retry), or — when the mark did not apply — a stale
+// mark (claim.ErrStale) or a mark error. Panics are counted where they
+// are recovered.
+func (t *Tally) Count(id string, v Verdict, cause string, mark error) {
+	t.Started++
+	switch {
+	case errors.Is(mark, claim.ErrStale):
+		t.Stale++
+		return
+	case mark != nil:
+		t.MarkErrors++
+		t.NoteError(mark.Error())
+		return
+	}
+	switch v {
+	case Sent:
+		t.Sent++
+		t.SentIDs = append(t.SentIDs, id)
+	case Skipped:
+		t.Skipped++
+	case Failed:
+		t.Failed++
+		t.FailedIDs = append(t.FailedIDs, id)
+		t.NoteError(cause)
+	case Retry:
+		t.Retried++
+		t.FailedIDs = append(t.FailedIDs, id)
+		t.NoteError(cause)
+	}
 }

@@ -1,10 +1,8 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 
-	"github.com/postbox/postbox/internal/engine/claim"
 	"github.com/postbox/postbox/internal/engine/pgtext"
 )
 
@@ -103,36 +101,3 @@ func appendCapped(dst, src []string, n int) []string {
 type PanicError struct{ Value any }
 
 func (e *PanicError) Error() string { return fmt.Sprintf("panic: %v", e.Value) }
-
-// Count adds one started row's recorded attempt to t, the one count of
-// both transports: the verdict its mark recorded (cause is the failure
-// behind a Failed or Retry), or — when the mark did not apply — a stale
-// mark (claim.ErrStale) or a mark error. Panics are counted where they
-// are recovered.
-func (t *Tally) Count(id string, v Verdict, cause string, mark error) {
-	t.Started++
-	switch {
-	case errors.Is(mark, claim.ErrStale):
-		t.Stale++
-		return
-	case mark != nil:
-		t.MarkErrors++
-		t.NoteError(mark.Error())
-		return
-	}
-	switch v {
-	case Sent:
-		t.Sent++
-		t.SentIDs = append(t.SentIDs, id)
-	case Skipped:
-		t.Skipped++
-	case Failed:
-		t.Failed++
-		t.FailedIDs = append(t.FailedIDs, id)
-		t.NoteError(cause)
-	case Retry:
-		t.Retried++
-		t.FailedIDs = append(t.FailedIDs, id)
-		t.NoteError(cause)
-	}
-}

@@ -38,7 +38,7 @@ func init() {
 		Mutation{
 			// $6 stays referenced so the statement still plans.
 			Name:    "admission: breaker cool-down doubles past its cap",
-			File:    breakerGo,
+			File:    "webhook/mark.go",
 			Find:    "least(` + b.cooldown + `::float8 * power(2, t.breaker_opens), ` + b.maxCooldown + `::float8)",
 			Replace: "` + b.cooldown + `::float8 * power(2, t.breaker_opens) + 0 * ` + b.maxCooldown + `::float8",
 			Pkg:     pkg,
@@ -54,7 +54,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "admission: breaker openings counted without their bound of 30",
-			File:    breakerGo,
+			File:    "webhook/mark.go",
 			Find:    "least(t.breaker_opens + 1, 30)",
 			Replace: "t.breaker_opens + 1",
 			Pkg:     pkg,

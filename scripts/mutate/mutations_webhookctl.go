@@ -117,7 +117,7 @@ func init() {
 		// Circuit breaker and auto-disable (webhook/breaker.go).
 		Mutation{
 			Name:    "breaker: never opens",
-			File:    "webhook/breaker.go",
+			File:    "webhook/mark.go",
 			Find:    "SELECT *, NOT open AND failures * 100 >= ` + b.rate + `::int * requests",
 			Replace: "SELECT *, false AND failures * 100 >= ` + b.rate + `::int * requests",
 			Pkg:     "./webhook/",
@@ -125,7 +125,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "breaker: opens on any failure, whatever the rate",
-			File:    "webhook/breaker.go",
+			File:    "webhook/mark.go",
 			Find:    "SELECT *, NOT open AND failures * 100 >= ` + b.rate + `::int * requests",
 			Replace: "SELECT *, NOT open AND failures * 100 >= 0 * ` + b.rate + `::int * requests",
 			Pkg:     "./webhook/",
@@ -133,7 +133,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "breaker: no minimum of requests before the rate counts",
-			File:    "webhook/breaker.go",
+			File:    "webhook/mark.go",
 			Find:    "AND (half_open OR requests >= ` + b.minRequests + `::int\n",
 			Replace: "AND (half_open OR requests >= 0 * ` + b.minRequests + `::int\n",
 			Pkg:     "./webhook/",
@@ -165,7 +165,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "breaker: a failed probe does not reopen it",
-			File:    "webhook/breaker.go",
+			File:    "webhook/mark.go",
 			Find:    "AND (half_open OR requests >= ` + b.minRequests + `::int\n",
 			Replace: "AND (NOT half_open AND requests >= ` + b.minRequests + `::int\n",
 			Pkg:     "./webhook/",
@@ -173,7 +173,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "breaker: cool-down does not grow",
-			File:    "webhook/breaker.go",
+			File:    "webhook/mark.go",
 			Find:    "least(` + b.cooldown + `::float8 * power(2, t.breaker_opens), ` + b.maxCooldown + `::float8)",
 			Replace: "least(` + b.cooldown + `::float8 * power(1, t.breaker_opens), ` + b.maxCooldown + `::float8)",
 			Pkg:     "./webhook/",
@@ -181,7 +181,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "breaker: successes do not close it",
-			File:    "webhook/breaker.go",
+			File:    "webhook/mark.go",
 			Find:    "tripped AND requests - failures >= ` + b.probes + `::int AS closes",
 			Replace: "false AND requests - failures >= ` + b.probes + `::int AS closes",
 			Pkg:     "./webhook/",
@@ -197,7 +197,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "breaker: a success is not counted in its window's requests",
-			File:    "webhook/breaker.go",
+			File:    "webhook/mark.go",
 			Find:    "WHEN t.ended THEN 0 ELSE t.requests END,",
 			Replace: "WHEN t.ended THEN 0 ELSE t.requests - 1 END,",
 			Pkg:     "./webhook/",
@@ -213,7 +213,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "auto-disable: never expires",
-			File:    "webhook/breaker.go",
+			File:    "webhook/mark.go",
 			Find:    "ep.failing_since <= now() - ` + b.disableAfter + `::interval AS expire",
 			Replace: "ep.failing_since <= now() - ` + b.disableAfter + `::interval * 1000 AS expire",
 			Pkg:     "./webhook/",
@@ -296,7 +296,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "breaker: closing does not start the slow start",
-			File:    "webhook/breaker.go",
+			File:    "webhook/mark.go",
 			Find:    "breaker_recovering = CASE WHEN t.closes THEN true",
 			Replace: "breaker_recovering = CASE WHEN t.closes THEN false",
 			Pkg:     "./webhook/",
@@ -304,7 +304,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "breaker: the slow start ends at the opening rate, not half of it",
-			File:    "webhook/breaker.go",
+			File:    "webhook/mark.go",
 			Find:    "AND breaker_failures * 200 < ",
 			Replace: "AND breaker_failures * 100 < ",
 			Pkg:     "./webhook/",
@@ -312,7 +312,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "breaker: a recovering window that ended starts from nothing",
-			File:    "webhook/breaker.go",
+			File:    "webhook/mark.go",
 			Find:    "WHEN t.ended AND t.recovering AND NOT t.recovered THEN ` + b.probes + `::int + 1",
 			Replace: "WHEN false THEN 0",
 			Pkg:     "./webhook/",
@@ -320,7 +320,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "breaker: the slow start ends inside its first window, on the retries' successes",
-			File:    "webhook/breaker.go",
+			File:    "webhook/mark.go",
 			Find:    "recovering AND NOT live AND breaker_requests - breaker_failures >= ",
 			Replace: "recovering AND breaker_requests - breaker_failures >= ",
 			Pkg:     "./webhook/",
@@ -328,7 +328,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "breaker: a failure after a recovering window ended starts from nothing",
-			File:    "webhook/breaker.go",
+			File:    "webhook/mark.go",
 			Find:    "\n\t\t\tWHEN breaker_recovering THEN ` + b.probes + `::int + 1 ELSE 1 END AS requests,",
 			Replace: " ELSE 1 END AS requests,",
 			Pkg:     "./webhook/",
@@ -371,7 +371,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "unproven: a success does not prove the endpoint",
-			File:    "webhook/breaker.go",
+			File:    "webhook/mark.go",
 			Find:    "proven_at = coalesce(ep.proven_at, now()),",
 			Replace: "proven_at = ep.proven_at,",
 			Pkg:     "./webhook/",
@@ -395,7 +395,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "unproven: a new endpoint's breaker waits for BreakerMinRequests",
-			File:    "webhook/breaker.go",
+			File:    "webhook/mark.go",
 			Find:    "AND requests >= ` + b.unprovenCap + `::int) AS trips",
 			Replace: "AND false) AS trips",
 			Pkg:     "./webhook/",
@@ -403,7 +403,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "unproven: a new endpoint's breaker opens at its cap even switched off",
-			File:    "webhook/breaker.go",
+			File:    "webhook/mark.go",
 			Find:    "OR unproven AND ` + b.minRequests + `::int < ` + maxBreakerMinRequestsSQL + ` AND",
 			Replace: "OR unproven AND",
 			Pkg:     "./webhook/",

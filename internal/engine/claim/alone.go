@@ -2,7 +2,6 @@ package claim
 
 import (
 	"context"
-	"errors"
 )
 
 // MarkAlone runs m as a statement and commit of its own on db, with the
@@ -16,15 +15,4 @@ func MarkAlone(ctx context.Context, db DB, m *Mark) error {
 		m.result(db.QueryRow(ctx, m.SQL, m.Args...))
 		return m.err
 	})
-}
-
-// retried runs try with RetryMark until m's deadline. A stale answer
-// after a try lost on the connection may be that try's own commit: when
-// the row already has the status m writes (m.Lands), the mark stands.
-func retried(ctx context.Context, db DB, m *Mark, try func(ctx context.Context) error) error {
-	ambiguous, err := RetryMark(ctx, m.deadline(), try)
-	if ambiguous && errors.Is(err, ErrStale) && m.Lands != "" && Landed(ctx, db, m.Table, m.ID, m.Lands) {
-		return nil // an earlier try committed before its answer was lost
-	}
-	return err
 }

@@ -116,6 +116,17 @@ func (g *Group) Mark(ctx context.Context, m *Mark) error {
 	})
 }
 
+// retried runs try with RetryMark until m's deadline. A stale answer
+// after a try lost on the connection may be that try's own commit: when
+// the row already has the status m writes (m.Lands), the mark stands.
+func retried(ctx context.Context, db DB, m *Mark, try func(ctx context.Context) error) error {
+	ambiguous, err := RetryMark(ctx, m.deadline(), try)
+	if ambiguous && errors.Is(err, ErrStale) && m.Lands != "" && Landed(ctx, db, m.Table, m.ID, m.Lands) {
+		return nil // an earlier try committed before its answer was lost
+	}
+	return err
+}
+
 // Run runs m in the next group commit and waits for it: one try, which
 // Mark wraps in RetryMark. ctx is the mark's detached,
 // MarkTimeout-bounded context (MarkContext); the group runs under the
