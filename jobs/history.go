@@ -11,6 +11,7 @@ import (
 
 	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/internal/engine/history"
+	"github.com/postbox/postbox/webhook"
 )
 
 const (
@@ -74,7 +75,7 @@ func (h *History) Run(ctx context.Context) (HistoryOutput, error) {
 			h.logger.InfoContext(ctx, "history week dropped", "table", string(w.Table), "partition", w.Partition,
 				"before", w.End.UTC().Format(time.RFC3339), "retention", h.retention.Of(w.Table).String())
 		}
-		events, eerr := history.PruneWebhookEvents(ctx, h.db, h.retention.Webhook)
+		events, eerr := webhook.PruneEvents(ctx, h.db, h.retention.Webhook)
 		out.WebhookEvents = events
 		if events > 0 {
 			h.logger.InfoContext(ctx, "webhook events past retention deleted", "events", events,

@@ -22,6 +22,11 @@ const (
 	WebhookDeliveryAttempts Table = "webhook_delivery_attempts"
 )
 
+// WebhookEvents is the history name under which the deletion of old
+// webhook events (webhook.PruneEvents) is recorded in
+// postbox_history_dropped; the table is not partitioned.
+const WebhookEvents Table = "webhook_events"
+
 // Tables are every history table, in the order the pass works them.
 var Tables = []Table{EmailAttempts, EmailEvents, WebhookDeliveryAttempts}
 
@@ -206,7 +211,7 @@ func drop(ctx context.Context, db *pgxpool.Pool, w Week, keep time.Duration) (lo
 	if _, err := db.Exec(dctx, detach); err != nil {
 		return 0, err
 	}
-	if err := recordDropped(ctx, db, w.Table, &w.End, keep); err != nil {
+	if err := RecordDropped(ctx, db, w.Table, &w.End, keep); err != nil {
 		return 0, err
 	}
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
@@ -221,10 +226,11 @@ func drop(ctx context.Context, db *pgxpool.Pool, w Week, keep time.Duration) (lo
 	return locked, err
 }
 
-// recordDropped records that every row of history t older than before
+// RecordDropped records that every row of history t older than before
 // (nil: now minus keep, by the database's clock) is gone; the newest
-// cutoff wins.
-func recordDropped(ctx context.Context, db *pgxpool.Pool, t Table, before *time.Time, keep time.Duration) error {
+// cutoff wins. Drop records the weeks it drops; a history that is not
+// partitioned records its own deletions (webhook.PruneEvents).
+func RecordDropped(ctx context.Context, db claim.DB, t Table, before *time.Time, keep time.Duration) error {
 	_, err := db.Exec(ctx, `INSERT INTO postbox_history_dropped (history, dropped_before, retention)
 VALUES ($1, coalesce($2::timestamptz, now() - $3::interval), $3::interval)
 ON CONFLICT (history) DO UPDATE SET dropped_before = greatest(postbox_history_dropped.dropped_before, EXCLUDED.dropped_before),

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/postbox/postbox/outbox"
+	"github.com/postbox/postbox/webhook"
 )
 
 var secretKeys = outbox.SecretPayloadKeys()
@@ -24,39 +25,24 @@ func (w *World) PrintSummary(ctx context.Context, out io.Writer, mix Mix) error 
 }
 
 func summarizeEmail(ctx context.Context, out io.Writer, w *World, mix Mix) error {
-	rows, err := w.Pool.Query(ctx, `SELECT kind, status, count(*), count(*) FILTER (WHERE attempts > 1)
-		FROM email_outbox GROUP BY 1, 2 ORDER BY 1, 2`)
+	counts, err := outbox.CountByKind(ctx, w.Pool)
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(out, "\n== Email: %d rows\n", mix.Emails)
 	fmt.Fprintln(tw, "  KIND\tSTATUS\tROWS\tRETRIED")
-	for rows.Next() {
-		var kind, status string
-		var n, retried int
-		if err := rows.Scan(&kind, &status, &n, &retried); err != nil {
-			return err
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\n", kind, status, n, retried)
+	for _, c := range counts {
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\n", c.Kind, c.Status, c.Rows, c.Retried)
 	}
 	tw.Flush()
-	if err := rows.Err(); err != nil {
-		return err
-	}
 
-	failed, err := w.Pool.Query(ctx, `SELECT payload->>'to', last_error FROM email_outbox WHERE status = 'failed'`)
+	failed, err := outbox.ListFailed(ctx, w.Pool, 0)
 	if err != nil {
 		return err
 	}
-	defer failed.Close()
-	for failed.Next() {
-		var to, why string
-		if err := failed.Scan(&to, &why); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "  failed: %s — %s\n", to, why)
+	for _, r := range failed {
+		fmt.Fprintf(out, "  failed: %s — %s\n", r.To, r.LastError)
 	}
 
 	msgs := w.Sink.Messages()
@@ -71,34 +57,26 @@ func summarizeEmail(ctx context.Context, out io.Writer, w *World, mix Mix) error
 	}
 	fmt.Fprintf(out, "  SMTP sink: %d messages (%d with a PDF), %d duplicates\n", len(msgs), pdfs, dups)
 
-	var keep, scrubbed int
-	if err := w.Pool.QueryRow(ctx, `SELECT
-		count(*) FILTER (WHERE status IN ('dispatched', 'skipped') AND payload ?| $1),
-		count(*) FILTER (WHERE status IN ('dispatched', 'skipped'))
-		FROM email_outbox`, secretKeys).Scan(&keep, &scrubbed); err != nil {
+	left, err := outbox.CountSecretsLeft(ctx, w.Pool)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "  scrubbed: %s removed from %d sent rows; %d sent rows still hold one (want 0)\n",
-		strings.Join(secretKeys, ", "), scrubbed, keep)
-	var failedKeys []string
-	if err := w.Pool.QueryRow(ctx, `SELECT COALESCE(array_agg(DISTINCT k ORDER BY k), '{}')
-		FROM email_outbox, jsonb_object_keys(payload) k WHERE status = 'failed' AND k = ANY($1)`,
-		secretKeys).Scan(&failedKeys); err != nil {
-		return err
-	}
-	if len(failedKeys) > 0 {
+		strings.Join(secretKeys, ", "), left.Sent, left.SentHolding)
+	if len(left.FailedKeys) > 0 {
 		fmt.Fprintf(out, "  the failed row keeps %s, so `worker requeue email <id>` can still send it whole\n",
-			strings.Join(failedKeys, ", "))
+			strings.Join(left.FailedKeys, ", "))
 	}
-	var plainStatus string
-	if err := w.Pool.QueryRow(ctx, `SELECT status FROM email_outbox WHERE id = $1`, mix.plainSQLRow).Scan(&plainStatus); err != nil {
+	plain, err := outbox.Get(ctx, w.Pool, mix.plainSQLRow)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "  the plain-SQL INSERT row: %s\n", plainStatus)
-	var receiptStatus string
-	if err := w.Pool.QueryRow(ctx, `SELECT status FROM email_outbox WHERE id = $1`, mix.receiptRow).Scan(&receiptStatus); err != nil {
+	fmt.Fprintf(out, "  the plain-SQL INSERT row: %s\n", plain.Status)
+	receiptRow, err := outbox.Get(ctx, w.Pool, mix.receiptRow)
+	if err != nil {
 		return err
 	}
+	receiptStatus := receiptRow.Status
 	receipt := "not received"
 	for _, m := range w.Sink.Messages() {
 		if m.RowID == mix.receiptRow {
@@ -110,28 +88,17 @@ func summarizeEmail(ctx context.Context, out io.Writer, w *World, mix Mix) error
 }
 
 func summarizeWebhooks(ctx context.Context, out io.Writer, w *World, mix Mix) error {
-	var outboxRows, events, orphans int
-	if err := w.Pool.QueryRow(ctx, `SELECT
-		(SELECT count(*) FROM webhook_outbox WHERE status = 'dispatched'),
-		(SELECT count(*) FROM webhook_events),
-		(SELECT count(*) FROM webhook_events e WHERE NOT EXISTS (SELECT 1 FROM webhook_outbox o WHERE o.id = e.outbox_id))`).
-		Scan(&outboxRows, &events, &orphans); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "\n== Webhooks: %d events enqueued → %d dispatched outbox rows → %d events (%d without a producing row)\n",
-		mix.Events, outboxRows, events, orphans)
-
-	rows, err := w.Pool.Query(ctx, `SELECT p.url, p.enabled, COALESCE(p.disabled_reason, ''),
-		count(d.id) FILTER (WHERE d.status = 'succeeded'),
-		count(d.id) FILTER (WHERE d.status = 'failed'),
-		count(d.id) FILTER (WHERE d.status = 'succeeded' AND d.attempts > 1),
-		COALESCE(sum(d.attempts), 0)
-		FROM webhook_endpoints p LEFT JOIN webhook_deliveries d ON d.endpoint_id = p.id
-		GROUP BY p.id ORDER BY p.created_at`)
+	fan, err := webhook.CountFanOut(ctx, w.Pool)
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
+	fmt.Fprintf(out, "\n== Webhooks: %d events enqueued → %d dispatched outbox rows → %d events (%d without a producing row)\n",
+		mix.Events, fan.Dispatched, fan.Events, fan.Orphans)
+
+	tallies, err := webhook.TallyEndpoints(ctx, w.Pool)
+	if err != nil {
+		return err
+	}
 	type line struct {
 		url, state                          string
 		ok, failed, retried, attempts, dups int
@@ -139,24 +106,16 @@ func summarizeWebhooks(ctx context.Context, out io.Writer, w *World, mix Mix) er
 		statuses                            map[int]int
 	}
 	var lines []line
-	for i := 0; rows.Next(); i++ {
-		var l line
-		var enabled bool
-		var reason string
-		if err := rows.Scan(&l.url, &enabled, &reason, &l.ok, &l.failed, &l.retried, &l.attempts); err != nil {
-			return err
-		}
+	for i, e := range tallies {
+		l := line{url: e.URL, ok: e.Succeeded, failed: e.Failed, retried: e.Retried, attempts: e.Attempts}
 		l.state = "enabled"
-		if !enabled {
-			l.state = "disabled: " + reason
+		if !e.Enabled {
+			l.state = "disabled: " + e.DisabledReason
 		}
 		if i < len(w.receivers) {
 			l.requests, _, l.dups, l.bad, l.statuses = w.receivers[i].tally()
 		}
 		lines = append(lines, l)
-	}
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  RECEIVER\tDELIVERED\tRETRIED\tFAILED\tREQUESTS (ANSWERS)\tBAD SIGNATURES\tDUPLICATES\tENDPOINT")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/postbox/postbox/internal/operator/backlog"
 	"github.com/postbox/postbox/internal/operator/devserver/pgserver"
 	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
 	"github.com/postbox/postbox/migrations"
@@ -207,16 +208,17 @@ func (w *World) EnqueueMix(ctx context.Context) (Mix, error) {
 	return mix, nil
 }
 
-// WaitDone polls until no outbox row or delivery is pending.
+// WaitDone polls until no outbox row or delivery is pending, as the
+// operator's figures count them (backlog.ReadFigures).
 func WaitDone(ctx context.Context, pool *pgxpool.Pool, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	for {
-		var pending int
-		err := pool.QueryRow(ctx, `SELECT
-			(SELECT count(*) FROM email_outbox WHERE status = 'pending') +
-			(SELECT count(*) FROM webhook_outbox WHERE status = 'pending') +
-			(SELECT count(*) FROM webhook_deliveries WHERE status = 'pending')`).Scan(&pending)
+		var pending int64
+		figs, err := backlog.ReadFigures(ctx, pool)
+		for _, f := range figs {
+			pending += f.Pending
+		}
 		if err == nil && pending == 0 {
 			return nil
 		}

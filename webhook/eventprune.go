@@ -1,17 +1,12 @@
-package history
+package webhook
 
 import (
 	"context"
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/postbox/postbox/internal/engine/history"
 )
-
-// WebhookEvents is the history name under which the deletion of old
-// webhook events is recorded in postbox_history_dropped; the table is not
-// partitioned (see PruneWebhookEvents).
-const WebhookEvents Table = "webhook_events"
 
 // eventPruneChunk bounds one DELETE: a few thousand events and their
 // deliveries is one short transaction, so the pass never holds many row
@@ -31,17 +26,20 @@ const pruneEventsSQL = `DELETE FROM webhook_events WHERE id IN (
 	ORDER BY e.created_at
 	LIMIT $2)`
 
-// PruneWebhookEvents deletes the webhook events older than keep whose
+// PruneEvents deletes the webhook events older than keep whose
 // deliveries are all final, with their deliveries, a chunk at a time, and
-// records the cutoff in postbox_history_dropped. It returns how many
-// events it deleted.
+// records the cutoff in postbox_history_dropped as the history
+// history.WebhookEvents. It returns how many events it deleted; keep zero
+// keeps them for ever. The history pass (jobs.History) runs it with
+// WEBHOOK_HISTORY_RETENTION.
 //
-// webhook_events and webhook_deliveries are not partitioned: the retry
-// claim reads one index of pending deliveries, which partitions by week
-// would split into one per week, and events are referenced through ids
-// that carry no time. At steady state a pass deletes what arrived in one
+// webhook_events and webhook_deliveries are not partitioned, unlike the
+// attempt logs whose weeks the history package drops: the retry claim
+// reads one index of pending deliveries, which partitions by week would
+// split into one per week, and events are referenced through ids that
+// carry no time. At steady state a pass deletes what arrived in one
 // interval of the pass, a few chunks an hour.
-func PruneWebhookEvents(ctx context.Context, db *pgxpool.Pool, keep time.Duration) (int64, error) {
+func PruneEvents(ctx context.Context, db DB, keep time.Duration) (int64, error) {
 	if keep <= 0 {
 		return 0, nil
 	}
@@ -49,7 +47,7 @@ func PruneWebhookEvents(ctx context.Context, db *pgxpool.Pool, keep time.Duratio
 	for {
 		tag, err := db.Exec(ctx, pruneEventsSQL, keep, eventPruneChunk)
 		if err != nil {
-			return total, fmt.Errorf("history: delete webhook events older than %s: %w", keep, err)
+			return total, fmt.Errorf("webhook: delete events older than %s: %w", keep, err)
 		}
 		total += tag.RowsAffected()
 		if tag.RowsAffected() < eventPruneChunk {
@@ -59,8 +57,8 @@ func PruneWebhookEvents(ctx context.Context, db *pgxpool.Pool, keep time.Duratio
 	if total == 0 {
 		return 0, nil
 	}
-	if err := recordDropped(ctx, db, WebhookEvents, nil, keep); err != nil {
-		return total, fmt.Errorf("history: record the webhook events dropped: %w", err)
+	if err := history.RecordDropped(ctx, db, history.WebhookEvents, nil, keep); err != nil {
+		return total, fmt.Errorf("webhook: record the events dropped: %w", err)
 	}
 	return total, nil
 }

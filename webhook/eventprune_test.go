@@ -1,4 +1,4 @@
-package history_test
+package webhook
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 // Webhook events past their retention go with their deliveries, unless a
 // delivery is still pending (work to do) or a kept replay points at them;
 // younger events stay.
-func TestPruneWebhookEvents_OnlyOldEventsWhoseDeliveriesAreFinal(t *testing.T) {
+func TestPruneEvents_OnlyOldEventsWhoseDeliveriesAreFinal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.NewPool(t)
@@ -40,7 +40,7 @@ func TestPruneWebhookEvents_OnlyOldEventsWhoseDeliveriesAreFinal(t *testing.T) {
 	event("young.replay", "1 day", "succeeded", &replayed)
 	young := event("young", "89 days", "succeeded", nil)
 
-	n, err := history.PruneWebhookEvents(ctx, db, 90*24*time.Hour)
+	n, err := PruneEvents(ctx, db, 90*24*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestPruneWebhookEvents_OnlyOldEventsWhoseDeliveriesAreFinal(t *testing.T) {
 	if c, ok := cutoffs[history.WebhookEvents]; !ok || c.Retention != 90*24*time.Hour {
 		t.Errorf("recorded cutoff of webhook events: %+v (%v); want one with retention 90 days", c, ok)
 	}
-	if n, err := history.PruneWebhookEvents(ctx, db, 0); err != nil || n != 0 {
+	if n, err := PruneEvents(ctx, db, 0); err != nil || n != 0 {
 		t.Errorf("kept for ever: deleted %d, %v; want nothing", n, err)
 	}
 }
