@@ -12,12 +12,13 @@ import (
 	"github.com/postbox/postbox/internal/engine/claim"
 )
 
-// DB is what the outbox needs from Postgres (Exec, Query, QueryRow and
-// SendBatch of pgx): a *pgxpool.Pool in production. The dispatcher must
+// DB is what the outbox needs from Postgres (Exec, Query, QueryRow,
+// SendBatch and Begin of pgx), the same interface as webhook.DB: a
+// *pgxpool.Pool in production, or a connection or a transaction. The dispatcher must
 // get a pool, never a transaction: its claim has to commit before anything
 // is sent, and its marks must commit as soon as they are made, not with
 // the caller's transaction.
-type DB = claim.Batcher
+type DB = claim.DB
 
 // table is email_outbox as the shared claim machinery sees it.
 var table = claim.Table{

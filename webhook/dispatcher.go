@@ -18,19 +18,12 @@ import (
 	"github.com/postbox/postbox/leases"
 )
 
-// DB is what endpoint management, enqueue and marks need: a pool, a
-// connection or a transaction (Exec, Query and QueryRow of pgx). It is the
-// one interface every part of postbox takes for that need.
+// DB is what every part of postbox takes to reach Postgres: a pool, a
+// connection or a transaction (pgx's Exec, Query, QueryRow, SendBatch and
+// Begin). It is the same interface as outbox.DB. NewDispatcher takes a
+// pool, never a caller's transaction: the fan-out and replays each begin
+// transactions of their own.
 type DB = claim.DB
-
-// Pool is a DB that can begin transactions. The fan-out and replay each need
-// one of their own, so the pipeline takes a pool (a *pgxpool.Pool), never a
-// caller's transaction.
-type Pool interface {
-	DB
-	Begin(ctx context.Context) (pgx.Tx, error)
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
 
 // Config configures a Dispatcher. Every zero field has a working default.
 type Config struct {
@@ -89,7 +82,7 @@ const DeliveriesTable = "webhook_deliveries"
 // two Pipelines (in one process or many) on the same database cooperate
 // through claim leases and CAS marks, never through memory.
 type Dispatcher struct {
-	pool     Pool
+	pool     DB
 	cfg      Settings
 	lc       leases.Config
 	schedule leases.Backoff
@@ -135,7 +128,7 @@ type Dispatcher struct {
 }
 
 // NewDispatcher returns a Dispatcher over pool.
-func NewDispatcher(pool Pool, opts Config) (*Dispatcher, error) {
+func NewDispatcher(pool DB, opts Config) (*Dispatcher, error) {
 	cfg := opts.Settings.withDefaults()
 	if err := checkUserAgent(cfg.UserAgent); err != nil {
 		return nil, fmt.Errorf("webhook: Settings.UserAgent %q: %w", cfg.UserAgent, err)

@@ -59,7 +59,7 @@ func (s outboxSource) Sweep(ctx context.Context) (int, []string, error) {
 	return sweep(ctx, s.p.pool, outboxTable, &s.p.outboxWindow)
 }
 
-func sweep(ctx context.Context, db claim.Batcher, t claim.Table, w *claim.Window) (int, []string, error) {
+func sweep(ctx context.Context, db DB, t claim.Table, w *claim.Window) (int, []string, error) {
 	s, err := claim.Sweep(ctx, db, t, w)
 	if err != nil {
 		err = fmt.Errorf("webhook: %w", err)

@@ -41,7 +41,7 @@ type Rotation struct {
 // one when empty) and keeps the old one signing for keep (0 stops it at
 // once; at most MaxRotationKeep). Secrets rotated out earlier that are
 // still active stay so until their own expiry; expired ones are deleted.
-func RotateSecret(ctx context.Context, pool Pool, id, secret string, keep time.Duration) (Rotation, error) {
+func RotateSecret(ctx context.Context, pool DB, id, secret string, keep time.Duration) (Rotation, error) {
 	if err := validateID(id); err != nil {
 		return Rotation{}, err
 	}

@@ -94,7 +94,7 @@ SELECT * FROM claimed`, t.Name, t.set(), due, t.Returning, order, t.claimable())
 // bucket, claims at most as many rows as it holds whole tokens, and takes
 // one per row, so concurrent claimers anywhere in the pool never claim
 // more than the bucket allows. It says what it left in the bucket.
-func ClaimLimited[T any](ctx context.Context, db Batcher, t Table, w *Window, n int, lease time.Duration, b Bucket, scan pgx.RowToFunc[T]) ([]T, Held, error) {
+func ClaimLimited[T any](ctx context.Context, db DB, t Table, w *Window, n int, lease time.Duration, b Bucket, scan pgx.RowToFunc[T]) ([]T, Held, error) {
 	return claimRows(ctx, db, t, w, "", n, lease, &b, scan)
 }
 

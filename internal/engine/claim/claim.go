@@ -15,18 +15,17 @@ import (
 )
 
 // DB is what postbox needs of Postgres for claims, marks and every other
-// statement it runs: a pool, a connection or a transaction.
+// statement it runs, in every package: a pool (*pgxpool.Pool), a
+// connection (*pgx.Conn, *pgxpool.Conn) or a transaction (pgx.Tx), all of
+// which have every method. Claims and mark groups send batches; the
+// webhook fan-out, replays and the operator's reads begin transactions
+// (in a transaction, a savepoint).
 type DB interface {
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// Batcher is a DB that sends batches, as Claim does: a pool, a connection
-// or a transaction.
-type Batcher interface {
-	DB
 	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+	Begin(ctx context.Context) (pgx.Tx, error)
 }
 
 // Table describes one outbox-shaped table. Names are constants of this
@@ -169,7 +168,7 @@ const IndexOnlySQL = `SELECT set_config('enable_seqscan', 'off', true), set_conf
 // scans each returned row with scan, then moves w's edge to what NextSQL
 // found. All run in one implicit transaction (a batch), so NextSQL sees
 // the claim's own leases and shares its now().
-func Claim[T any](ctx context.Context, db Batcher, t Table, w *Window, n int, lease time.Duration, scan pgx.RowToFunc[T]) ([]T, error) {
+func Claim[T any](ctx context.Context, db DB, t Table, w *Window, n int, lease time.Duration, scan pgx.RowToFunc[T]) ([]T, error) {
 	rows, _, err := claimRows(ctx, db, t, w, t.ClaimSQL(), n, lease, nil, scan)
 	return rows, err
 }
@@ -181,14 +180,14 @@ func Claim[T any](ctx context.Context, db Batcher, t Table, w *Window, n int, le
 // a lease, $3 the window's edge — and in the same batch as the window's
 // read of where to start next; args are its parameters from $4 on. scan
 // reads each row the statement returns.
-func ClaimWith[T any](ctx context.Context, db Batcher, t Table, w *Window, sql string, n int, lease time.Duration, scan pgx.RowToFunc[T], args ...any) ([]T, error) {
+func ClaimWith[T any](ctx context.Context, db DB, t Table, w *Window, sql string, n int, lease time.Duration, scan pgx.RowToFunc[T], args ...any) ([]T, error) {
 	rows, _, err := claimRows(ctx, db, t, w, sql, n, lease, nil, scan, args...)
 	return rows, err
 }
 
 // claimRows is Claim (its statement claimSQL), and ClaimLimited when
 // bucket is set.
-func claimRows[T any](ctx context.Context, db Batcher, t Table, w *Window, claimSQL string, n int, lease time.Duration, bucket *Bucket, scan pgx.RowToFunc[T], args ...any) ([]T, Held, error) {
+func claimRows[T any](ctx context.Context, db DB, t Table, w *Window, claimSQL string, n int, lease time.Duration, bucket *Bucket, scan pgx.RowToFunc[T], args ...any) ([]T, Held, error) {
 	// A claim commits before its rows reach the caller. Cancelled in
 	// between — a shift's window closing, a stop — it would leave them
 	// under a lease no one works until the lease ran out (minutes). So,

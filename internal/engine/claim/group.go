@@ -30,7 +30,7 @@ import (
 // rolls the group back and each of its marks is run again alone, so one
 // bad mark cannot lose another row's record.
 type Group struct {
-	db         Batcher
+	db         DB
 	logger     *slog.Logger
 	maxWriters int // concurrent group commits
 	maxGroup   int // marks per commit
@@ -93,7 +93,7 @@ func (m *Mark) Err() error { return m.err }
 
 // NewGroup returns a Group over db keeping at most writers commits on the
 // wire at once.
-func NewGroup(db Batcher, writers int, logger *slog.Logger) *Group {
+func NewGroup(db DB, writers int, logger *slog.Logger) *Group {
 	return &Group{db: db, logger: logger, maxWriters: max(writers, 1), maxGroup: 64}
 }
 

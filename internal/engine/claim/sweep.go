@@ -59,7 +59,7 @@ type Swept struct {
 // claim's path: under a held snapshot it walks the dead index entries
 // behind the edge that the claims skip. Each round is its own short
 // statement.
-func Sweep(ctx context.Context, db Batcher, t Table, w *Window) (Swept, error) {
+func Sweep(ctx context.Context, db DB, t Table, w *Window) (Swept, error) {
 	var out Swept
 	// rounds runs sql until a round moves fewer than roundRows; args gives
 	// a round's arguments from where the last one stopped. Each round has
@@ -101,7 +101,7 @@ func Sweep(ctx context.Context, db Batcher, t Table, w *Window) (Swept, error) {
 
 // sweepRound runs one round and returns once it has committed: its ids,
 // the newest due time it moved, and the due time it gave them.
-func sweepRound(ctx context.Context, db Batcher, sql string, args ...any) (ids []string, next, moved time.Time, err error) {
+func sweepRound(ctx context.Context, db DB, sql string, args ...any) (ids []string, next, moved time.Time, err error) {
 	// Detached like a claim: a round cancelled after its commit would move
 	// its rows without rewinding the window to them.
 	ctx, cancel := MarkContext(ctx)

@@ -16,7 +16,7 @@ import (
 // emails is email_outbox as these tests claim it.
 var emails = claim.Table{Name: "email_outbox", DueColumn: "next_attempt_at", Returning: "id::text"}
 
-func claimIDs(t *testing.T, db claim.Batcher, w *claim.Window, n int) []string {
+func claimIDs(t *testing.T, db claim.DB, w *claim.Window, n int) []string {
 	t.Helper()
 	ids, err := claim.Claim(context.Background(), db, emails, w, n, time.Hour, pgx.RowTo[string])
 	if err != nil {

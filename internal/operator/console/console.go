@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/postbox/postbox/internal/engine/claim"
 	"github.com/postbox/postbox/internal/operator/backlog"
 	"github.com/postbox/postbox/internal/operator/story"
 	"github.com/postbox/postbox/webhook"
@@ -30,7 +31,7 @@ type Replayer interface {
 
 // Config configures New. DB is required.
 type Config struct {
-	DB story.DB
+	DB claim.DB
 	// Replayer runs the replay actions; nil leaves them out.
 	Replayer Replayer
 	Logger   *slog.Logger // nil discards
@@ -56,7 +57,7 @@ const DefaultSampleEvery = 10 * time.Second
 
 // Console is the console's http.Handler.
 type Console struct {
-	db       story.DB
+	db       claim.DB
 	replayer Replayer
 	logger   *slog.Logger
 	prefix   string

@@ -4,13 +4,14 @@ import (
 	"context"
 	"time"
 
+	"github.com/postbox/postbox/internal/engine/claim"
 	"github.com/postbox/postbox/internal/engine/history"
 )
 
 // droppedNotes says, a sentence per history, what retention has dropped
 // of the history of the rows in s: an attempt log that starts late, or
 // none at all, reads as retention's doing and not as attempts never made.
-func droppedNotes(ctx context.Context, db DB, s Story) ([]string, error) {
+func droppedNotes(ctx context.Context, db claim.DB, s Story) ([]string, error) {
 	var emailSince, webhookSince time.Time
 	oldest := func(at *time.Time, t time.Time) {
 		if at.IsZero() || t.Before(*at) {
@@ -55,7 +56,7 @@ func droppedNotes(ctx context.Context, db DB, s Story) ([]string, error) {
 
 // deletedNote is the NotFoundError's word on webhook events deleted by
 // retention, when a search of them found nothing: "" when none were.
-func deletedNote(ctx context.Context, db DB, searched []Kind) (string, error) {
+func deletedNote(ctx context.Context, db claim.DB, searched []Kind) (string, error) {
 	webhook := false
 	for _, k := range searched {
 		webhook = webhook || k == KindEvent || k == KindDelivery

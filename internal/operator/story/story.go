@@ -18,16 +18,10 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/postbox/postbox/internal/engine/claim"
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/webhook"
 )
-
-// DB is what Find reads through: a pool. It begins a transaction of its
-// own to read River's job list.
-type DB interface {
-	outbox.DB
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
 
 // Story is everything known about one input. Exactly the part its Kind
 // names is set. The slices are the read model's extension points: a new
@@ -143,7 +137,7 @@ type JobRef struct {
 // Find detects what q names (or takes kind, when not "") and reads its
 // story. Input that cannot name anything is ErrMalformed; input that names
 // nothing stored is a *NotFoundError saying what was searched.
-func Find(ctx context.Context, db DB, q string, kind Kind) (Story, error) {
+func Find(ctx context.Context, db claim.DB, q string, kind Kind) (Story, error) {
 	q = strings.TrimSpace(q)
 	if q == "" {
 		return Story{}, fmt.Errorf("%w: nothing to look up: give an email, event, delivery or endpoint id, an invoice id, a customer id or an address", ErrMalformed)
@@ -179,7 +173,7 @@ func Find(ctx context.Context, db DB, q string, kind Kind) (Story, error) {
 }
 
 // load reads q as kind k; found is false when nothing matches.
-func load(ctx context.Context, db DB, q string, k Kind) (s Story, found bool, err error) {
+func load(ctx context.Context, db claim.DB, q string, k Kind) (s Story, found bool, err error) {
 	s = Story{Query: q, Kind: k}
 	var recs []outbox.Record
 	switch k {
@@ -283,7 +277,7 @@ func (s Story) rowIDs() (ids []string, since time.Time) {
 
 // Emails turns records into the operator's view of each: secret states,
 // suppression, outcome and fix.
-func Emails(ctx context.Context, db DB, recs []outbox.Record) ([]Email, error) {
+func Emails(ctx context.Context, db claim.DB, recs []outbox.Record) ([]Email, error) {
 	out := make([]Email, 0, len(recs))
 	type suppression struct {
 		entry outbox.Suppression
@@ -462,7 +456,7 @@ var jobLister = sync.OnceValues(func() (*river.Client[pgx.Tx], error) {
 // of each list, so an older or busier row may have none. The list is
 // River's (JobListTx), narrowed in Postgres to the outputs that name an
 // id (?|), then matched to the ids each names.
-func jobsFor(ctx context.Context, db DB, ids []string, since time.Time) ([]JobRef, error) {
+func jobsFor(ctx context.Context, db claim.DB, ids []string, since time.Time) ([]JobRef, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
