@@ -213,17 +213,12 @@ func checkMessage(msg smtp.Message) error {
 	return nil
 }
 
-// record writes the outcome with its CAS mark and logs it. Every mark
-// error is handled here: a stale mark is logged with the outcome it would
-// have written and counted; any other mark error is logged at error level,
-// counted, and returned through Result.Mark to its batch (markErrs).
+// record writes the outcome with its CAS mark and reports it through
+// engine.Record, the last stage both transports share: a stale mark is
+// logged with the outcome it would have written and counted; any other
+// mark error is logged at error level, counted, and returned through
+// Result.Mark to its batch (markErrs).
 func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
-	// Built only for a line that is logged: most rows log nothing at info.
-	log := func(level slog.Level, msg string, args ...any) {
-		if d.logger.Enabled(ctx, level) {
-			d.logger.Log(ctx, level, msg, append([]any{"row_id", row.ID, "kind", string(row.Kind), "attempt", row.Attempts}, args...)...)
-		}
-	}
 	// A row that is not sent now is going to wait — pending for its backoff
 	// slot, or failed until a requeue — and must not wait with plaintext
 	// secrets: its mark seals them in the same UPDATE.
@@ -237,47 +232,56 @@ func (d *Dispatcher) record(ctx context.Context, row *Row, res *Result) {
 	m, metric := d.markFor(row, res, seal)
 	m.Until = row.leaseEnd
 	var age time.Duration
-	mctx, span := d.tracer.Start(ctx, tracing.SpanEmailMark)
-	if span.IsRecording() {
-		span.SetAttributes(tracing.RowID.String(row.ID), tracing.Outcome.String(string(res.Outcome)))
-	}
-	age, res.Mark = d.marks.mark(mctx, m)
-	endMark(span, res.Mark)
+	res.Mark = engine.Record(ctx, engine.Report{
+		Logger:  d.logger,
+		Attrs:   []any{"row_id", row.ID, "kind", string(row.Kind), "attempt", row.Attempts},
+		Metrics: d.metrics.engine(),
+		Outbox:  table.Name,
+		Stale: engine.Line{Msg: "stale email mark dropped: the row was resolved elsewhere",
+			Attrs: []any{"outcome", string(res.Outcome), "cause", errString(res.Err)}},
+		Lost: engine.Line{Msg: "email mark failed; the row is retried when its lease expires",
+			Attrs: []any{"outcome", string(res.Outcome), "cause", errString(res.Err)}},
+		Applied: appliedLine(res),
+		Observe: func() {
+			d.metrics.outcome(metric)
+			if res.Outcome == OutcomeSent {
+				d.metrics.delivered(age)
+			}
+		},
+	}, func(ctx context.Context) error {
+		mctx, span := d.tracer.Start(ctx, tracing.SpanEmailMark)
+		if span.IsRecording() {
+			span.SetAttributes(tracing.RowID.String(row.ID), tracing.Outcome.String(string(res.Outcome)))
+		}
+		var err error
+		age, err = d.marks.mark(mctx, m)
+		endMark(span, err)
+		return err
+	})
+}
 
-	switch {
-	case errors.Is(res.Mark, ErrStaleMark):
-		d.metrics.engine().Stale(table.Name)
-		log(slog.LevelWarn, "stale email mark dropped: the row was resolved elsewhere",
-			"outcome", string(res.Outcome), "cause", errString(res.Err))
-		return
-	case res.Mark != nil:
-		d.metrics.engine().MarkError(table.Name)
-		log(slog.LevelError, "email mark failed; the row is retried when its lease expires",
-			"outcome", string(res.Outcome), "cause", errString(res.Err), "error", res.Mark.Error())
-		return
-	}
-	d.metrics.outcome(metric)
+// appliedLine is the log line of an email row whose mark applied.
+func appliedLine(res *Result) engine.Line {
 	switch res.Outcome {
 	case OutcomeSent:
-		d.metrics.delivered(age)
-		log(slog.LevelDebug, "email sent")
+		return engine.Line{Level: slog.LevelDebug, Msg: "email sent"}
 	case OutcomeSkipped:
-		log(slog.LevelInfo, "email skipped by its renderer", "reason", errString(res.Err))
+		return engine.Line{Level: slog.LevelInfo, Msg: "email skipped by its renderer", Attrs: []any{"reason", errString(res.Err)}}
 	case OutcomeFailed:
-		log(slog.LevelWarn, "email failed; it waits for an operator's requeue", "error", res.Err.Error())
+		return engine.Line{Level: slog.LevelWarn, Msg: "email failed; it waits for an operator's requeue", Attrs: []any{"error", res.Err.Error()}}
 	case OutcomeRetry:
+		if errors.Is(res.Err, smtp.ErrThrottled) {
+			return engine.Line{Level: slog.LevelInfo, Msg: "the relay is throttling; retrying in seconds, not counted toward giving up",
+				Attrs: []any{"retry_in", res.RetryIn.Round(time.Millisecond).String(), "error", res.Err.Error()}}
+		}
 		level := slog.LevelWarn
 		if errors.Is(res.Err, smtp.ErrSTARTTLSRefused) || errors.Is(res.Err, smtp.ErrPlaintextForbidden) {
 			level = slog.LevelError // a relay or configuration problem someone must fix
 		}
-		if errors.Is(res.Err, smtp.ErrThrottled) {
-			log(slog.LevelInfo, "the relay is throttling; retrying in seconds, not counted toward giving up",
-				"retry_in", res.RetryIn.Round(time.Millisecond).String(), "error", res.Err.Error())
-			return
-		}
-		log(level, "email send failed; will retry",
-			"retry_in", res.RetryIn.Round(time.Second).String(), "error", res.Err.Error())
+		return engine.Line{Level: level, Msg: "email send failed; will retry",
+			Attrs: []any{"retry_in", res.RetryIn.Round(time.Second).String(), "error", res.Err.Error()}}
 	}
+	return engine.Line{}
 }
 
 // endMark ends a mark's span: applied, dropped as stale, or failed.

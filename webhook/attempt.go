@@ -178,7 +178,8 @@ func (p *Dispatcher) finish(a *tried, handOn bool, ahead []string) (t Tally, nex
 	return t, next
 }
 
-// record decides an attempt's outcome (decide), writes its mark, logs and
+// record decides an attempt's outcome (decide), writes its mark and
+// reports it through engine.Record (the stage both transports share),
 // counts it, and disables the endpoint after a 410.
 func (p *Dispatcher) record(ctx context.Context, d delivery, mark *Result, c classed, gone, handOn bool, ahead []string) (Tally, []handedOn) {
 	p.decide(mark, c)
@@ -192,7 +193,6 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark *Result, c cla
 	mark.Error = pgtext.LastError(mark.Error)
 	mark.Until = d.leaseEnd
 	var out Tally
-	mctx, span := p.tracer.Start(ctx, tracing.SpanWebhookMark)
 	// A mark that hands an ordered key on does the next delivery's claim
 	// too, in the group commit like every mark: measured with 64 keys on
 	// 48 slots, marks on connections of their own cost a commit each and
@@ -203,39 +203,47 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark *Result, c cla
 		lease = p.lc.RetryClaimLease(1)
 	}
 	sent := time.Now()
-	breaker, next, err := markDelivery(mctx, p.pool, p.marks, d.id, *mark, &breakerCount{endpointID: d.endpointID, counts: !gone, settings: p.cfg, handOn: lease, ahead: ahead})
+	var (
+		breaker breakerOutcome
+		next    []handedOn
+	)
+	err := engine.Record(ctx, engine.Report{
+		Logger:  log,
+		Metrics: p.metrics.engine(),
+		Outbox:  deliveriesTable.Name,
+		Stale: engine.Line{Msg: "stale delivery mark dropped: a sibling resolved the delivery first",
+			Attrs: []any{"would_mark", string(mark.Outcome), "status_code", mark.StatusCode}},
+		Lost: engine.Line{Msg: "delivery mark lost; the delivery is attempted again when its lease expires",
+			Attrs: []any{"would_mark", string(mark.Outcome)}},
+		Applied: attemptLine(*mark),
+		Observe: func() {
+			switch mark.Outcome {
+			case OutcomeSent:
+				p.metrics.delivery("succeeded")
+				p.metrics.delivered(d.event.createdAt)
+			case OutcomeRetry:
+				p.metrics.delivery("retried")
+			case OutcomeFailed:
+				p.metrics.delivery("failed")
+			}
+		},
+	}, func(ctx context.Context) error {
+		mctx, span := p.tracer.Start(ctx, tracing.SpanWebhookMark)
+		var err error
+		breaker, next, err = markDelivery(mctx, p.pool, p.marks, d.id, *mark, &breakerCount{endpointID: d.endpointID, counts: !gone, settings: p.cfg, handOn: lease, ahead: ahead})
+		if span.IsRecording() {
+			span.SetAttributes(tracing.DeliveryID.String(d.id), tracing.Outcome.String(string(mark.Outcome)), tracing.MarkApplied.Bool(err == nil))
+			if err != nil && !errors.Is(err, ErrStaleMark) {
+				span.SetStatus(codes.Error, "mark failed")
+			}
+		}
+		span.End()
+		return err
+	})
 	for i := range next {
 		next[i].sent = sent
 	}
-	if span.IsRecording() {
-		span.SetAttributes(tracing.DeliveryID.String(d.id), tracing.Outcome.String(string(mark.Outcome)), tracing.MarkApplied.Bool(err == nil))
-		if err != nil && !errors.Is(err, ErrStaleMark) {
-			span.SetStatus(codes.Error, "mark failed")
-		}
-	}
-	span.End()
 	out.Count(d.id, verdicts[mark.Outcome], mark.Error, err)
-	switch {
-	case errors.Is(err, ErrStaleMark):
-		p.metrics.engine().Stale("webhook_deliveries")
-		log.Warn("stale delivery mark dropped: a sibling resolved the delivery first",
-			"would_mark", string(mark.Outcome), "status_code", mark.StatusCode)
-	case err != nil:
-		p.metrics.engine().MarkError(deliveriesTable.Name)
-		log.Error("delivery mark lost; the delivery is attempted again when its lease expires",
-			"would_mark", string(mark.Outcome), "error", err.Error())
-	default:
-		logAttempt(log, *mark)
-		switch mark.Outcome {
-		case OutcomeSent:
-			p.metrics.delivery("succeeded")
-			p.metrics.delivered(d.event.createdAt)
-		case OutcomeRetry:
-			p.metrics.delivery("retried")
-		case OutcomeFailed:
-			p.metrics.delivery("failed")
-		}
-	}
 	if gone {
 		p.disableGone(ctx, d, log)
 	} else {
@@ -247,15 +255,16 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark *Result, c cla
 // heldDisabled is the last_error of a delivery held for a disabled endpoint.
 const heldDisabled = "endpoint disabled: held until it is enabled again"
 
-func logAttempt(log *slog.Logger, m Result) {
+// attemptLine is the log line of a delivery whose mark applied.
+func attemptLine(m Result) engine.Line {
 	attrs := []any{"outcome", string(m.Outcome), "status_code", m.StatusCode, "duration", m.Duration}
 	switch m.Outcome {
 	case OutcomeSent:
-		log.Debug("webhook delivered", attrs...)
+		return engine.Line{Level: slog.LevelDebug, Msg: "webhook delivered", Attrs: attrs}
 	case OutcomeRetry:
-		log.Info("webhook attempt failed; will retry", append(attrs, "retry_in", m.RetryIn.Round(time.Millisecond).String(), "error", m.Error)...)
+		return engine.Line{Level: slog.LevelInfo, Msg: "webhook attempt failed; will retry", Attrs: append(attrs, "retry_in", m.RetryIn.Round(time.Millisecond).String(), "error", m.Error)}
 	default:
-		log.Warn("webhook delivery failed for good", append(attrs, "error", m.Error)...)
+		return engine.Line{Level: slog.LevelWarn, Msg: "webhook delivery failed for good", Attrs: append(attrs, "error", m.Error)}
 	}
 }
 

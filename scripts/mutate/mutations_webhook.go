@@ -133,9 +133,9 @@ func init() {
 		},
 		Mutation{
 			Name:    "webhook attempt: stale delivery mark not counted",
-			File:    attemptGo,
-			Find:    `p.metrics.engine().Stale("webhook_deliveries")`,
-			Replace: `_ = "webhook_deliveries"`,
+			File:    "internal/engine/record.go", // engine.Record, which webhook's record calls
+			Find:    `r.Metrics.Stale(r.Outbox)`,
+			Replace: `_ = r.Outbox`,
 			Pkg:     pkg,
 			Test:    "TestAttempt_StaleMarkIsCountedNotApplied",
 		},
