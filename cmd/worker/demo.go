@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/postbox/postbox/cmd/worker/internal/pooling"
 	"github.com/postbox/postbox/internal/operator/demo"
 	"github.com/postbox/postbox/outbox/templatedir"
 	"github.com/postbox/postbox/smtp"
@@ -64,7 +65,7 @@ func runDemo(ctx context.Context, env *Env, exitAfterSummary bool) error {
 	c.AppEnv, c.DatabaseURL, c.PollInterval = "development", w.DBURL, 250*time.Millisecond
 	// The demo's database is one it made on a server it found, never
 	// behind the pooler DATABASE_URL may name.
-	c.Pooling = Pooling{Mode: PoolSession, ExecMode: w.Pool.Config().ConnConfig.DefaultQueryExecMode}
+	c.Pooling = pooling.Config{Mode: pooling.Session, ExecMode: w.Pool.Config().ConnConfig.DefaultQueryExecMode}
 	c.SMTP = smtp.Config{Host: w.Sink.Host(), Port: w.Sink.Port(), Mode: smtp.ModeNone,
 		From: "billing@postbox.example", AppEnv: "development"}
 	c.Webhook.Production = false

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/postbox/postbox/cmd/worker/internal/pooling"
+	"github.com/postbox/postbox/cmd/worker/internal/poolsize"
 	"log/slog"
 	"time"
 
@@ -39,7 +41,7 @@ type listeners struct {
 // mode both listen on DATABASE_URL; in transaction mode on
 // DATABASE_DIRECT_URL, or without it not at all: the lanes poll, and River
 // runs PollOnly.
-func newListeners(p Pooling, pool *pgxpool.Pool, log *slog.Logger) (*listeners, error) {
+func newListeners(p pooling.Config, pool *pgxpool.Pool, log *slog.Logger) (*listeners, error) {
 	wakeLog := log.With("component", "wake")
 	switch {
 	case !p.Transaction():
@@ -49,14 +51,14 @@ func newListeners(p Pooling, pool *pgxpool.Pool, log *slog.Logger) (*listeners, 
 	}
 	cfg, err := pgxpool.ParseConfig(p.DirectURL)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", envDirectURL, err)
+		return nil, fmt.Errorf("%s: %w", pooling.EnvDirectURL, err)
 	}
 	// River's notifier takes one connection and hijacks it out of the
 	// pool; a reconnect takes another. The pool connects on first use.
 	cfg.MaxConns, cfg.MinConns = 1, 0
 	direct, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", envDirectURL, err)
+		return nil, fmt.Errorf("%s: %w", pooling.EnvDirectURL, err)
 	}
 	return &listeners{
 		waker:  jobs.NewWakerOn(cfg.ConnConfig, wakeLog),
@@ -91,7 +93,7 @@ func (d directNotifier) GetListener(params *riverdriver.GetListenenerParams) riv
 // that are sent elsewhere, and the lanes would poll without a word. The
 // database's oid and the server's start time (pgsession.Database) tell two
 // databases apart, also across a pooler.
-func checkDirectURL(ctx context.Context, p Pooling, pool *pgxpool.Pool) error {
+func checkDirectURL(ctx context.Context, p pooling.Config, pool *pgxpool.Pool) error {
 	if p.DirectURL == "" {
 		return nil
 	}
@@ -100,20 +102,20 @@ func checkDirectURL(ctx context.Context, p Pooling, pool *pgxpool.Pool) error {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	if err := pgserver.Ping(ctx, p.DirectURL); err != nil {
-		return fmt.Errorf("%s: %w", envDirectURL, err)
+		return fmt.Errorf("%s: %w", pooling.EnvDirectURL, err)
 	}
 	conn, err := pgserver.Connect(ctx, p.DirectURL)
 	if err != nil {
-		return fmt.Errorf("%s: %w", envDirectURL, err)
+		return fmt.Errorf("%s: %w", pooling.EnvDirectURL, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	viaDirect, err := pgsession.DatabaseOf(ctx, conn)
 	if err != nil {
-		return fmt.Errorf("%s: %w", envDirectURL, err)
+		return fmt.Errorf("%s: %w", pooling.EnvDirectURL, err)
 	}
 	if viaPool != viaDirect {
 		return fmt.Errorf("%s reaches database %q (oid %d) of a server started at %s, but DATABASE_URL reaches %q (oid %d) of one started at %s: "+
-			"it must be the same database, without the pooler", envDirectURL,
+			"it must be the same database, without the pooler", pooling.EnvDirectURL,
 			viaDirect.Name, viaDirect.OID, viaDirect.Started, viaPool.Name, viaPool.OID, viaPool.Started)
 	}
 	return nil
@@ -129,17 +131,17 @@ func (e *Env) migrationPool(ctx context.Context) (*pgxpool.Pool, error) {
 		return e.Pool(ctx)
 	}
 	if err := pgserver.Ping(ctx, direct); err != nil {
-		return nil, fmt.Errorf("%s: %w", envDirectURL, err)
+		return nil, fmt.Errorf("%s: %w", pooling.EnvDirectURL, err)
 	}
 	cfg, err := pgxpool.ParseConfig(direct)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", envDirectURL, err)
+		return nil, fmt.Errorf("%s: %w", pooling.EnvDirectURL, err)
 	}
-	cfg.MaxConns = min(cfg.MaxConns, cliConnections)
+	cfg.MaxConns = min(cfg.MaxConns, poolsize.CLIConnections)
 	cfg.MinConns = min(cfg.MinConns, cfg.MaxConns)
 	if e.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
-		return nil, fmt.Errorf("%s: %w", envDirectURL, err)
+		return nil, fmt.Errorf("%s: %w", pooling.EnvDirectURL, err)
 	}
-	e.Logger.Info("migrating over "+envDirectURL+" ("+where(direct)+"), not through the pooler", "database", where(direct))
+	e.Logger.Info("migrating over "+pooling.EnvDirectURL+" ("+where(direct)+"), not through the pooler", "database", where(direct))
 	return e.pool, nil
 }

@@ -194,7 +194,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 // fileVars are the secrets that can come from a file instead: NAME_FILE
 // names a file holding NAME's value (Docker and Kubernetes secrets), read
 // once at start with its trailing newline removed.
-var fileVars = []string{"DATABASE_URL", envDirectURL, "SMTP_PASSWORD", "RIVERUI_PASSWORD",
+var fileVars = []string{"DATABASE_URL", pooling.EnvDirectURL, "SMTP_PASSWORD", "RIVERUI_PASSWORD",
 	mailevents.EnvPostmarkPassword, mailevents.EnvGenericSecret}
 
 // withFileVars reads the fileVars given as NAME_FILE and returns a lookup
@@ -278,7 +278,7 @@ func LoadEnv(lookup func(string) (string, bool), stdout, stderr io.Writer, jsonL
 
 // Pool connects to DATABASE_URL once, with an error naming the host when
 // the database does not answer. Its size is a command's, at most
-// cliConnections, unless run has set a replica's (docs/OPERATIONS.md,
+// poolsize.CLIConnections, unless run has set a replica's (docs/OPERATIONS.md,
 // "Connections").
 func (e *Env) Pool(ctx context.Context) (*pgxpool.Pool, error) {
 	if e.pool != nil {

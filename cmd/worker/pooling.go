@@ -11,24 +11,6 @@ import (
 	"github.com/postbox/postbox/jobs"
 )
 
-// What DATABASE_URL reaches is read by internal/pooling and the pools are
-// sized by internal/poolsize; these are their names as the command's
-// files use them.
-type (
-	Pooling  = pooling.Config
-	PoolMode = pooling.Mode
-)
-
-const (
-	PoolSession     = pooling.Session
-	PoolTransaction = pooling.Transaction
-
-	envPoolMode  = pooling.EnvPoolMode
-	envDirectURL = pooling.EnvDirectURL
-
-	cliConnections = poolsize.CLIConnections
-)
-
 // logDatabase logs, once at boot, what the replica's connections reach and
 // where its wake-ups come from, then what it may hold of each.
 func logDatabase(log *slog.Logger, cfg Config, poolSize int32, need poolsize.Need) {
@@ -40,15 +22,15 @@ func logDatabase(log *slog.Logger, cfg Config, poolSize int32, need poolsize.Nee
 	attrs := []any{"pool_mode", string(p.Mode), "exec_mode", mode, "database", where(cfg.DatabaseURL)}
 	switch {
 	case !p.Transaction():
-		log.Info("database: "+envPoolMode+"=session, every connection a session of its own; "+
+		log.Info("database: "+pooling.EnvPoolMode+"=session, every connection a session of its own; "+
 			"wake-ups by LISTEN on DATABASE_URL", append(attrs, "wakeups", "listen")...)
 	case p.DirectURL != "":
-		log.Info("database: "+envPoolMode+"=transaction, DATABASE_URL is a transaction pooler and statements go in exec mode "+mode+"; "+
-			"wake-ups by LISTEN on "+envDirectURL+" ("+where(p.DirectURL)+"), River's notifier too",
+		log.Info("database: "+pooling.EnvPoolMode+"=transaction, DATABASE_URL is a transaction pooler and statements go in exec mode "+mode+"; "+
+			"wake-ups by LISTEN on "+pooling.EnvDirectURL+" ("+where(p.DirectURL)+"), River's notifier too",
 			append(attrs, "wakeups", "listen", "direct", where(p.DirectURL))...)
 	default:
-		log.Info("database: "+envPoolMode+"=transaction, DATABASE_URL is a transaction pooler and statements go in exec mode "+mode+"; "+
-			"no "+envDirectURL+", so no LISTEN: wake-ups by polling, idle lanes every POLL_INTERVAL ("+cfg.PollInterval.String()+
+		log.Info("database: "+pooling.EnvPoolMode+"=transaction, DATABASE_URL is a transaction pooler and statements go in exec mode "+mode+"; "+
+			"no "+pooling.EnvDirectURL+", so no LISTEN: wake-ups by polling, idle lanes every POLL_INTERVAL ("+cfg.PollInterval.String()+
 			"), River every "+jobs.PollOnlyFetch.String(),
 			append(attrs, "wakeups", "poll", "poll_interval", cfg.PollInterval.String(), "river_fetch_poll", jobs.PollOnlyFetch.String())...)
 	}
@@ -60,7 +42,7 @@ func logDatabase(log *slog.Logger, cfg Config, poolSize int32, need poolsize.Nee
 	}
 	line += " plus " + strconv.Itoa(listeners) + " listeners"
 	if p.Transaction() && listeners > 0 {
-		line += " on " + envDirectURL
+		line += " on " + pooling.EnvDirectURL
 	}
 	counts := []any{"pool_max_conns", poolSize, "need", need.Total, "listeners", listeners}
 	if p.Transaction() {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postbox/postbox/cmd/worker/internal/pooling"
 	"github.com/postbox/postbox/internal/engine/pgsession"
 )
 
@@ -23,7 +24,7 @@ const sessionProbeTimeout = 10 * time.Second
 // statement pgx prepared on one is missing on the other ("prepared
 // statement stmtcache_… does not exist") and a LISTEN hears nothing.
 var errTransactionPooler = errors.New("DATABASE_URL is a transaction pooler (one connection's transactions ran on different Postgres backends), " +
-	"but " + envPoolMode + " is session: set " + envPoolMode + "=transaction (docs/OPERATIONS.md, \"PgBouncer\"), " +
+	"but " + pooling.EnvPoolMode + " is session: set " + pooling.EnvPoolMode + "=transaction (docs/OPERATIONS.md, \"PgBouncer\"), " +
 	"or point DATABASE_URL at Postgres or at a pool in session mode")
 
 // checkSessionPooling refuses, in session mode, a DATABASE_URL that is a
@@ -40,7 +41,7 @@ var errTransactionPooler = errors.New("DATABASE_URL is a transaction pooler (one
 // A probe that cannot finish in sessionProbeTimeout (a pooler with every
 // server connection busy) is logged and the boot goes on: a probe that
 // decides nothing must not stop a replica that may be right.
-func checkSessionPooling(ctx context.Context, log *slog.Logger, p Pooling, pool *pgxpool.Pool) error {
+func checkSessionPooling(ctx context.Context, log *slog.Logger, p pooling.Config, pool *pgxpool.Pool) error {
 	if p.Transaction() {
 		return nil
 	}
@@ -52,7 +53,7 @@ func checkSessionPooling(ctx context.Context, log *slog.Logger, p Pooling, pool 
 		return errTransactionPooler
 	case err != nil && ctx.Err() != nil:
 		log.Warn("database: could not tell within "+sessionProbeTimeout.String()+" whether DATABASE_URL is a transaction pooler; "+
-			"if it is, set "+envPoolMode+"=transaction", "error", err)
+			"if it is, set "+pooling.EnvPoolMode+"=transaction", "error", err)
 		return nil
 	case err != nil:
 		return fmt.Errorf("DATABASE_URL: %w", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postbox/postbox/cmd/worker/internal/pooling"
 	"github.com/postbox/postbox/internal/tooling/testsupport/logbuf"
 	"github.com/postbox/postbox/internal/tooling/testsupport/pgbouncertest"
 	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
@@ -29,16 +30,16 @@ func TestSessionProbe(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		bouncer  *pgbouncertest.Options // nil: Postgres itself
-		mode     PoolMode
+		mode     pooling.Mode
 		refused  bool
 		poolSize int32
 	}{
-		{"postgres", nil, PoolSession, false, 10},
-		{"postgres, a pool of two", nil, PoolSession, false, 2},
-		{"pgbouncer in session mode", &pgbouncertest.Options{PoolMode: "session", DefaultPoolSize: 8}, PoolSession, false, 4},
-		{"pgbouncer in transaction mode", &pgbouncertest.Options{DefaultPoolSize: 8}, PoolSession, true, 10},
-		{"pgbouncer in transaction mode, one server connection", &pgbouncertest.Options{DefaultPoolSize: 1}, PoolSession, true, 4},
-		{"pgbouncer in transaction mode, said so", &pgbouncertest.Options{DefaultPoolSize: 8}, PoolTransaction, false, 4},
+		{"postgres", nil, pooling.Session, false, 10},
+		{"postgres, a pool of two", nil, pooling.Session, false, 2},
+		{"pgbouncer in session mode", &pgbouncertest.Options{PoolMode: "session", DefaultPoolSize: 8}, pooling.Session, false, 4},
+		{"pgbouncer in transaction mode", &pgbouncertest.Options{DefaultPoolSize: 8}, pooling.Session, true, 10},
+		{"pgbouncer in transaction mode, one server connection", &pgbouncertest.Options{DefaultPoolSize: 1}, pooling.Session, true, 4},
+		{"pgbouncer in transaction mode, said so", &pgbouncertest.Options{DefaultPoolSize: 8}, pooling.Transaction, false, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -51,7 +52,7 @@ func TestSessionProbe(t *testing.T) {
 			log := slog.New(slog.NewTextHandler(&logs, nil))
 			for i := range 5 {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				err := checkSessionPooling(ctx, log, Pooling{Mode: tc.mode}, pool)
+				err := checkSessionPooling(ctx, log, pooling.Config{Mode: tc.mode}, pool)
 				cancel()
 				switch {
 				case tc.refused && !errors.Is(err, errTransactionPooler):
