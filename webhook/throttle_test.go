@@ -249,3 +249,38 @@ SELECT id, $1, now() - interval '1 minute' FROM ev`, ep.ID); err != nil {
 	}
 	take(0)
 }
+
+// A rate-limited endpoint's bucket refills at the rate and holds at most
+// burstSeconds' worth (at least one token): an endpoint idle for an hour
+// gets a burst, not an hour's worth of requests at once. Pure arithmetic,
+// so the cap is held whatever the machine's speed; the pool-wide bound is
+// TestRateLimit_HoldsAcrossDispatchers'.
+func TestRateLimit_BucketRefillsUpToItsBurst(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name            string
+		rate            float64
+		tokens, elapsed float64
+		want            int
+		wantLeft        float64
+	}{
+		{"idle an hour holds one burst", 20, 0, 3600, 10, 0},
+		{"a fraction of a second refills at the rate", 20, 0, 0.25, 5, 0},
+		{"tokens left over do not pass the burst", 20, 8, 1, 10, 0},
+		{"a slow endpoint's burst is one token", 0.5, 0, 3600, 1, 0},
+		{"nothing elapsed, nothing left", 20, 0, 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rate := tc.rate
+			b := bucket{rate: &rate, tokens: tc.tokens, elapsed: tc.elapsed}
+			n, left, _, byRate := b.admit(1000, 0, 80, 0)
+			if n != tc.want || left != tc.wantLeft {
+				t.Fatalf("admitted %d leaving %v tokens, want %d leaving %v", n, left, tc.want, tc.wantLeft)
+			}
+			if !byRate {
+				t.Fatal("held back by the rate, but not reported so")
+			}
+		})
+	}
+}

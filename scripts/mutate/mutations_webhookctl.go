@@ -54,7 +54,7 @@ func init() {
 			Find:    "tokens = math.Min(burst, tokens+b.elapsed**b.rate)",
 			Replace: "tokens = math.Min(burst*1000, tokens+b.elapsed**b.rate)",
 			Pkg:     "./webhook/",
-			Test:    "TestRateLimit_HoldsAcrossDispatchers",
+			Test:    "TestRateLimit_BucketRefillsUpToItsBurst",
 		},
 		Mutation{
 			Name:    "rate limit: the bucket's taking is not stored (per-claim, not pool-wide)",
