@@ -579,3 +579,83 @@ func TestBreaker_FirstAttemptsStayUnderTheRate(t *testing.T) {
 		}
 	}
 }
+
+// A mark that waits on the endpoint row while another replica's mark of
+// the same endpoint commits counts on top of that mark's result, whole:
+// here a failure opens the window of a new endpoint in a transaction held
+// open until the second mark's statement is waiting on the row's lock.
+// The second mark read the counts after the lock, but once took the row's
+// other columns from its statement's snapshot (no window, never proven,
+// no failure run): a success then wrote 2 requests in no window, which
+// broke the counts' check and lost the delivered mark — the delivery was
+// sent again after its lease — and a failure counted a run of 1.
+func TestBreaker_MarkWaitingOnAnotherMarkCountsOnItsResult(t *testing.T) {
+	t.Parallel()
+	failure := Result{Outcome: OutcomeRetry, Attempt: 1, StatusCode: 503, Error: "HTTP 503", RetryIn: time.Hour}
+	for _, tc := range []struct {
+		name                   string
+		second                 Result
+		failures, failedInARow int
+		proven                 bool
+	}{
+		{"then a success", Result{Outcome: OutcomeSent, Attempt: 1, StatusCode: 204}, 1, 0, true},
+		{"then a failure", failure, 2, 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := testCtx(t)
+			pool := pgtest.NewPool(t)
+			ep := createEndpoint(t, pool, "https://hooks.example.com/in")
+			first, second := leasedDelivery(t, pool, ep.ID), leasedDelivery(t, pool, ep.ID)
+			counted := &breakerCount{endpointID: ep.ID, counts: true, settings: Settings{}.withDefaults()}
+
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			if _, _, err := markDelivery(ctx, tx, nil, first, failure, counted); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, _, err := markDelivery(ctx, pool, nil, second, tc.second, counted)
+				done <- err
+			}()
+			eventually.Until(t, "the second mark waiting on the endpoint row", orderingWait, func() bool {
+				return count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'WITH attempt AS%'`) > 0
+			})
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("the second mark: %v", err)
+			}
+			var requests, failures, inARow int
+			var window, proven bool
+			if err := pool.QueryRow(ctx, `SELECT breaker_requests, breaker_failures, consecutive_failures, breaker_window_at IS NOT NULL, proven_at IS NOT NULL
+FROM webhook_endpoints WHERE id = $1`, ep.ID).Scan(&requests, &failures, &inARow, &window, &proven); err != nil {
+				t.Fatal(err)
+			}
+			if requests != 2 || failures != tc.failures || inARow != tc.failedInARow || !window || proven != tc.proven {
+				t.Fatalf("endpoint: %d requests, %d failures, %d failed in a row, window %v, proven %v; want 2, %d, %d, a window, proven %v",
+					requests, failures, inARow, window, proven, tc.failures, tc.failedInARow, tc.proven)
+			}
+		})
+	}
+}
+
+// leasedDelivery is a delivery of a new event to endpoint, leased to an
+// attempt now out (attempts 1), by plain SQL; it returns its id.
+func leasedDelivery(t *testing.T, db DB, endpoint string) string {
+	t.Helper()
+	var id string
+	err := db.QueryRow(context.Background(), `WITH ev AS (
+	INSERT INTO webhook_events (event_type, payload) VALUES ('invoice.paid', '{}') RETURNING id)
+INSERT INTO webhook_deliveries (event_id, endpoint_id, attempts, next_retry_at, leased_until)
+SELECT ev.id, $1, 1, clock_timestamp() + interval '1 minute', clock_timestamp() + interval '1 minute' FROM ev RETURNING id`, endpoint).Scan(&id)
+	if err != nil {
+		t.Fatalf("leased delivery: %v", err)
+	}
+	return id
+}

@@ -105,6 +105,15 @@ LEFT JOIN webhook_events e ON e.id = d.event_id LEFT JOIN webhook_endpoints ep O
 var markBreakerParams = breakerParams{probes: "$10", window: "$11", minRequests: "$13", rate: "$14",
 	cooldown: "$15", maxCooldown: "$16", disableAfter: "$17", unprovenCap: "$20"}
 
+// The breaker's CTEs read the endpoint row with a lock first and write
+// it from what that read returned, never from the UPDATE's own ep.*
+// columns. When the lock waited for another replica's mark to commit, the
+// read returns the row as that mark left it, but the UPDATE's ep.* can
+// still be the older version of the statement's snapshot: counts from one
+// version and the window from another broke the counts' check, and a
+// delivered mark was lost (TestBreaker_MarkWaitingOnAnotherMarkCountsOnItsResult).
+// The fan-out's unproven_spent writes from its locked read the same way.
+
 // breakerFailureCTE is the CTEs, named breaker_failure last, that count
 // one failed attempt of the endpoint whose id = match (an SQL condition
 // on the bare row's id, as breakerSuccessCTE's), its SQL parameters named
@@ -115,12 +124,13 @@ var markBreakerParams = breakerParams{probes: "$10", window: "$11", minRequests:
 func breakerFailureCTE(match string, b breakerParams) string {
 	return `breaker_fold AS (
 	SELECT id, breaker_opens, breaker_requests, breaker_failures, breaker_window_at, breaker_recovering, proven_at IS NULL AS unproven,
+		consecutive_failures, failing_since, paused_until, probing,
 		coalesce(paused_until > clock_timestamp(), false) AS open,
 		coalesce(paused_until <= clock_timestamp(), false) AS half_open,
 		paused_until IS NULL AND coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => ` + b.window + `::float8), false) AS live
 	FROM webhook_endpoints WHERE id = ` + match + ` FOR NO KEY UPDATE
 ), breaker_counted AS (
-	SELECT id, breaker_opens, open, half_open, unproven,
+	SELECT id, breaker_opens, open, half_open, unproven, consecutive_failures, failing_since, paused_until, probing, breaker_recovering,
 		CASE WHEN open THEN breaker_requests WHEN half_open OR live THEN breaker_requests + 1
 			WHEN breaker_recovering THEN ` + b.probes + `::int + 1 ELSE 1 END AS requests,
 		CASE WHEN open THEN breaker_failures WHEN half_open OR live THEN breaker_failures + 1 ELSE 1 END AS failures,
@@ -132,17 +142,17 @@ func breakerFailureCTE(match string, b breakerParams) string {
 	FROM breaker_counted
 ), breaker_failure AS (
 	UPDATE webhook_endpoints ep SET
-		consecutive_failures = ep.consecutive_failures + 1,
-		failing_since = coalesce(ep.failing_since, now()),
+		consecutive_failures = t.consecutive_failures + 1,
+		failing_since = coalesce(t.failing_since, now()),
 		paused_until = CASE WHEN t.trips
 			THEN clock_timestamp() + make_interval(secs => least(` + b.cooldown + `::float8 * power(2, t.breaker_opens), ` + b.maxCooldown + `::float8))
-			ELSE ep.paused_until END,
-		breaker_opens = CASE WHEN t.trips THEN least(t.breaker_opens + 1, 30) ELSE ep.breaker_opens END,
+			ELSE t.paused_until END,
+		breaker_opens = CASE WHEN t.trips THEN least(t.breaker_opens + 1, 30) ELSE t.breaker_opens END,
 		breaker_requests = CASE WHEN t.trips THEN 0 ELSE t.requests END,
 		breaker_failures = CASE WHEN t.trips THEN 0 ELSE t.failures END,
 		breaker_window_at = CASE WHEN t.trips THEN clock_timestamp() ELSE t.window_at END,
-		probing = CASE WHEN t.trips THEN false ELSE ep.probing END,
-		breaker_recovering = ep.breaker_recovering AND NOT t.trips
+		probing = CASE WHEN t.trips THEN false ELSE t.probing END,
+		breaker_recovering = t.breaker_recovering AND NOT t.trips
 	FROM breaker_ft t WHERE ep.id = t.id
 	RETURNING t.trips, t.requests, t.failures, ep.paused_until, ep.enabled AND ep.failing_since <= now() - ` + b.disableAfter + `::interval AS expire
 )`
@@ -173,6 +183,7 @@ var maxBreakerMinRequestsSQL = strconv.Itoa(maxBreakerMinRequests)
 func breakerSuccessCTE(match string, b breakerParams) string {
 	return `breaker_old AS (
 	SELECT id, paused_until IS NOT NULL AS tripped, breaker_recovering AS recovering,
+		proven_at, paused_until, breaker_opens, probing, breaker_window_at,
 		coalesce(breaker_window_at > clock_timestamp() - make_interval(secs => ` + b.window + `::float8), false) AS live,
 		breaker_requests, breaker_failures, breaker_requests + 1 AS requests, breaker_failures AS failures
 	FROM webhook_endpoints
@@ -186,17 +197,17 @@ func breakerSuccessCTE(match string, b breakerParams) string {
 	FROM breaker_old
 ), breaker_success AS (
 	UPDATE webhook_endpoints ep SET
-		consecutive_failures = 0, failing_since = NULL, proven_at = coalesce(ep.proven_at, now()),
-		paused_until = CASE WHEN t.closes THEN NULL ELSE ep.paused_until END,
-		breaker_opens = CASE WHEN t.recovered THEN 0 ELSE ep.breaker_opens END,
-		probing = CASE WHEN t.closes THEN false ELSE ep.probing END,
-		breaker_recovering = CASE WHEN t.closes THEN true WHEN t.recovered THEN false ELSE ep.breaker_recovering END,
+		consecutive_failures = 0, failing_since = NULL, proven_at = coalesce(t.proven_at, now()),
+		paused_until = CASE WHEN t.closes THEN NULL ELSE t.paused_until END,
+		breaker_opens = CASE WHEN t.recovered THEN 0 ELSE t.breaker_opens END,
+		probing = CASE WHEN t.closes THEN false ELSE t.probing END,
+		breaker_recovering = CASE WHEN t.closes THEN true WHEN t.recovered THEN false ELSE t.recovering END,
 		breaker_requests = CASE WHEN t.closes THEN t.requests - t.failures
 			WHEN t.ended AND t.recovering AND NOT t.recovered THEN ` + b.probes + `::int + 1
 			WHEN t.ended THEN 0 ELSE t.requests END,
 		breaker_failures = CASE WHEN t.closes OR t.ended THEN 0 ELSE t.failures END,
 		breaker_window_at = CASE WHEN t.closes OR t.ended AND t.recovering AND NOT t.recovered THEN clock_timestamp()
-			WHEN t.ended THEN NULL ELSE ep.breaker_window_at END
+			WHEN t.ended THEN NULL ELSE t.breaker_window_at END
 	FROM breaker_t t WHERE ep.id = t.id
 	RETURNING t.closes
 )`

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -350,9 +351,9 @@ func TestOrdering_ConcurrentDispatchersDeliverEveryKeyInOrder(t *testing.T) {
 		wg.Go(func() { _, _ = p.Run(runCtx, time.Hour) })
 		wg.Go(func() { _, _ = p.RunRetries(runCtx, time.Hour) })
 	}
-	eventually.Until(t, "every delivery", orderingWait, func() bool {
+	eventually.Explain(t, "every delivery", orderingWait, func() bool {
 		return count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'succeeded'`) == keys*perKey
-	})
+	}, func() string { return orderingState(t, pool) })
 	stop()
 	wg.Wait()
 
@@ -369,6 +370,35 @@ func TestOrdering_ConcurrentDispatchersDeliverEveryKeyInOrder(t *testing.T) {
 			t.Errorf("%s: accepted %v, want each of its %d events", key, seen, perKey)
 		}
 	}
+}
+
+// orderingState describes, for a failure message, the endpoints' breaker
+// and every delivery not yet delivered.
+func orderingState(t *testing.T, db DB) string {
+	t.Helper()
+	var b strings.Builder
+	rows, err := db.Query(context.Background(), `SELECT format('endpoint %s enabled=%s paused_for=%s window_at=%s requests=%s failures=%s recovering=%s proven=%s',
+	id, enabled, paused_until - clock_timestamp(), breaker_window_at, breaker_requests, breaker_failures, breaker_recovering, proven_at IS NOT NULL)
+FROM webhook_endpoints
+UNION ALL
+SELECT format('outbox %s status=%s attempts=%s due_in=%s', id, status, attempts, next_attempt_at - clock_timestamp())
+FROM webhook_outbox WHERE status <> 'dispatched'
+UNION ALL
+SELECT format('delivery %s key=%s seq=%s status=%s attempts=%s due_in=%s leased_for=%s', d.id, d.ordering_key, d.ordering_seq, d.status, d.attempts,
+	d.next_retry_at - clock_timestamp(), d.leased_until - clock_timestamp())
+FROM webhook_deliveries d WHERE d.status <> 'succeeded'`)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			return err.Error()
+		}
+		b.WriteString(line + "\n")
+	}
+	return b.String()
 }
 
 // enqueueOrdered enqueues n events of key through the Go API, in turn,

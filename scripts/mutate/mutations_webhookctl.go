@@ -372,8 +372,8 @@ func init() {
 		Mutation{
 			Name:    "unproven: a success does not prove the endpoint",
 			File:    "webhook/mark.go",
-			Find:    "proven_at = coalesce(ep.proven_at, now()),",
-			Replace: "proven_at = ep.proven_at,",
+			Find:    "proven_at = coalesce(t.proven_at, now()),",
+			Replace: "proven_at = t.proven_at,",
 			Pkg:     "./webhook/",
 			Test:    "TestUnproven_NewEndpointGetsAtMostTheCapOfFirstAttempts",
 		},
