@@ -237,10 +237,24 @@ SELECT id, $1, 1, now() + i * interval '100 milliseconds' FROM ev`, ep.ID, n); e
 	default:
 		t.Error("replica-b did not take the gate while replica-a's attempt was in flight: the hand-over waited for a's attempts")
 	}
+	// The last deliveries come due in the last moments of c's window: on
+	// a busy machine its final claim can return before they are due, and
+	// the next pass takes them. One more drain stands in for that pass, so
+	// the count below asks only that nothing is lost or sent twice, not
+	// that the three windows kept up with the clock.
+	p, err := webhook.NewDispatcher(pool, webhook.Config{Settings: cfg, Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := p.DrainRetries(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total += next.Sent
 	mu.Lock()
 	defer mu.Unlock()
 	if total != n || len(sent) != n {
-		t.Fatalf("passes sent %d, receiver saw %d deliveries; want each of %d", total, len(sent), n)
+		t.Fatalf("passes sent %d (the drain after them %d), receiver saw %d deliveries; want each of %d", total, next.Sent, len(sent), n)
 	}
 	for id, k := range sent {
 		if k != 1 {
