@@ -606,7 +606,8 @@ func TestBreaker_MarkWaitingOnAnotherMarkCountsOnItsResult(t *testing.T) {
 			ctx := testCtx(t)
 			pool := pgtest.NewPool(t)
 			ep := createEndpoint(t, pool, "https://hooks.example.com/in")
-			first, second := leasedDelivery(t, pool, ep.ID), leasedDelivery(t, pool, ep.ID)
+			// Both leased to an attempt now out.
+			first, second := backlogDelivery(t, pool, ep.ID, 1, "1 minute", "1 minute"), backlogDelivery(t, pool, ep.ID, 1, "1 minute", "1 minute")
 			counted := &breakerCount{endpointID: ep.ID, counts: true, settings: Settings{}.withDefaults()}
 
 			tx, err := pool.Begin(ctx)
@@ -643,19 +644,4 @@ FROM webhook_endpoints WHERE id = $1`, ep.ID).Scan(&requests, &failures, &inARow
 			}
 		})
 	}
-}
-
-// leasedDelivery is a delivery of a new event to endpoint, leased to an
-// attempt now out (attempts 1), by plain SQL; it returns its id.
-func leasedDelivery(t *testing.T, db DB, endpoint string) string {
-	t.Helper()
-	var id string
-	err := db.QueryRow(context.Background(), `WITH ev AS (
-	INSERT INTO webhook_events (event_type, payload) VALUES ('invoice.paid', '{}') RETURNING id)
-INSERT INTO webhook_deliveries (event_id, endpoint_id, attempts, next_retry_at, leased_until)
-SELECT ev.id, $1, 1, clock_timestamp() + interval '1 minute', clock_timestamp() + interval '1 minute' FROM ev RETURNING id`, endpoint).Scan(&id)
-	if err != nil {
-		t.Fatalf("leased delivery: %v", err)
-	}
-	return id
 }
