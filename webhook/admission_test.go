@@ -138,6 +138,51 @@ func TestRateLimit_BelowTwoPerSecondOneTokenFloor(t *testing.T) {
 	}
 }
 
+// A claim stores what it took from the bucket, in the endpoint's row,
+// before it commits: the next claim, on any replica, reads the bucket as
+// this one left it, which makes the limit pool-wide rather than per
+// claim. TestRateLimit_HoldsAcrossDispatchers cannot see a lost taking
+// for sure: the deliveries a claim defers are spaced at the rate too, so
+// three replicas stay near the limit even then. The row is read straight
+// after the claim, so no clock decides the outcome.
+func TestRateLimit_ClaimStoresWhatItTook(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	ep := createEndpoint(t, pool, "https://hooks.example.com/limited")
+	rate := 20.0 // a burst of 10 (rate × burstSeconds)
+	if err := SetLimits(ctx, pool, ep.ID, Limits{RateLimit: &rate}); err != nil {
+		t.Fatal(err)
+	}
+	// Full both ways — a full burst of tokens, and an hour since the last
+	// taking — so a claim that did not store its tokens, or its time,
+	// leaves the row visibly as it found it.
+	burst := int(rate * burstSeconds)
+	if _, err := pool.Exec(ctx, `UPDATE webhook_endpoints SET rl_tokens = $2, rl_at = now() - interval '1 hour' WHERE id = $1`, ep.ID, burst); err != nil {
+		t.Fatal(err)
+	}
+	insertDueDeliveries(t, pool, ep.ID, 30, time.Minute)
+	var before time.Time
+	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+
+	if got := claimIDs(t, newDispatcher(t, pool, nil), 30); len(got) != burst {
+		t.Fatalf("a full bucket at %v/s admitted %d of 30, want its burst of %d", rate, len(got), burst)
+	}
+	var (
+		tokens float64
+		at     time.Time
+	)
+	if err := pool.QueryRow(ctx, `SELECT rl_tokens, rl_at FROM webhook_endpoints WHERE id = $1`, ep.ID).Scan(&tokens, &at); err != nil {
+		t.Fatal(err)
+	}
+	if tokens >= 1 || at.Before(before) {
+		t.Fatalf("after a claim that emptied the bucket the row holds %v tokens taken at %s (claim began %s): "+
+			"the taking was not stored, so the next claim on any replica would take the burst again", tokens, at, before)
+	}
+}
+
 // The breaker's pause doubles with each reopening up to its cap
 // (BreakerMaxCooldown, shipped as DefaultBreakerMaxCooldown = 1h), and
 // the count of openings the doubling reads is itself bounded (30), so an

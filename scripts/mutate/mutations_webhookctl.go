@@ -62,7 +62,7 @@ func init() {
 			Find:    "rl_tokens = CASE WHEN ep.rate_limit IS NULL THEN ep.rl_tokens ELSE u.tokens END,\n\trl_at = clock_timestamp(),",
 			Replace: "rl_tokens = CASE WHEN u.tokens < 0 THEN ep.rl_tokens ELSE ep.rl_tokens END,",
 			Pkg:     "./webhook/",
-			Test:    "TestRateLimit_HoldsAcrossDispatchers",
+			Test:    "TestRateLimit_ClaimStoresWhatItTook",
 		},
 		Mutation{
 			Name:    "rate limit: a throttled delivery spends an attempt",
