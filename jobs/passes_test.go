@@ -189,12 +189,15 @@ INSERT INTO webhook_deliveries (event_id, endpoint_id, attempts, next_retry_at)
 SELECT id, $1, 1, now() + i * interval '100 milliseconds' FROM ev`, ep.ID, n); err != nil {
 		t.Fatal(err)
 	}
-	newPasses := func(owner string) *Passes {
+	newDispatcher := func() *webhook.Dispatcher {
 		p, err := webhook.NewDispatcher(pool, webhook.Config{Settings: cfg, Logger: discard})
 		if err != nil {
 			t.Fatal(err)
 		}
-		passes := NewPasses(p, pool, PassesConfig{Owner: owner, RetryInterval: interval, Logger: discard})
+		return p
+	}
+	newPasses := func(owner string) *Passes {
+		passes := NewPasses(newDispatcher(), pool, PassesConfig{Owner: owner, RetryInterval: interval, Logger: discard})
 		passes.retryLease = time.Hour
 		return passes
 	}
@@ -242,11 +245,7 @@ SELECT id, $1, 1, now() + i * interval '100 milliseconds' FROM ev`, ep.ID, n); e
 	// the next pass takes them. One more drain stands in for that pass, so
 	// the count below asks only that nothing is lost or sent twice, not
 	// that the three windows kept up with the clock.
-	p, err := webhook.NewDispatcher(pool, webhook.Config{Settings: cfg, Logger: discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	next, err := p.DrainRetries(ctx, time.Minute)
+	next, err := newDispatcher().DrainRetries(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,12 +44,13 @@ RETURNING id`, endpointID, n, ago)
 }
 
 // fillBucket makes endpointID's bucket as full as it can be: its last
-// taking an hour ago, so an hour's refill — far past any burst — is due.
-// SetLimits starts a bucket empty; this stands for a limit set long ago.
-func fillBucket(t *testing.T, db DB, endpointID string) {
+// taking an hour ago, so an hour's refill — far past any burst — is due,
+// on top of the tokens it kept then. SetLimits starts a bucket empty; this
+// stands for a limit set long ago.
+func fillBucket(t *testing.T, db DB, endpointID string, tokens float64) {
 	t.Helper()
 	if _, err := db.Exec(context.Background(),
-		`UPDATE webhook_endpoints SET rl_tokens = 0, rl_at = now() - interval '1 hour' WHERE id = $1`, endpointID); err != nil {
+		`UPDATE webhook_endpoints SET rl_tokens = $2, rl_at = now() - interval '1 hour' WHERE id = $1`, endpointID, tokens); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -118,7 +119,7 @@ func TestRateLimit_BelowTwoPerSecondOneTokenFloor(t *testing.T) {
 			if err := SetLimits(ctx, pool, ep.ID, Limits{RateLimit: &rate}); err != nil {
 				t.Fatal(err)
 			}
-			fillBucket(t, pool, ep.ID)
+			fillBucket(t, pool, ep.ID, 0)
 			insertDueDeliveries(t, pool, ep.ID, 5, time.Minute)
 			p := newDispatcher(t, pool, nil)
 
@@ -158,9 +159,7 @@ func TestRateLimit_ClaimStoresWhatItTook(t *testing.T) {
 	// taking — so a claim that did not store its tokens, or its time,
 	// leaves the row visibly as it found it.
 	burst := int(rate * burstSeconds)
-	if _, err := pool.Exec(ctx, `UPDATE webhook_endpoints SET rl_tokens = $2, rl_at = now() - interval '1 hour' WHERE id = $1`, ep.ID, burst); err != nil {
-		t.Fatal(err)
-	}
+	fillBucket(t, pool, ep.ID, float64(burst))
 	insertDueDeliveries(t, pool, ep.ID, 30, time.Minute)
 	var before time.Time
 	if err := pool.QueryRow(ctx, `SELECT clock_timestamp()`).Scan(&before); err != nil {
@@ -394,7 +393,7 @@ func TestRateLimit_ThrottledBacklogLeavesTheClaimsHead(t *testing.T) {
 	if err := SetLimits(ctx, pool, limited.ID, Limits{RateLimit: &rate}); err != nil {
 		t.Fatal(err)
 	}
-	fillBucket(t, pool, limited.ID)
+	fillBucket(t, pool, limited.ID, 0)
 	const backlog, others, n = 300, 20, 25
 	insertDueDeliveries(t, pool, limited.ID, backlog, time.Hour) // the head of the claim
 	freeIDs := insertDueDeliveries(t, pool, free.ID, others, time.Minute)
@@ -461,7 +460,7 @@ func TestAdmission_CapAndProbeOutrankTheBucket(t *testing.T) {
 			if err := SetLimits(ctx, pool, ep.ID, Limits{RateLimit: &rate}); err != nil {
 				t.Fatal(err)
 			}
-			fillBucket(t, pool, ep.ID)
+			fillBucket(t, pool, ep.ID, 0)
 			if _, err := pool.Exec(ctx, tc.setup, ep.ID); err != nil {
 				t.Fatal(err)
 			}

@@ -113,7 +113,7 @@ func (rc *receiver) requests() []received {
 	return append([]received(nil), rc.got...)
 }
 
-func createEndpoint(t *testing.T, db DB, url string, eventTypes ...string) Endpoint {
+func createEndpoint(t testing.TB, db DB, url string, eventTypes ...string) Endpoint {
 	t.Helper()
 	ep, err := CreateEndpoint(context.Background(), db, Settings{}, EndpointParams{URL: url, EventTypes: eventTypes})
 	if err != nil {
@@ -125,7 +125,7 @@ func createEndpoint(t *testing.T, db DB, url string, eventTypes ...string) Endpo
 // provenEndpoint is createEndpoint for an endpoint that has accepted a
 // delivery before (proven_at), whose first attempts go out in process
 // without the cap a new endpoint's have (bornSQL).
-func provenEndpoint(t *testing.T, db DB, url string, eventTypes ...string) Endpoint {
+func provenEndpoint(t testing.TB, db DB, url string, eventTypes ...string) Endpoint {
 	t.Helper()
 	ep := createEndpoint(t, db, url, eventTypes...)
 	if _, err := db.Exec(context.Background(), `UPDATE webhook_endpoints SET proven_at = now() WHERE id = $1`, ep.ID); err != nil {
