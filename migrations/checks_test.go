@@ -405,6 +405,32 @@ var checkCases = []checkCase{
 			`UPDATE webhook_outbox SET ordering_key = 'k' WHERE id = ` + fxOutbox,
 			`UPDATE webhook_outbox SET ordering_key = NULL WHERE id = ` + fxOutbox,
 		}},
+	// 00030: a tenant is 1..255 bytes without control characters (C0,
+	// DEL, C1), or NULL for none — on an endpoint and on an event alike.
+	{"webhook_outbox_tenant_id_format",
+		[]string{
+			`UPDATE webhook_outbox SET tenant_id = '' WHERE id = ` + fxOutbox,
+			`UPDATE webhook_outbox SET tenant_id = repeat('t', 256) WHERE id = ` + fxOutbox,
+			`UPDATE webhook_outbox SET tenant_id = 'ac' || chr(10) || 'me' WHERE id = ` + fxOutbox,
+			`UPDATE webhook_outbox SET tenant_id = 'acme' || chr(127) WHERE id = ` + fxOutbox,
+			`UPDATE webhook_outbox SET tenant_id = 'acme' || chr(133) WHERE id = ` + fxOutbox,
+		},
+		[]string{
+			`UPDATE webhook_outbox SET tenant_id = repeat('t', 255) WHERE id = ` + fxOutbox,
+			`UPDATE webhook_outbox SET tenant_id = 'Acme GmbH / Zürich' WHERE id = ` + fxOutbox,
+			`UPDATE webhook_outbox SET tenant_id = NULL WHERE id = ` + fxOutbox,
+		}},
+	{"webhook_endpoints_tenant_id_format",
+		[]string{
+			`UPDATE webhook_endpoints SET tenant_id = '' WHERE id = ` + fxEndpoint,
+			`UPDATE webhook_endpoints SET tenant_id = repeat('é', 128) WHERE id = ` + fxEndpoint,
+			`UPDATE webhook_endpoints SET tenant_id = 'acme' || chr(9) WHERE id = ` + fxEndpoint,
+		},
+		[]string{
+			`UPDATE webhook_endpoints SET tenant_id = repeat('t', 255) WHERE id = ` + fxEndpoint,
+			`UPDATE webhook_endpoints SET tenant_id = 'cus_123' WHERE id = ` + fxEndpoint,
+			`UPDATE webhook_endpoints SET tenant_id = NULL WHERE id = ` + fxEndpoint,
+		}},
 	{"webhook_deliveries_ordering_check",
 		[]string{
 			`UPDATE webhook_deliveries SET ordering_key = 'k', ordering_seq = NULL WHERE id = ` + fxDelivery,

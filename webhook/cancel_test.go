@@ -22,16 +22,7 @@ func TestSendAt_EventHeldUntilDue(t *testing.T) {
 	rc := newReceiver(t, nil)
 	createEndpoint(t, pool, rc.URL)
 	enqueue := func(at time.Time) (string, error) {
-		tx, err := pool.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = tx.Rollback(ctx) }()
-		id, err := Enqueuer{}.EnqueueEvent(ctx, tx, Event{Type: "trial.ending", Payload: []byte(`{"customer":"cus_1"}`), SendAt: at})
-		if err != nil {
-			return "", err
-		}
-		return id, tx.Commit(ctx)
+		return enqueueEvent(t, pool, Event{Type: "trial.ending", Payload: []byte(`{"customer":"cus_1"}`), SendAt: at})
 	}
 	id, err := enqueue(time.Now().Add(72 * time.Hour))
 	if err != nil {

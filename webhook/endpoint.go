@@ -18,6 +18,11 @@ type Endpoint struct {
 	ID  string `json:"id"`
 	URL string `json:"url"`
 
+	// Tenant is whose the endpoint is (tenant.go): it receives only that
+	// tenant's events. Empty: events without a tenant. Set at creation,
+	// never changed.
+	Tenant string `json:"tenant,omitempty"`
+
 	// Secret is the Standard Webhooks signing secret. Only CreateEndpoint
 	// returns it (once, for the operator to hand to the receiver); listings
 	// leave it empty so it is never printed by accident.
@@ -68,6 +73,7 @@ type Breaker struct {
 
 // EndpointParams describe a new endpoint.
 type EndpointParams struct {
+	Tenant          string // whose the endpoint is; empty for none
 	URL             string
 	EventTypes      []string // empty: every event type
 	Secret          string   // empty: NewSecret generates one
@@ -77,6 +83,9 @@ type EndpointParams struct {
 // CreateEndpoint validates p and inserts an enabled endpoint. cfg.Production
 // requires an https URL.
 func CreateEndpoint(ctx context.Context, db DB, cfg Settings, p EndpointParams) (Endpoint, error) {
+	if err := validateTenant(p.Tenant); err != nil {
+		return Endpoint{}, fmt.Errorf("%w: %v", ErrInvalidEndpoint, err)
+	}
 	if err := ValidateURL(p.URL, cfg.Production); err != nil {
 		return Endpoint{}, err
 	}
@@ -93,9 +102,9 @@ func CreateEndpoint(ctx context.Context, db DB, cfg Settings, p EndpointParams) 
 		return Endpoint{}, err
 	}
 
-	e := Endpoint{URL: p.URL, Secret: secret, EventTypes: types, Enabled: true, SendTraceparent: p.SendTraceparent, OrderOnFailure: OrderBlock}
-	err = db.QueryRow(ctx, `INSERT INTO webhook_endpoints (url, secret, event_types, send_traceparent)
-VALUES ($1, $2, $3, $4) RETURNING id, created_at, updated_at`, p.URL, secret, types, p.SendTraceparent).
+	e := Endpoint{Tenant: p.Tenant, URL: p.URL, Secret: secret, EventTypes: types, Enabled: true, SendTraceparent: p.SendTraceparent, OrderOnFailure: OrderBlock}
+	err = db.QueryRow(ctx, `INSERT INTO webhook_endpoints (url, secret, event_types, send_traceparent, tenant_id)
+VALUES ($1, $2, $3, $4, NULLIF($5::text, '')) RETURNING id, created_at, updated_at`, p.URL, secret, types, p.SendTraceparent, p.Tenant).
 		Scan(&e.ID, &e.CreatedAt, &e.UpdatedAt)
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("webhook: create endpoint: %w", err)
@@ -112,13 +121,13 @@ const endpointColumns = `id, url, event_types, enabled, coalesce(disabled_reason
 		WHEN paused_until IS NOT NULL THEN 'half-open'
 		WHEN breaker_recovering THEN 'recovering'
 		WHEN proven_at IS NULL THEN 'new'
-		ELSE 'closed' END, send_traceparent, order_on_failure`
+		ELSE 'closed' END, send_traceparent, order_on_failure, coalesce(tenant_id, '')`
 
 func scanEndpoint(row pgx.CollectableRow) (Endpoint, error) {
 	var e Endpoint
 	err := row.Scan(&e.ID, &e.URL, &e.EventTypes, &e.Enabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt,
 		&e.RateLimit, &e.MaxInFlight, &e.Breaker.ConsecutiveFailures, &e.Breaker.FailingSince, &e.Breaker.PausedUntil,
-		&e.Breaker.State, &e.SendTraceparent, &e.OrderOnFailure)
+		&e.Breaker.State, &e.SendTraceparent, &e.OrderOnFailure, &e.Tenant)
 	return e, err
 }
 

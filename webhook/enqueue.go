@@ -31,16 +31,23 @@ type Event struct {
 	Type    string // e.g. "invoice.paid"
 	Payload []byte // valid JSON
 
+	// Tenant, if set, is whose the event is (tenant.go): it reaches only
+	// that tenant's endpoints. Empty reaches only endpoints without a
+	// tenant. At most MaxTenantBytes, no control characters.
+	Tenant string
+
 	// IdempotencyKey, if set, makes the enqueue idempotent: an enqueue
-	// with a key some webhook_outbox row already holds writes nothing and
-	// returns that row's id (webhook_outbox_idempotency_idx). At most
+	// with a key some webhook_outbox row of the same Tenant already holds
+	// writes nothing and returns that row's id
+	// (webhook_outbox_idempotency_idx, unique per tenant). At most
 	// MaxIdempotencyKeyBytes. A key is held until the pruner deletes its
 	// dispatched row (Settings.OutboxRetention).
 	IdempotencyKey string
 
 	// EndpointID, if set, addresses the event to that one endpoint,
 	// whatever its event_types filter; empty fans it out to every enabled
-	// endpoint subscribed to Type.
+	// endpoint of Tenant subscribed to Type. An endpoint of another tenant
+	// is refused.
 	EndpointID string
 
 	// SendAt, if set, holds the event until then: the row's due time
@@ -75,11 +82,11 @@ const MaxIdempotencyKeyBytes = 255
 // with a row the snapshot cannot see is a serialization failure (40001),
 // returned as is.
 const (
-	enqueueSQL = `INSERT INTO webhook_outbox (event_type, payload, idempotency_key, endpoint_id, traceparent, next_attempt_at, ordering_key)
-VALUES ($1, $2, NULLIF($3::text, ''), NULLIF($5::text, '')::uuid, NULLIF($6::text, ''), greatest(coalesce($4::timestamptz, now()), now()), NULLIF($7::text, ''))
-ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+	enqueueSQL = `INSERT INTO webhook_outbox (event_type, payload, idempotency_key, endpoint_id, traceparent, next_attempt_at, ordering_key, tenant_id)
+VALUES ($1, $2, NULLIF($3::text, ''), NULLIF($5::text, '')::uuid, NULLIF($6::text, ''), greatest(coalesce($4::timestamptz, now()), now()), NULLIF($7::text, ''), NULLIF($8::text, ''))
+ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id`
-	enqueueExistingSQL = `SELECT id FROM webhook_outbox WHERE idempotency_key = $1`
+	enqueueExistingSQL = `SELECT id FROM webhook_outbox WHERE idempotency_key = $1 AND coalesce(tenant_id, '') = $2`
 )
 
 // Enqueue inserts one event into webhook_outbox using tx. The payload must
@@ -117,8 +124,14 @@ func (e Enqueuer) EnqueueEvent(ctx context.Context, tx pgx.Tx, ev Event) (string
 	if len(ev.OrderingKey) > MaxOrderingKeyBytes {
 		return "", fmt.Errorf("%w: ordering key is over %d bytes", ErrInvalidEvent, MaxOrderingKeyBytes)
 	}
+	if err := validateTenant(ev.Tenant); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrInvalidEvent, err)
+	}
 	if ev.EndpointID != "" {
 		if err := validateID(ev.EndpointID); err != nil {
+			return "", err
+		}
+		if err := checkAddressee(ctx, tx, ev.Tenant, ev.EndpointID); err != nil {
 			return "", err
 		}
 	}
@@ -133,10 +146,10 @@ func (e Enqueuer) EnqueueEvent(ctx context.Context, tx pgx.Tx, ev Event) (string
 		sendAt = ev.SendAt
 	}
 	var id string
-	err := tx.QueryRow(ctx, enqueueSQL, eventType, string(payload), ev.IdempotencyKey, sendAt, ev.EndpointID, tracing.Traceparent(ctx), ev.OrderingKey).Scan(&id)
+	err := tx.QueryRow(ctx, enqueueSQL, eventType, string(payload), ev.IdempotencyKey, sendAt, ev.EndpointID, tracing.Traceparent(ctx), ev.OrderingKey, ev.Tenant).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The key is taken: the existing row is the enqueue.
-		if err := tx.QueryRow(ctx, enqueueExistingSQL, ev.IdempotencyKey).Scan(&id); err != nil {
+		if err := tx.QueryRow(ctx, enqueueExistingSQL, ev.IdempotencyKey, ev.Tenant).Scan(&id); err != nil {
 			return "", fmt.Errorf("webhook: enqueue %s: read the row holding the idempotency key: %w", eventType, err)
 		}
 		return id, nil
@@ -160,11 +173,15 @@ func (e Enqueuer) EnqueueEvent(ctx context.Context, tx pgx.Tx, ev Event) (string
 //
 //	INSERT INTO webhook_outbox (event_type, payload) VALUES ('invoice.paid', '{"id": "in_1"}');
 //
-// and idempotently, with a key:
+// for a tenant's endpoints:
 //
-//	INSERT INTO webhook_outbox (event_type, payload, idempotency_key)
-//	VALUES ('invoice.paid', '{"id": "in_1"}', 'in_1.paid')
-//	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
+//	INSERT INTO webhook_outbox (tenant_id, event_type, payload) VALUES ('acme', 'invoice.paid', '{"id": "in_1"}');
+//
+// and idempotently, with a key (unique per tenant):
+//
+//	INSERT INTO webhook_outbox (tenant_id, event_type, payload, idempotency_key)
+//	VALUES ('acme', 'invoice.paid', '{"id": "in_1"}', 'in_1.paid')
+//	ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING;
 func Enqueue(ctx context.Context, tx pgx.Tx, eventType string, payload []byte) (string, error) {
 	return Enqueuer{}.Enqueue(ctx, tx, eventType, payload)
 }

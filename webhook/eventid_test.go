@@ -5,7 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
@@ -20,12 +19,7 @@ func TestEventID_IsWhatEnqueueReturned(t *testing.T) {
 	ctx := context.Background()
 	enqueue := func(t *testing.T, pool *pgxpool.Pool, ev Event) string {
 		t.Helper()
-		var id string
-		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			var err error
-			id, err = Enqueuer{}.EnqueueEvent(ctx, tx, ev)
-			return err
-		})
+		id, err := enqueueEvent(t, pool, ev)
 		if err != nil {
 			t.Fatalf("EnqueueEvent: %v", err)
 		}

@@ -11,8 +11,8 @@ import (
 )
 
 // bornSQL is the CTEs, named born last, that create the deliveries of the
-// events in the relation events (columns id, event_type, ordering_key,
-// ordering_seq, and target: NULL for every enabled endpoint subscribed to
+// events in the relation events (columns id, event_type, tenant_id,
+// ordering_key, ordering_seq, and target: NULL for every enabled endpoint subscribed to
 // the event's type, or one endpoint's id — a replay to that endpoint, or an
 // event addressed to it), under the birth lease in the SQL parameter
 // lease. born returns the deliveries' id, event_id, endpoint_id, attempts
@@ -87,8 +87,10 @@ func bornSQL(events, lease, unproven string) string {
 // reachesSQL is whether endpoint ep gets a delivery of event ev, whose
 // target is NULL for every enabled endpoint subscribed to its type, or
 // the one endpoint it goes to: the rule every birth follows (bornSQL), and
-// the one ReplayTargets lists a replay's endpoints by.
-const reachesSQL = `ep.enabled AND CASE
+// the one ReplayTargets lists a replay's endpoints by. Either way the
+// endpoint is the event's tenant's (sameTenantSQL): an event of no tenant
+// reaches only endpoints of none.
+const reachesSQL = sameTenantSQL + ` AND ep.enabled AND CASE
 		WHEN ev.target IS NULL THEN cardinality(ep.event_types) = 0 OR ev.event_type = ANY (ep.event_types)
 		ELSE ep.id = ev.target END`
 
@@ -157,7 +159,7 @@ func scanBorn(row pgx.Row, sent time.Time, before ...any) (d delivery, ok bool, 
 // each clone's original went (addressedSQL), $3 the birth lease, $4 an
 // unproven endpoint's cap (bornSQL). One statement is one transaction.
 var replayBornSQL = `WITH ev AS (
-	SELECT c.id, c.event_type, c.ordering_key, c.ordering_seq, coalesce($2::uuid, ` + addressedSQL("o") + `) AS target
+	SELECT c.id, c.event_type, c.tenant_id, c.ordering_key, c.ordering_seq, coalesce($2::uuid, ` + addressedSQL("o") + `) AS target
 	FROM webhook_events c JOIN webhook_events o ON o.id = coalesce(c.replay_of, c.id)
 	WHERE c.id = ANY ($1::uuid[])
 ), ` + bornSQL("ev", "$3", "$4") + `

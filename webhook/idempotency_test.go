@@ -81,7 +81,7 @@ func TestEnqueue_IdempotencyKeyRules(t *testing.T) {
 	}
 	// Plain SQL: the README's ON CONFLICT DO NOTHING; an empty key is refused.
 	const insert = `INSERT INTO webhook_outbox (event_type, payload, idempotency_key) VALUES ('a.b', '{}', $1)
-ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`
+ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`
 	for i := range 2 {
 		tag, err := tx.Exec(ctx, insert, "sql-key")
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -132,6 +133,17 @@ func provenEndpoint(t testing.TB, db DB, url string, eventTypes ...string) Endpo
 		t.Fatal(err)
 	}
 	return ep
+}
+
+// enqueueEvent enqueues ev by the Go API in a transaction of its own,
+// committed unless EnqueueEvent refuses it.
+func enqueueEvent(t *testing.T, db DB, ev Event) (id string, err error) {
+	t.Helper()
+	err = pgx.BeginFunc(context.Background(), db, func(tx pgx.Tx) error {
+		id, err = Enqueuer{}.EnqueueEvent(context.Background(), tx, ev)
+		return err
+	})
+	return id, err
 }
 
 // insertOutbox enqueues the way another language would: plain SQL.

@@ -82,22 +82,27 @@ func sweep(ctx context.Context, db DB, t claim.Table, w *claim.Window) (int, []s
 // Events fanned out before this kept ids of their own. An event addressed
 // to one endpoint (the operator notice, webhook_outbox.endpoint_id) goes to
 // that endpoint only, and keeps the address (webhook_events.endpoint_id)
-// for its replays once the row is pruned.
+// for its replays once the row is pruned; a row addressed to an endpoint
+// of another tenant (misaddressedSQL) is marked failed, saying so, and
+// makes no event. The event keeps its row's tenant.
 //
 // It returns a row per delivery, with its event's columns first, and a row
 // with NULL delivery columns for an event no endpoint subscribed to, in the
 // order the events were enqueued.
 func fanOutSQL(rows, counted, unproven string) string {
 	return `WITH claimed AS (
-	UPDATE webhook_outbox o SET status = 'dispatched', dispatched_at = now(), last_error = NULL, ` + counted + `
+	UPDATE webhook_outbox o SET status = CASE WHEN ` + misaddressedSQL + ` THEN 'failed' ELSE 'dispatched' END,
+		dispatched_at = CASE WHEN ` + misaddressedSQL + ` THEN NULL ELSE now() END,
+		last_error = CASE WHEN ` + misaddressedSQL + ` THEN ` + misaddressedError + ` END, ` + counted + `
 	WHERE o.id = ANY (ARRAY(` + rows + `)) AND o.status = 'pending'
-	RETURNING o.id, o.event_type, o.payload, o.endpoint_id, o.traceparent, o.ordering_key, o.ordering_seq
+	RETURNING o.id, o.event_type, o.payload, o.endpoint_id, o.traceparent, o.ordering_key, o.ordering_seq, o.tenant_id, o.status
 ), inserted AS (
-	INSERT INTO webhook_events (id, event_type, payload, outbox_id, traceparent, ordering_key, ordering_seq, endpoint_id)
-	SELECT id, event_type, payload, id, traceparent, ordering_key, coalesce(ordering_seq, nextval('postbox_ordering_seq')), endpoint_id FROM claimed
-	RETURNING id, event_type, payload, created_at, traceparent, ordering_key, ordering_seq
+	INSERT INTO webhook_events (id, event_type, payload, outbox_id, traceparent, ordering_key, ordering_seq, endpoint_id, tenant_id)
+	SELECT id, event_type, payload, id, traceparent, ordering_key, coalesce(ordering_seq, nextval('postbox_ordering_seq')), endpoint_id, tenant_id FROM claimed
+	WHERE status = 'dispatched'
+	RETURNING id, event_type, payload, created_at, traceparent, ordering_key, ordering_seq, tenant_id
 ), ev AS (
-	SELECT i.id, i.event_type, i.ordering_key, i.ordering_seq, c.endpoint_id AS target
+	SELECT i.id, i.event_type, i.tenant_id, i.ordering_key, i.ordering_seq, c.endpoint_id AS target
 	FROM inserted i JOIN claimed c ON c.id = i.id
 ), ` + bornSQL("ev", "$2", unproven) + `
 SELECT i.id::text, i.event_type, i.payload, i.created_at, coalesce(i.traceparent, ''), ` + bornColumns + `

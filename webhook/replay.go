@@ -51,8 +51,8 @@ ORDER BY c.created_at, c.id LIMIT 1`, rep.ReplayOf).Scan(&rep.EventID, &eventTyp
 	case err == nil:
 		rep.Resumed = true
 	case errors.Is(err, pgx.ErrNoRows):
-		err = p.pool.QueryRow(ctx, `INSERT INTO webhook_events (event_type, payload, replay_of, ordering_key)
-SELECT event_type, payload, id, ordering_key FROM webhook_events WHERE id = $1
+		err = p.pool.QueryRow(ctx, `INSERT INTO webhook_events (event_type, payload, replay_of, ordering_key, tenant_id)
+SELECT event_type, payload, id, ordering_key, tenant_id FROM webhook_events WHERE id = $1
 RETURNING id, event_type, payload, created_at`, rep.ReplayOf).Scan(&rep.EventID, &eventType, &payload, &createdAt)
 		if err != nil {
 			return rep, fmt.Errorf("webhook: replay %s: clone: %w", eventID, err)
@@ -101,7 +101,7 @@ func replayRoot(ctx context.Context, db DB, eventID string) (string, error) {
 // replayTargetsSQL lists the endpoints a replay of the original $1
 // reaches, by the rule its deliveries are born by (reachesSQL).
 var replayTargetsSQL = `SELECT ` + endpointColumns + ` FROM webhook_endpoints ep
-WHERE EXISTS (SELECT 1 FROM (SELECT o.event_type, ` + addressedSQL("o") + ` AS target FROM webhook_events o WHERE o.id = $1) ev
+WHERE EXISTS (SELECT 1 FROM (SELECT o.event_type, o.tenant_id, ` + addressedSQL("o") + ` AS target FROM webhook_events o WHERE o.id = $1) ev
 	WHERE ` + reachesSQL + `)
 ORDER BY created_at, id`
 
@@ -166,8 +166,8 @@ func (p *Dispatcher) ReplayFailedSince(ctx context.Context, endpointID string, s
 
 	// Step 1: a clone for every family without a reusable one, committed.
 	tag, err := p.pool.Exec(ctx, `WITH todo AS (`+replayTodoSQL+`)
-INSERT INTO webhook_events (event_type, payload, replay_of, ordering_key)
-SELECT o.event_type, o.payload, o.id, o.ordering_key FROM todo JOIN webhook_events o ON o.id = todo.root
+INSERT INTO webhook_events (event_type, payload, replay_of, ordering_key, tenant_id)
+SELECT o.event_type, o.payload, o.id, o.ordering_key, o.tenant_id FROM todo JOIN webhook_events o ON o.id = todo.root
 WHERE NOT EXISTS (SELECT 1 FROM webhook_events c WHERE `+reusableCloneSQL+`)`, endpointID, since)
 	if err != nil {
 		return rb, fmt.Errorf("webhook: replay endpoint %s: clones: %w", endpointID, err)

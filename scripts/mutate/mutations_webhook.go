@@ -108,8 +108,8 @@ func init() {
 		Mutation{
 			Name:    "webhook fan-out: deliver to disabled endpoints",
 			File:    fanoutGo,
-			Find:    "reachesSQL = `ep.enabled AND CASE",
-			Replace: "reachesSQL = `true AND CASE",
+			Find:    "reachesSQL = sameTenantSQL + ` AND ep.enabled AND CASE",
+			Replace: "reachesSQL = sameTenantSQL + ` AND true AND CASE",
 			Pkg:     pkg,
 			Test:    "TestDispatchFromOutbox_BornLeased",
 		},

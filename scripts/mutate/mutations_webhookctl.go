@@ -25,7 +25,7 @@ func init() {
 		Mutation{
 			Name:    "idempotency webhook: no ON CONFLICT (a duplicate key errors)",
 			File:    "webhook/enqueue.go",
-			Find:    "ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING\nRETURNING id`",
+			Find:    "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING\nRETURNING id`",
 			Replace: "RETURNING id`",
 			Pkg:     "./webhook/",
 			Test:    "TestEnqueue_IdempotencyKeyConcurrent",
@@ -33,8 +33,8 @@ func init() {
 		Mutation{
 			Name:    "idempotency webhook: a duplicate is read from the caller's stale view",
 			File:    "webhook/enqueue.go",
-			Find:    "enqueueExistingSQL = `SELECT id FROM webhook_outbox WHERE idempotency_key = $1`",
-			Replace: "enqueueExistingSQL = `SELECT gen_random_uuid()::text WHERE $1::text IS NOT NULL`",
+			Find:    "enqueueExistingSQL = `SELECT id FROM webhook_outbox WHERE idempotency_key = $1 AND coalesce(tenant_id, '') = $2`",
+			Replace: "enqueueExistingSQL = `SELECT gen_random_uuid()::text WHERE $1::text IS NOT NULL AND $2::text IS NOT NULL`",
 			Pkg:     "./webhook/",
 			Test:    "TestEnqueue_IdempotencyKeyConcurrent",
 		},
