@@ -27,29 +27,31 @@ func init() {
 	})
 	register(command{
 		Name:     "endpoints create",
-		Args:     "--url URL [--event-types a,b] [--secret whsec_…|-] [--traceparent] [--json]",
+		Args:     "--url URL [--tenant T] [--event-types a,b] [--secret whsec_…|-] [--traceparent] [--json]",
 		Summary:  "add an endpoint; prints its secret once",
 		Required: []string{"url"},
 		Help: "Creates an endpoint for --url, subscribed to --event-types (every type when empty), and prints " +
 			"its id and signing secret — shown once: give it to the receiver, which verifies webhook-signature " +
-			"with it. The URL must pass the SSRF guard (WEBHOOK_ALLOWED_CIDRS) and, with APP_ENV=production, " +
+			"with it. With --tenant the endpoint is that tenant's and receives only its events (webhook_outbox.tenant_id, " +
+			"webhook.Event.Tenant); without, only events of no tenant. The URL must pass the SSRF guard (WEBHOOK_ALLOWED_CIDRS) and, with APP_ENV=production, " +
 			"be https. --traceparent makes each attempt carry its span's W3C traceparent header, so the " +
 			"receiver's trace joins postbox's ('worker endpoints traceparent' changes it later).",
 		Flags: func(fs *flag.FlagSet) runFunc {
 			url := fs.String("url", "", "required: absolute http(s) URL (https only when APP_ENV=production)")
+			tenant := fs.String("tenant", "", "whose the endpoint is: it receives only that tenant's events; empty: events of no tenant")
 			types := fs.String("event-types", "", "comma-separated event types; empty: every type")
 			secret := fs.String("secret", "", "whsec_ secret, or - to read it from stdin; empty: generate one")
 			traceparent := fs.Bool("traceparent", false, "send each attempt's W3C traceparent header")
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, env *Env, _ []string) error {
-				return endpointsCreate(ctx, env, webhook.EndpointParams{URL: *url, Secret: *secret, SendTraceparent: *traceparent}, *types, *asJSON)
+				return endpointsCreate(ctx, env, webhook.EndpointParams{Tenant: *tenant, URL: *url, Secret: *secret, SendTraceparent: *traceparent}, *types, *asJSON)
 			}
 		},
 	})
 	register(command{
 		Name:    "endpoints list",
-		Summary: "every endpoint: id, state, breaker, limits, health, event types, URL",
-		Help: "Lists every endpoint with its id, whether it is enabled (and why not), its circuit breaker " +
+		Summary: "every endpoint: id, tenant, state, breaker, limits, health, event types, URL",
+		Help: "Lists every endpoint with its id, its tenant (- for none), whether it is enabled (and why not), its circuit breaker " +
 			"(closed, recovering, open, probing, half-open; consecutive failures; paused until), its limits, its last hour's " +
 			"success rate and p50/p99 attempt duration (--json: the last hour and day, the last error), whether " +
 			"its attempts carry a traceparent header, event types and URL.",
@@ -288,7 +290,7 @@ func endpointsCreate(ctx context.Context, env *Env, p webhook.EndpointParams, ty
 		return err
 	}
 	for _, other := range eps {
-		if other.URL == url {
+		if other.URL == url && other.Tenant == p.Tenant {
 			fmt.Fprintf(env.Stderr, "warning: endpoint %s already has this URL; its receiver will get each event once per endpoint\n", other.ID)
 		}
 	}
@@ -300,9 +302,9 @@ func endpointsCreate(ctx context.Context, env *Env, p webhook.EndpointParams, ty
 	if asJSON {
 		return writeJSON(env.Stdout, ep)
 	}
-	fmt.Fprintf(env.Stdout, "endpoint %s created\n  url          %s\n  event types  %s\n  traceparent  %s\n  secret       %s\n\n"+
+	fmt.Fprintf(env.Stdout, "endpoint %s created\n  tenant       %s\n  url          %s\n  event types  %s\n  traceparent  %s\n  secret       %s\n\n"+
 		"The secret is shown once: give it to the receiver, which verifies webhook-signature with it.\n",
-		ep.ID, ep.URL, eventTypesText(ep.EventTypes), onOff(ep.SendTraceparent), ep.Secret)
+		ep.ID, tenantText(ep.Tenant), ep.URL, eventTypesText(ep.EventTypes), onOff(ep.SendTraceparent), ep.Secret)
 	return nil
 }
 
@@ -331,7 +333,7 @@ func endpointsList(ctx context.Context, env *Env, asJSON bool) error {
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tBREAKER\tFAILURES\tPAUSED UNTIL\tRATE\tIN FLIGHT\tOK 1H\tP50/P99 1H\tTRACEPARENT\tEVENT TYPES\tURL")
+	fmt.Fprintln(tw, "ID\tTENANT\tSTATE\tBREAKER\tFAILURES\tPAUSED UNTIL\tRATE\tIN FLIGHT\tOK 1H\tP50/P99 1H\tTRACEPARENT\tEVENT TYPES\tURL")
 	for _, h := range health {
 		ep := h.Endpoint
 		state := "enabled"
@@ -347,7 +349,7 @@ func endpointsList(ctx context.Context, env *Env, asJSON bool) error {
 			ok = fmt.Sprintf("%.0f%% of %d", 100*w.SuccessRate(), w.Attempts)
 			lat = w.P50.Round(time.Millisecond).String() + "/" + w.P99.Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ep.ID, state, ep.Breaker.State, ep.Breaker.ConsecutiveFailures,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ep.ID, tenantText(ep.Tenant), state, ep.Breaker.State, ep.Breaker.ConsecutiveFailures,
 			paused, limitText(ep.RateLimit), limitText(ep.MaxInFlight), ok, lat, onOff(ep.SendTraceparent),
 			eventTypesText(ep.EventTypes), webhook.RedactURL(ep.URL))
 	}
@@ -359,6 +361,14 @@ func onOff(b bool) string {
 		return "on"
 	}
 	return "off"
+}
+
+// tenantText shows an endpoint's tenant, "-" for none.
+func tenantText(tenant string) string {
+	if tenant == "" {
+		return "-"
+	}
+	return tenant
 }
 
 func eventTypesText(types []string) string {

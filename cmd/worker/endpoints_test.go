@@ -34,9 +34,9 @@ func TestEndpointsLimitRotateList(t *testing.T) {
 
 	worker("endpoints", "limit", id, "--rate", "2.5", "--max-in-flight", "4")
 	list := worker("endpoints", "list")
-	// "new": it has accepted no delivery yet, so it is under the new
-	// endpoint's cap of first attempts.
-	if !regexp.MustCompile(id + `\s+enabled\s+new\s+0\s+-\s+2.5\s+4\s+-\s+-\s`).MatchString(list) {
+	// No tenant ("-"); "new": it has accepted no delivery yet, so it is
+	// under the new endpoint's cap of first attempts.
+	if !regexp.MustCompile(id + `\s+-\s+enabled\s+new\s+0\s+-\s+2.5\s+4\s+-\s+-\s`).MatchString(list) {
 		t.Fatalf("list does not show the breaker and limits:\n%s", list)
 	}
 
@@ -47,6 +47,18 @@ func TestEndpointsLimitRotateList(t *testing.T) {
 	}
 	if strings.Contains(worker("endpoints", "list", "--json"), "whsec_") {
 		t.Fatal("list prints a secret")
+	}
+
+	// A tenant's endpoint: created with --tenant, listed with it.
+	acme := worker("endpoints", "create", "--tenant", "acme", "--url", "https://acme.example/hooks")
+	acmeID := regexp.MustCompile(`endpoint (\S+) created`).FindStringSubmatch(acme)[1]
+	if !regexp.MustCompile(`tenant\s+acme\n`).MatchString(acme) || !regexp.MustCompile(acmeID+`\s+acme\s+enabled`).MatchString(worker("endpoints", "list")) {
+		t.Fatalf("create --tenant acme printed %q; list must show the tenant", acme)
+	}
+	var out, errOut bytes.Buffer
+	if code := runMain([]string{"endpoints", "create", "--tenant", "ac\tme", "--url", "https://acme.example/x"}, lookup, &out, &errOut); code == 0 ||
+		!strings.Contains(errOut.String(), `tenant "ac\tme"`) {
+		t.Fatalf("create with a control character in --tenant: exit %d, stderr %q; want refused, naming it", code, errOut.String())
 	}
 
 	// --json: the id and secret under the names create --json gives them.
