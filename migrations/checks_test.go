@@ -406,7 +406,8 @@ var checkCases = []checkCase{
 			`UPDATE webhook_outbox SET ordering_key = NULL WHERE id = ` + fxOutbox,
 		}},
 	// 00030: a tenant is 1..255 bytes without control characters (C0,
-	// DEL, C1), or NULL for none — on an endpoint and on an event alike.
+	// DEL, C1), or NULL for none — on an endpoint (set when it is made:
+	// a new one, since its tenant is then fixed) and on an event alike.
 	{"webhook_outbox_tenant_id_format",
 		[]string{
 			`UPDATE webhook_outbox SET tenant_id = '' WHERE id = ` + fxOutbox,
@@ -422,14 +423,14 @@ var checkCases = []checkCase{
 		}},
 	{"webhook_endpoints_tenant_id_format",
 		[]string{
-			`UPDATE webhook_endpoints SET tenant_id = '' WHERE id = ` + fxEndpoint,
-			`UPDATE webhook_endpoints SET tenant_id = repeat('é', 128) WHERE id = ` + fxEndpoint,
-			`UPDATE webhook_endpoints SET tenant_id = 'acme' || chr(9) WHERE id = ` + fxEndpoint,
+			tenantEndpoint(`''`),
+			tenantEndpoint(`repeat('é', 128)`),
+			tenantEndpoint(`'acme' || chr(9)`),
 		},
 		[]string{
-			`UPDATE webhook_endpoints SET tenant_id = repeat('t', 255) WHERE id = ` + fxEndpoint,
-			`UPDATE webhook_endpoints SET tenant_id = 'cus_123' WHERE id = ` + fxEndpoint,
-			`UPDATE webhook_endpoints SET tenant_id = NULL WHERE id = ` + fxEndpoint,
+			tenantEndpoint(`repeat('t', 255)`),
+			tenantEndpoint(`'cus_123'`),
+			tenantEndpoint(`NULL`),
 		}},
 	{"webhook_deliveries_ordering_check",
 		[]string{
@@ -492,6 +493,12 @@ func traceparentCase(constraint, update string) checkCase {
 			fmt.Sprintf(update, `'00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'`),
 			fmt.Sprintf(update, `NULL`),
 		}}
+}
+
+// tenantEndpoint inserts a copy of the fixture endpoint of tenant (an SQL
+// expression).
+func tenantEndpoint(tenant string) string {
+	return `INSERT INTO webhook_endpoints (tenant_id, url, secret) SELECT ` + tenant + `, url, secret FROM webhook_endpoints WHERE id = ` + fxEndpoint
 }
 
 // TestCheckConstraints_RefuseAndAccept pins every CHECK constraint of the

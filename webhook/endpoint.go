@@ -133,7 +133,17 @@ func scanEndpoint(row pgx.CollectableRow) (Endpoint, error) {
 
 // ListEndpoints returns every endpoint, oldest first, without secrets.
 func ListEndpoints(ctx context.Context, db DB) ([]Endpoint, error) {
-	rows, err := db.Query(ctx, `SELECT `+endpointColumns+` FROM webhook_endpoints ORDER BY created_at, id`)
+	return listEndpoints(ctx, db, nil)
+}
+
+// listEndpoints lists tenant's endpoints, through the index the fan-out
+// reads them by, or every one for nil.
+func listEndpoints(ctx context.Context, db DB, tenant *string) ([]Endpoint, error) {
+	sql, args := `SELECT `+endpointColumns+` FROM webhook_endpoints ORDER BY created_at, id`, []any(nil)
+	if tenant != nil {
+		sql, args = `SELECT `+endpointColumns+` FROM webhook_endpoints WHERE coalesce(tenant_id, '') = $1 ORDER BY created_at, id`, []any{*tenant}
+	}
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: list endpoints: %w", err)
 	}
@@ -142,6 +152,76 @@ func ListEndpoints(ctx context.Context, db DB) ([]Endpoint, error) {
 		return nil, fmt.Errorf("webhook: list endpoints: %w", err)
 	}
 	return eps, nil
+}
+
+// EndpointUpdate is what UpdateEndpoint changes; a nil field is left as it
+// is. The tenant never changes.
+type EndpointUpdate struct {
+	URL        *string
+	EventTypes *[]string // empty: every event type
+}
+
+// UpdateEndpoint changes endpoint id's URL or subscriptions and returns
+// it as it now is. A new URL is held to CreateEndpoint's rules; deliveries
+// already born go to it from their next attempt on, new subscriptions
+// apply from the next fan-out.
+func UpdateEndpoint(ctx context.Context, db DB, cfg Settings, id string, u EndpointUpdate) (Endpoint, error) {
+	if err := validateID(id); err != nil {
+		return Endpoint{}, err
+	}
+	if u.URL != nil {
+		if err := ValidateURL(*u.URL, cfg.Production); err != nil {
+			return Endpoint{}, err
+		}
+	}
+	var types []string
+	if u.EventTypes != nil {
+		var err error
+		if types, err = normalizeEventTypes(*u.EventTypes); err != nil {
+			return Endpoint{}, err
+		}
+	}
+	rows, _ := db.Query(ctx, `UPDATE webhook_endpoints SET url = coalesce($2, url),
+	event_types = CASE WHEN $3 THEN $4::text[] ELSE event_types END, updated_at = now()
+WHERE id = $1 RETURNING `+endpointColumns, id, u.URL, u.EventTypes != nil, types)
+	e, err := pgx.CollectExactlyOneRow(rows, scanEndpoint)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return e, fmt.Errorf("%w: endpoint %s", ErrNotFound, id)
+	case err != nil:
+		return e, fmt.Errorf("webhook: update endpoint %s: %w", id, err)
+	}
+	return e, nil
+}
+
+// DeleteEndpoint removes endpoint id with its deliveries and their
+// attempt logs: what it was sent is forgotten. A delivery in flight to it
+// then marks nothing (a stale mark). DisableEndpoint keeps the history.
+func DeleteEndpoint(ctx context.Context, db DB, id string) error {
+	if err := validateID(id); err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, `DELETE FROM webhook_endpoints WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("webhook: delete endpoint %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: endpoint %s", ErrNotFound, id)
+	}
+	return nil
+}
+
+// CountEndpointDeliveries is how many deliveries endpoint id has, kept
+// ones included: what DeleteEndpoint would remove.
+func CountEndpointDeliveries(ctx context.Context, db DB, id string) (int, error) {
+	if err := validateID(id); err != nil {
+		return 0, err
+	}
+	var n int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1`, id).Scan(&n); err != nil {
+		return 0, fmt.Errorf("webhook: count deliveries of endpoint %s: %w", id, err)
+	}
+	return n, nil
 }
 
 // DisableEndpoint stops new events from fanning out to the endpoint.

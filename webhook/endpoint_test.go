@@ -113,3 +113,51 @@ func TestCreateEndpoint_Refuses(t *testing.T) {
 		}
 	}
 }
+
+// UpdateEndpoint holds a new URL and new subscriptions to CreateEndpoint's
+// rules and changes nothing when it refuses; an id no endpoint has is
+// ErrNotFound. DeleteEndpoint takes the endpoint's deliveries with it.
+func TestUpdateAndDeleteEndpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	ep := createEndpoint(t, pool, "https://example.com/in", "invoice.paid")
+	for _, tc := range []struct {
+		name string
+		u    EndpointUpdate
+		want string
+	}{
+		{"relative url", EndpointUpdate{URL: new("/hooks")}, "absolute http(s)"},
+		{"credentials", EndpointUpdate{URL: new("https://u:p@example.com/")}, "credentials"},
+		{"event type with space", EndpointUpdate{EventTypes: &[]string{"invoice paid"}}, "event type"},
+	} {
+		if _, err := UpdateEndpoint(ctx, pool, Settings{}, ep.ID, tc.u); !errors.Is(err, ErrInvalidEndpoint) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want ErrInvalidEndpoint mentioning %q", tc.name, err, tc.want)
+		}
+	}
+	if got, err := GetEndpoint(ctx, pool, ep.ID); err != nil || got.URL != ep.URL || !slices.Equal(got.EventTypes, ep.EventTypes) {
+		t.Fatalf("after refused updates: %+v, %v; want it unchanged", got, err)
+	}
+	const missing = "01a24ba7-0000-7000-8000-0000000000ff"
+	if _, err := UpdateEndpoint(ctx, pool, Settings{}, missing, EndpointUpdate{URL: new("https://example.com/x")}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("UpdateEndpoint of no endpoint: %v, want ErrNotFound", err)
+	}
+	got, err := UpdateEndpoint(ctx, pool, Settings{}, ep.ID, EndpointUpdate{URL: new("https://example.com/moved"), EventTypes: &[]string{}})
+	if err != nil || got.URL != "https://example.com/moved" || len(got.EventTypes) != 0 {
+		t.Fatalf("UpdateEndpoint = %+v, %v; want the new URL, every event type", got, err)
+	}
+
+	insertOutbox(t, pool, "invoice.paid", map[string]any{})
+	if _, err := newDispatcher(t, pool, nil).Drain(ctx, testWindow); err != nil {
+		t.Fatal(err)
+	}
+	if err := DeleteEndpoint(ctx, pool, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM webhook_endpoints`) + count(t, pool, `SELECT count(*) FROM webhook_deliveries`); n != 0 {
+		t.Fatalf("after DeleteEndpoint: %d endpoints and deliveries left", n)
+	}
+	if err := DeleteEndpoint(ctx, pool, ep.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("DeleteEndpoint again: %v, want ErrNotFound", err)
+	}
+}

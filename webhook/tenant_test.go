@@ -228,7 +228,8 @@ func TestTenant_IdempotencyKeyPerTenant(t *testing.T) {
 // The database holds the tenant rule by itself: a statement that births a
 // delivery of an event to an endpoint of another tenant fails whole — a
 // hand-written INSERT, and the fan-out of a release before tenants, whose
-// events carry no tenant_id of their own and inherit their row's.
+// events carry no tenant_id of their own and inherit their row's — and an
+// endpoint cannot change tenant.
 func TestTenant_DatabaseRefusesACrossTenantDelivery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -300,6 +301,15 @@ func TestTenant_DatabaseRefusesACrossTenantDelivery(t *testing.T) {
 	}
 	if n := count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE event_id = $1`, theirs); n != 0 {
 		t.Fatalf("the refused statement left %d deliveries", n)
+	}
+	// An endpoint's tenant is fixed: TenantScope checks whose an endpoint
+	// is, then acts on it.
+	for _, to := range []string{"'globex'", "NULL"} {
+		var pgErr *pgconn.PgError
+		_, err := pool.Exec(ctx, `UPDATE webhook_endpoints SET tenant_id = `+to+` WHERE id = $1`, acme.ID)
+		if !errors.As(err, &pgErr) || pgErr.ConstraintName != "webhook_endpoints_tenant_fixed" {
+			t.Fatalf("moving acme's endpoint to tenant %s: %v, want webhook_endpoints_tenant_fixed's refusal", to, err)
+		}
 	}
 }
 

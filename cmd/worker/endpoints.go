@@ -21,7 +21,7 @@ import (
 func init() {
 	registerGroup(group{
 		Name:    "endpoints",
-		Summary: "webhook endpoints: create, list, disable, enable, limit, traceparent, rotate-secret",
+		Summary: "webhook endpoints: create, list, update, disable, enable, delete, limit, traceparent, rotate-secret",
 		Help: "Manages the webhook endpoints events fan out to. An endpoint receives the event types it " +
 			"subscribes to (all, when it names none), signed with its own whsec_ secret (Standard Webhooks).",
 	})
@@ -55,26 +55,107 @@ func init() {
 			"(closed, recovering, open, probing, half-open; consecutive failures; paused until), its limits, its last hour's " +
 			"success rate and p50/p99 attempt duration (--json: the last hour and day, the last error), whether " +
 			"its attempts carry a traceparent header, event types and URL.",
+		Args: "[--tenant T] [--json]",
 		Flags: func(fs *flag.FlagSet) runFunc {
 			asJSON := fs.Bool("json", false, "print JSON")
-			return func(ctx context.Context, env *Env, _ []string) error { return endpointsList(ctx, env, *asJSON) }
+			tenant := tenantFlag(fs)
+			return func(ctx context.Context, env *Env, _ []string) error {
+				return endpointsList(ctx, env, *tenant, *asJSON)
+			}
+		},
+	})
+	register(command{
+		Name:       "endpoints update",
+		Args:       "<id> [--url URL] [--event-types a,b] [--tenant T] [--json]",
+		Positional: []string{"id"},
+		Summary:    "change an endpoint's URL or the event types it subscribes to",
+		Help: "Changes endpoint <id>'s --url (held to the rules of create) or --event-types (comma-separated; " +
+			"--event-types '' subscribes it to every type); what is not given stays. New subscriptions apply " +
+			"from the next fan-out, a new URL from each delivery's next attempt. An endpoint's tenant never changes.",
+		Flags: func(fs *flag.FlagSet) runFunc {
+			var u webhook.EndpointUpdate
+			fs.Func("url", "new absolute http(s) URL", func(v string) error { u.URL = &v; return nil })
+			fs.Func("event-types", "new comma-separated event types; '' for every type", func(v string) error {
+				types := splitEventTypes(v)
+				u.EventTypes = &types
+				return nil
+			})
+			tenant := tenantFlag(fs)
+			asJSON := fs.Bool("json", false, "print JSON")
+			return func(ctx context.Context, env *Env, args []string) error {
+				if u.URL == nil && u.EventTypes == nil {
+					return usagef("nothing to change: give --url or --event-types")
+				}
+				pool, calls, err := endpointsOf(ctx, env, *tenant)
+				if err != nil {
+					return err
+				}
+				ep, err := calls.UpdateEndpoint(ctx, pool, env.Config.Webhook, args[0], u)
+				if err != nil {
+					return err
+				}
+				if *asJSON {
+					return writeJSON(env.Stdout, ep)
+				}
+				fmt.Fprintf(env.Stdout, "endpoint %s updated\n  tenant       %s\n  url          %s\n  event types  %s\n",
+					ep.ID, tenantText(ep.Tenant), webhook.RedactURL(ep.URL), eventTypesText(ep.EventTypes))
+				return nil
+			}
+		},
+	})
+	register(command{
+		Name:       "endpoints delete",
+		Args:       "<id> --yes [--tenant T]",
+		Positional: []string{"id"},
+		Summary:    "remove an endpoint with its deliveries and their attempt logs",
+		Help: "Deletes endpoint <id> together with its deliveries and their attempt logs: what it was sent is " +
+			"forgotten, and a delivery in flight to it marks nothing. Without --yes it says how many deliveries " +
+			"would go and deletes nothing. 'worker endpoints disable' stops sending and keeps the history.",
+		Flags: func(fs *flag.FlagSet) runFunc {
+			yes := fs.Bool("yes", false, "delete it")
+			tenant := tenantFlag(fs)
+			return func(ctx context.Context, env *Env, args []string) error {
+				pool, calls, err := endpointsOf(ctx, env, *tenant)
+				if err != nil {
+					return err
+				}
+				if !*yes {
+					_, err = calls.GetEndpoint(ctx, pool, args[0])
+					if err != nil {
+						return err
+					}
+					n, err := webhook.CountEndpointDeliveries(ctx, pool, args[0])
+					if err != nil {
+						return err
+					}
+					return usagef("deleting endpoint %s removes it with its %d deliveries and their attempt logs; run again with --yes, or keep the history with: worker endpoints disable %s", args[0], n, args[0])
+				}
+				err = calls.DeleteEndpoint(ctx, pool, args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Stdout, "endpoint %s deleted, with its deliveries and their attempt logs\n", args[0])
+				return nil
+			}
 		},
 	})
 	register(command{
 		Name:       "endpoints disable",
-		Args:       "<id> [--reason TEXT]",
+		Args:       "<id> [--reason TEXT] [--tenant T]",
 		Positional: []string{"id"},
 		Summary:    "stop sending to an endpoint",
 		Help: "Disables endpoint <id>: it receives no new events, and its pending deliveries are held " +
 			"(pending, no attempt spent) until 'worker endpoints enable' sends them.",
 		Flags: func(fs *flag.FlagSet) runFunc {
 			reason := fs.String("reason", "", "why, shown by list")
+			tenant := tenantFlag(fs)
 			return func(ctx context.Context, env *Env, args []string) error {
-				pool, err := env.MigratedPool(ctx)
+				pool, calls, err := endpointsOf(ctx, env, *tenant)
 				if err != nil {
 					return err
 				}
-				if err := webhook.DisableEndpoint(ctx, pool, args[0], *reason); err != nil {
+				err = calls.DisableEndpoint(ctx, pool, args[0], *reason)
+				if err != nil {
 					return err
 				}
 				fmt.Fprintf(env.Stdout, "endpoint %s disabled: it receives no new events; its pending deliveries are held until it is enabled\n", args[0])
@@ -84,22 +165,26 @@ func init() {
 	})
 	register(command{
 		Name:       "endpoints enable",
-		Args:       "<id>",
+		Args:       "<id> [--tenant T]",
 		Positional: []string{"id"},
 		Summary:    "send to a disabled endpoint again",
 		Help: "Enables endpoint <id> again and closes its circuit breaker: new events reach it and the " +
 			"deliveries held while it was disabled go out. Deliveries that had failed for good are not resent " +
 			"by themselves: 'worker replay endpoint <id> --since …' does that.",
-		Run: func(ctx context.Context, env *Env, args []string) error {
-			pool, err := env.MigratedPool(ctx)
-			if err != nil {
-				return err
+		Flags: func(fs *flag.FlagSet) runFunc {
+			tenant := tenantFlag(fs)
+			return func(ctx context.Context, env *Env, args []string) error {
+				pool, calls, err := endpointsOf(ctx, env, *tenant)
+				if err != nil {
+					return err
+				}
+				err = calls.EnableEndpoint(ctx, pool, args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Stdout, "endpoint %s enabled; held deliveries go out now. To resend what had failed for good: worker replay endpoint %s --since 24h\n", args[0], args[0])
+				return nil
 			}
-			if err := webhook.EnableEndpoint(ctx, pool, args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(env.Stdout, "endpoint %s enabled; held deliveries go out now. To resend what had failed for good: worker replay endpoint %s --since 24h\n", args[0], args[0])
-			return nil
 		},
 	})
 	register(command{
@@ -205,7 +290,7 @@ func init() {
 	})
 	register(command{
 		Name:       "endpoints rotate-secret",
-		Args:       "<id> [--keep 24h] [--json]",
+		Args:       "<id> [--keep 24h] [--tenant T] [--json]",
 		Positional: []string{"id"},
 		Summary:    "give an endpoint a new secret; the old one signs too until --keep ends",
 		Help: "Generates a new signing secret for endpoint <id> and prints it once (it is never logged). For " +
@@ -222,12 +307,13 @@ func init() {
 				return nil
 			})
 			asJSON := fs.Bool("json", false, "print JSON: id, secret and old_secret_expires_at (absent when --keep 0)")
+			tenant := tenantFlag(fs)
 			return func(ctx context.Context, env *Env, args []string) error {
-				pool, err := env.MigratedPool(ctx)
+				pool, calls, err := endpointsOf(ctx, env, *tenant)
 				if err != nil {
 					return err
 				}
-				r, err := webhook.RotateSecret(ctx, pool, args[0], "", keep)
+				r, err := calls.RotateSecret(ctx, pool, args[0], "", keep)
 				if err != nil {
 					return err
 				}
@@ -247,6 +333,68 @@ func init() {
 	})
 }
 
+// tenantFlag is --tenant on a command that takes an endpoint's id: with
+// it, the command reaches that tenant's endpoints only (webhook.TenantScope).
+func tenantFlag(fs *flag.FlagSet) *string {
+	return fs.String("tenant", "", "act as this tenant: only its endpoints are reached, another's id is not found")
+}
+
+// endpointCalls are the calls the endpoints commands make: on every
+// endpoint (the operator's) or, with --tenant, on one tenant's
+// (webhook.TenantScope, whose methods these are).
+type endpointCalls interface {
+	ListEndpoints(ctx context.Context, db webhook.DB) ([]webhook.Endpoint, error)
+	GetEndpoint(ctx context.Context, db webhook.DB, id string) (webhook.Endpoint, error)
+	UpdateEndpoint(ctx context.Context, db webhook.DB, cfg webhook.Settings, id string, u webhook.EndpointUpdate) (webhook.Endpoint, error)
+	DisableEndpoint(ctx context.Context, db webhook.DB, id, reason string) error
+	EnableEndpoint(ctx context.Context, db webhook.DB, id string) error
+	DeleteEndpoint(ctx context.Context, db webhook.DB, id string) error
+	RotateSecret(ctx context.Context, db webhook.DB, id, secret string, keep time.Duration) (webhook.Rotation, error)
+}
+
+// everyEndpoint is the operator's endpointCalls: the package's functions.
+type everyEndpoint struct{}
+
+func (everyEndpoint) ListEndpoints(ctx context.Context, db webhook.DB) ([]webhook.Endpoint, error) {
+	return webhook.ListEndpoints(ctx, db)
+}
+func (everyEndpoint) GetEndpoint(ctx context.Context, db webhook.DB, id string) (webhook.Endpoint, error) {
+	return webhook.GetEndpoint(ctx, db, id)
+}
+func (everyEndpoint) UpdateEndpoint(ctx context.Context, db webhook.DB, cfg webhook.Settings, id string, u webhook.EndpointUpdate) (webhook.Endpoint, error) {
+	return webhook.UpdateEndpoint(ctx, db, cfg, id, u)
+}
+func (everyEndpoint) DisableEndpoint(ctx context.Context, db webhook.DB, id, reason string) error {
+	return webhook.DisableEndpoint(ctx, db, id, reason)
+}
+func (everyEndpoint) EnableEndpoint(ctx context.Context, db webhook.DB, id string) error {
+	return webhook.EnableEndpoint(ctx, db, id)
+}
+func (everyEndpoint) DeleteEndpoint(ctx context.Context, db webhook.DB, id string) error {
+	return webhook.DeleteEndpoint(ctx, db, id)
+}
+func (everyEndpoint) RotateSecret(ctx context.Context, db webhook.DB, id, secret string, keep time.Duration) (webhook.Rotation, error) {
+	return webhook.RotateSecret(ctx, db, id, secret, keep)
+}
+
+// endpointsOf is the pool and the calls --tenant allows: one tenant's
+// endpoints, or every one without it.
+func endpointsOf(ctx context.Context, env *Env, tenant string) (webhook.DB, endpointCalls, error) {
+	var calls endpointCalls = everyEndpoint{}
+	if tenant != "" {
+		s, err := webhook.ForTenant(tenant)
+		if err != nil {
+			return nil, nil, usagef("--tenant: %v", err)
+		}
+		calls = s
+	}
+	pool, err := env.MigratedPool(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pool, calls, nil
+}
+
 func limitText[T int | float64](v *T) string {
 	if v == nil {
 		return "none"
@@ -263,12 +411,7 @@ func endpointsCreate(ctx context.Context, env *Env, p webhook.EndpointParams, ty
 		}
 		secret = strings.TrimSpace(line)
 	}
-	var eventTypes []string
-	for _, t := range strings.Split(types, ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			eventTypes = append(eventTypes, t)
-		}
-	}
+	eventTypes := splitEventTypes(types)
 	if err := webhook.ValidateURL(url, env.Config.Webhook.Production); err != nil {
 		return usagef("%v", err)
 	}
@@ -308,12 +451,12 @@ func endpointsCreate(ctx context.Context, env *Env, p webhook.EndpointParams, ty
 	return nil
 }
 
-func endpointsList(ctx context.Context, env *Env, asJSON bool) error {
-	pool, err := env.MigratedPool(ctx)
+func endpointsList(ctx context.Context, env *Env, tenant string, asJSON bool) error {
+	pool, calls, err := endpointsOf(ctx, env, tenant)
 	if err != nil {
 		return err
 	}
-	eps, err := webhook.ListEndpoints(ctx, pool)
+	eps, err := calls.ListEndpoints(ctx, pool)
 	if err != nil {
 		return err
 	}
@@ -369,6 +512,17 @@ func tenantText(tenant string) string {
 		return "-"
 	}
 	return tenant
+}
+
+// splitEventTypes reads a comma-separated --event-types; empty is every type.
+func splitEventTypes(s string) []string {
+	types := []string{}
+	for _, t := range strings.Split(s, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			types = append(types, t)
+		}
+	}
+	return types
 }
 
 func eventTypesText(types []string) string {

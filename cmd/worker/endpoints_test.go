@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"flag"
 	"regexp"
 	"strings"
 	"testing"
@@ -125,5 +127,97 @@ func TestEndpointsCreateChecksTheAddress(t *testing.T) {
 	_, list, _ := run(map[string]string{}, "endpoints", "list")
 	if strings.Contains(list, "tok-SECRET") || !strings.Contains(list, "https://hooks.postbox-test.invalid/in?REDACTED") {
 		t.Fatalf("endpoints list shows the token, or not the endpoint:\n%s", list)
+	}
+}
+
+// Every endpoints command that takes --tenant, given another tenant's
+// endpoint id, says it is not found and changes nothing; given its own, it
+// works. The list is every registered command with a --tenant flag, so one
+// added without a case here fails.
+func TestEndpointsTenantReachesOnlyItsOwn(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": pgtest.URL(t), "LOG_LEVEL": "error"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	run := func(args ...string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := runMain(args, lookup, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	idRE := regexp.MustCompile(`endpoint (\S+) created`)
+	create := func(tenant string) string {
+		t.Helper()
+		code, out, errOut := run("endpoints", "create", "--tenant", tenant, "--url", "https://"+tenant+".example/hooks", "--event-types", "invoice.paid")
+		if code != 0 {
+			t.Fatalf("create for %s: exit %d: %s", tenant, code, errOut)
+		}
+		return idRE.FindStringSubmatch(out)[1]
+	}
+	acme, globex := create("acme"), create("globex")
+	pool := pgtest.Connect(t, env["DATABASE_URL"])
+	state := func() string {
+		t.Helper()
+		var s string
+		if err := pool.QueryRow(context.Background(), `SELECT concat_ws('|', url, secret, event_types, enabled, disabled_reason)
+			FROM webhook_endpoints WHERE id = $1`, globex).Scan(&s); err != nil {
+			t.Fatalf("globex's endpoint: %v", err)
+		}
+		return s
+	}
+
+	cases := map[string][]string{
+		"endpoints list":          {"endpoints", "list", "--tenant", "acme"},
+		"endpoints update":        {"endpoints", "update", globex, "--url", "https://moved.example/", "--tenant", "acme"},
+		"endpoints disable":       {"endpoints", "disable", globex, "--tenant", "acme"},
+		"endpoints enable":        {"endpoints", "enable", globex, "--tenant", "acme"},
+		"endpoints delete":        {"endpoints", "delete", globex, "--yes", "--tenant", "acme"},
+		"endpoints rotate-secret": {"endpoints", "rotate-secret", globex, "--tenant", "acme"},
+		"endpoints create":        nil, // --tenant names the endpoint's own tenant: no id to reach
+	}
+	for name, c := range commands {
+		if c.Flags == nil {
+			continue
+		}
+		fs := flag.NewFlagSet(name, flag.ContinueOnError)
+		c.Flags(fs)
+		if _, ok := cases[name]; fs.Lookup("tenant") != nil && !ok {
+			t.Errorf("%s takes --tenant and has no case here", name)
+		}
+	}
+	if _, err := pool.Exec(context.Background(), `UPDATE webhook_endpoints SET enabled = false, disabled_reason = 'by operator' WHERE id = $1`, globex); err != nil {
+		t.Fatal(err)
+	}
+	for name, args := range cases {
+		if args == nil {
+			continue
+		}
+		before := state()
+		code, out, errOut := run(args...)
+		if name == "endpoints list" {
+			if code != 0 || strings.Contains(out, globex) || !strings.Contains(out, acme) {
+				t.Errorf("list --tenant acme: exit %d, %q; want acme's endpoint only", code, out)
+			}
+			continue
+		}
+		if code == 0 || !strings.Contains(errOut, "not found: endpoint "+globex) {
+			t.Errorf("%s with globex's id as acme: exit %d, stderr %q; want not found", name, code, errOut)
+		}
+		if after := state(); after != before {
+			t.Errorf("%s with globex's id as acme changed it: %s -> %s", name, before, after)
+		}
+	}
+	// Its own: each works.
+	for _, args := range [][]string{
+		{"endpoints", "update", acme, "--event-types", "", "--tenant", "acme"},
+		{"endpoints", "disable", acme, "--tenant", "acme"},
+		{"endpoints", "enable", acme, "--tenant", "acme"},
+		{"endpoints", "rotate-secret", acme, "--tenant", "acme"},
+		{"endpoints", "delete", acme, "--yes", "--tenant", "acme"},
+	} {
+		if code, _, errOut := run(args...); code != 0 {
+			t.Errorf("%s: exit %d, %s", strings.Join(args, " "), code, errOut)
+		}
+	}
+	if code, _, errOut := run("endpoints", "delete", globex); code != 2 || !strings.Contains(errOut, "--yes") {
+		t.Errorf("delete without --yes: exit %d, %q; want a usage error asking for --yes", code, errOut)
 	}
 }

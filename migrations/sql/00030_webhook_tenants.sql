@@ -62,6 +62,23 @@ CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS webhook_outbox_tenant_idempotency
 DROP INDEX CONCURRENTLY IF EXISTS webhook_outbox_idempotency_idx;
 ALTER INDEX webhook_outbox_tenant_idempotency_idx RENAME TO webhook_outbox_idempotency_idx;
 
+-- An endpoint's tenant is fixed when it is created: a tenant's scoped
+-- calls (webhook.TenantScope) check whose an endpoint is, then act on it,
+-- and that is safe only while the answer cannot change in between.
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION webhook_endpoints_tenant_fixed() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'webhook endpoint %: its tenant cannot change (create an endpoint for the other tenant)', OLD.id
+        USING ERRCODE = 'check_violation', CONSTRAINT = 'webhook_endpoints_tenant_fixed';
+END
+$$;
+-- +goose StatementEnd
+DROP TRIGGER IF EXISTS webhook_endpoints_tenant_fixed ON webhook_endpoints;
+CREATE TRIGGER webhook_endpoints_tenant_fixed BEFORE UPDATE OF tenant_id ON webhook_endpoints
+    FOR EACH ROW WHEN (OLD.tenant_id IS DISTINCT FROM NEW.tenant_id)
+    EXECUTE FUNCTION webhook_endpoints_tenant_fixed();
+
 -- An event inserted without a tenant by a fan-out or a replay that does
 -- not know the column (an earlier release) takes its row's, or its
 -- original's: the guard below then judges its deliveries by the tenant
@@ -120,6 +137,8 @@ DROP TRIGGER IF EXISTS webhook_deliveries_tenant_guard ON webhook_deliveries;
 DROP FUNCTION IF EXISTS webhook_deliveries_tenant_guard();
 DROP TRIGGER IF EXISTS webhook_events_tenant_inherit ON webhook_events;
 DROP FUNCTION IF EXISTS webhook_events_tenant_inherit();
+DROP TRIGGER IF EXISTS webhook_endpoints_tenant_fixed ON webhook_endpoints;
+DROP FUNCTION IF EXISTS webhook_endpoints_tenant_fixed();
 UPDATE webhook_outbox o SET idempotency_key = NULL
 WHERE o.idempotency_key IS NOT NULL AND EXISTS (SELECT 1 FROM webhook_outbox f
     WHERE f.idempotency_key = o.idempotency_key AND (f.created_at, f.id) < (o.created_at, o.id));

@@ -67,5 +67,37 @@ func init() {
 			Pkg:     pkg,
 			Test:    "TestTenant_DatabaseRefusesACrossTenantDelivery",
 		},
+		Mutation{
+			Name:    "tenants: a scoped call acts on another tenant's id",
+			File:    "webhook/tenantscope.go",
+			Find:    "	if !ok {\n		return fmt.Errorf(\"%w: %s %s\", ErrNotFound, kind, id)",
+			Replace: "	if false {\n		return fmt.Errorf(\"%w: %s %s\", ErrNotFound, kind, id)",
+			Pkg:     pkg,
+			Test:    "TestTenantScope_ReachesOnlyItsOwnRows",
+		},
+		Mutation{
+			Name:    "tenants: a tenant's list of endpoints holds every endpoint",
+			File:    "webhook/endpoint.go",
+			Find:    "FROM webhook_endpoints WHERE coalesce(tenant_id, '') = $1 ORDER BY created_at, id`",
+			Replace: "FROM webhook_endpoints WHERE $1::text IS NOT NULL ORDER BY created_at, id`",
+			Pkg:     pkg,
+			Test:    "TestTenantScope_ReachesOnlyItsOwnRows",
+		},
+		Mutation{
+			Name:    "tenants: a tenant's list of deliveries holds every delivery",
+			File:    "webhook/tenantscope.go",
+			Find:    "WHERE p.tenant_id = $1 AND ($2::uuid IS NULL",
+			Replace: "WHERE $1::text IS NOT NULL AND ($2::uuid IS NULL",
+			Pkg:     pkg,
+			Test:    "TestTenantScope_ReachesOnlyItsOwnRows",
+		},
+		Mutation{
+			Name:    "tenants: an endpoint's tenant can be changed",
+			File:    migration,
+			Find:    "FOR EACH ROW WHEN (OLD.tenant_id IS DISTINCT FROM NEW.tenant_id)",
+			Replace: "FOR EACH ROW WHEN (false)",
+			Pkg:     pkg,
+			Test:    "TestTenant_DatabaseRefusesACrossTenantDelivery",
+		},
 	)
 }
