@@ -99,7 +99,7 @@ func fanOutSQL(rows, counted, unproven string) string {
 ), inserted AS (
 	INSERT INTO webhook_events (id, event_type, payload, outbox_id, traceparent, ordering_key, ordering_seq, endpoint_id, tenant_id)
 	SELECT id, event_type, payload, id, traceparent, ordering_key, coalesce(ordering_seq, nextval('postbox_ordering_seq')), endpoint_id, tenant_id FROM claimed
-	WHERE status = 'dispatched'
+	WHERE status <> 'failed'
 	RETURNING id, event_type, payload, created_at, traceparent, ordering_key, ordering_seq, tenant_id
 ), ev AS (
 	SELECT i.id, i.event_type, i.tenant_id, i.ordering_key, i.ordering_seq, c.endpoint_id AS target

@@ -27,8 +27,8 @@ func init() {
 		Mutation{
 			Name:    "webhook fan-out: the event keeps no addressing (a replay after the prune goes everywhere)",
 			File:    "webhook/outbox.go",
-			Find:    "coalesce(ordering_seq, nextval('postbox_ordering_seq')), endpoint_id FROM claimed",
-			Replace: "coalesce(ordering_seq, nextval('postbox_ordering_seq')), NULL FROM claimed",
+			Find:    "coalesce(ordering_seq, nextval('postbox_ordering_seq')), endpoint_id, tenant_id FROM claimed",
+			Replace: "coalesce(ordering_seq, nextval('postbox_ordering_seq')), NULL, tenant_id FROM claimed",
 			Pkg:     "./webhook/",
 			Test:    "TestReplayEvent_GoesWhereTheOriginalWent",
 		},
@@ -43,8 +43,8 @@ func init() {
 		Mutation{
 			Name:    "webhook replay: ReplayTargets lists every subscribed endpoint for an addressed event",
 			File:    "webhook/replay.go",
-			Find:    "(SELECT o.event_type, ` + addressedSQL(\"o\") + ` AS target FROM webhook_events o WHERE o.id = $1)",
-			Replace: "(SELECT o.event_type, NULL::uuid AS target FROM webhook_events o WHERE o.id = $1)",
+			Find:    "(SELECT o.event_type, o.tenant_id, ` + addressedSQL(\"o\") + ` AS target FROM webhook_events o WHERE o.id = $1)",
+			Replace: "(SELECT o.event_type, o.tenant_id, NULL::uuid AS target FROM webhook_events o WHERE o.id = $1)",
 			Pkg:     "./webhook/",
 			Test:    "TestReplayEvent_GoesWhereTheOriginalWent",
 		},

@@ -106,8 +106,8 @@ func init() {
 		Mutation{
 			Name:    "ordering: a replay's event has no key",
 			File:    "webhook/replay.go",
-			Find:    "SELECT event_type, payload, id, ordering_key FROM webhook_events WHERE id = $1",
-			Replace: "SELECT event_type, payload, id, NULL FROM webhook_events WHERE id = $1",
+			Find:    "SELECT event_type, payload, id, ordering_key, tenant_id FROM webhook_events WHERE id = $1",
+			Replace: "SELECT event_type, payload, id, NULL, tenant_id FROM webhook_events WHERE id = $1",
 			Pkg:     pkg,
 			Test:    "TestOrdering_ReplayGoesLastRequeueKeepsItsPlace",
 		},

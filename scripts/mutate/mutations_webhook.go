@@ -49,8 +49,8 @@ func init() {
 			// lease is gone.
 			Name:    "webhook claim: the claim's fan-out leaves its rows pending for the next claim",
 			File:    outboxGo,
-			Find:    "UPDATE webhook_outbox o SET status = 'dispatched', dispatched_at = now()",
-			Replace: "UPDATE webhook_outbox o SET status = o.status, dispatched_at = now()",
+			Find:    "THEN 'failed' ELSE 'dispatched' END,",
+			Replace: "THEN 'failed' ELSE o.status END,",
 			Pkg:     pkg,
 			Test:    "TestOutbox_ProcessBatch_ConcurrentClaimersDisjoint",
 		},
@@ -68,8 +68,8 @@ func init() {
 		Mutation{
 			Name:    "webhook fan-out: the fan-out leaves its row pending",
 			File:    outboxGo,
-			Find:    "UPDATE webhook_outbox o SET status = 'dispatched', dispatched_at = now()",
-			Replace: "UPDATE webhook_outbox o SET status = o.status, dispatched_at = now()",
+			Find:    "THEN 'failed' ELSE 'dispatched' END,",
+			Replace: "THEN 'failed' ELSE o.status END,",
 			Pkg:     pkg,
 			Test:    "TestDispatchFromOutbox_HandlerOwnsMark",
 		},

@@ -82,7 +82,7 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 	tracing := fs.Bool("tracing", false, "pool-backlog: also run postbox with tracing on (every span sampled, OTLP/HTTP to a receiver in the bench process) beside it off")
 	retentionRows := fs.Int("retention-rows", 0, "pool-retention: rows seeded into each history log over 30 days (default 1000000; 100000 with --quick)")
 	webhookScaleEvents := fs.Int("webhook-scale-events", 0, "pool-webhook-scale: delivered events (each with its delivery and attempt) seeded into the kept-history database (default 2000000; 100000 with --quick)")
-	webhookEvents := fs.Int("webhook-events", 0, "pool-webhook: events of each backlog (default 3000; 600 with --quick)")
+	webhookEvents := fs.Int("webhook-events", 0, "pool-webhook, pool-webhook-tenants: events of each backlog (default 3000; 600 with --quick)")
 	webhookEndpoints := fs.String("webhook-endpoints", "", "pool-webhook: endpoints per event, comma-separated, each in turn (default 1,10)")
 	webhookReplicas := fs.String("webhook-replicas", "", "pool-webhook*: worker processes, comma-separated, each in turn; the other webhook sections run the largest (default 1,3)")
 	webhookConcurrency := fs.Int("webhook-concurrency", 0, "pool-webhook*: WEBHOOK_CONCURRENCY of each process (default 16)")

@@ -54,6 +54,27 @@ func (r *recorder) QueryRow(ctx context.Context, sql string, args ...any) pgx.Ro
 	return r.DB.QueryRow(ctx, sql, args...)
 }
 
+// Begin records what the transaction queries too: a dispatcher sends some
+// statements (the webhook fan-out of one row) inside one.
+func (r *recorder) Begin(ctx context.Context) (pgx.Tx, error) {
+	tx, err := r.DB.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return recordingTx{Tx: tx, r: r}, nil
+}
+
+// recordingTx is a transaction whose queries its recorder notes.
+type recordingTx struct {
+	pgx.Tx
+	r *recorder
+}
+
+func (t recordingTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	t.r.note(sql, args)
+	return t.Tx.Query(ctx, sql, args...)
+}
+
 func (r *recorder) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	for _, q := range b.QueuedQueries {
 		r.note(q.SQL, q.Arguments)

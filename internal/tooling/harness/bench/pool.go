@@ -36,13 +36,14 @@ const (
 	SectionPoolWebhookBreaker   = "pool-webhook-breaker"
 	SectionPoolWebhookOrdered   = "pool-webhook-ordered"
 	SectionPoolWebhookScale     = "pool-webhook-scale"
+	SectionPoolWebhookTenants   = "pool-webhook-tenants"
 )
 
 // PoolSections lists the pool sections in run order.
 var PoolSections = []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLeaderKill, SectionPoolScale, SectionPoolRetention,
 	SectionPoolPgBouncer, SectionPoolRateLimit,
 	SectionPoolWebhook, SectionPoolWebhookRateLimit, SectionPoolWebhookRetry, SectionPoolWebhookBreaker, SectionPoolWebhookOrdered,
-	SectionPoolWebhookScale}
+	SectionPoolWebhookScale, SectionPoolWebhookTenants}
 
 // DefaultPoolSections are what --pool runs without --only: all but the
 // scale and retention sections, which seed millions of rows and run for
@@ -66,6 +67,7 @@ const (
 	titlePoolWebhookBreaker   = "pool webhook breaker"
 	titlePoolWebhookOrdered   = "pool webhook ordered delivery (webhook_outbox.ordering_key)"
 	titlePoolWebhookScale     = "pool webhook scale: kept history, held snapshot"
+	titlePoolWebhookTenants   = "pool webhook tenants: 10,000 tenants against one"
 )
 
 // PoolOptions configure the pool sections. Zero fields take
@@ -485,6 +487,7 @@ func RunPoolURL(ctx context.Context, url string, opts PoolOptions) (rep *Report,
 		{opts.want(SectionPoolWebhookBreaker), pr.webhookBreakerSection},
 		{opts.want(SectionPoolWebhookOrdered), pr.webhookOrderedSection},
 		{opts.want(SectionPoolWebhookScale), pr.webhookScaleSection},
+		{opts.want(SectionPoolWebhookTenants), pr.webhookTenantsSection},
 	}
 	for _, s := range steps {
 		if !s.on {

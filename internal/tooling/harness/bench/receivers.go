@@ -55,6 +55,9 @@ type receiverOptions struct {
 	seed      uint64
 	// failAll answers 500 to every request.
 	failAll bool
+	// byPath tells endpoints apart by the path /e/<i> rather than by
+	// server: one server stands for many endpoints.
+	byPath bool
 }
 
 func startReceivers(n int) *receivers { return startReceiversWith(n, receiverOptions{}) }
@@ -67,7 +70,11 @@ func startReceiversWith(n int, o receiverOptions) *receivers {
 			if o.delay > 0 {
 				time.Sleep(o.delay)
 			}
-			status := rc.record(hookKey{i, req.Header.Get("webhook-id")}, req.Header.Get("User-Agent"), at)
+			endpoint := i
+			if o.byPath {
+				endpoint, _ = strconv.Atoi(strings.TrimPrefix(req.URL.Path, "/e/"))
+			}
+			status := rc.record(hookKey{endpoint, req.Header.Get("webhook-id")}, req.Header.Get("User-Agent"), at)
 			w.WriteHeader(status)
 		})))
 	}
