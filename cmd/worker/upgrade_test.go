@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -401,6 +403,28 @@ func TestUpgrade_PreviousReplicaBesideCurrentOnNewSchema(t *testing.T) {
 	eventually.Explain(t, "N sends a row inserted after the cancelled ones fell due", 3*time.Minute, func() bool {
 		return queryInt(t, pool, `SELECT count(*) FROM email_outbox WHERE id = $1::uuid AND status = 'dispatched'`, last[0]) == 1
 	}, logs)
+
+	// Tenants (migration 00030): N fans out without looking at tenant_id,
+	// so its fan-out of acme's event would reach globex's endpoint too.
+	// The database refuses it: the row waits for its retry, and neither
+	// endpoint is sent anything by N.
+	var tenantHits atomic.Int32
+	tenantHook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		tenantHits.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer tenantHook.Close()
+	execSQL(t, pool, `INSERT INTO webhook_endpoints (tenant_id, url, secret, event_types) VALUES
+		('acme', $1 || '/acme', 'whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0', '{tenant.test}'),
+		('globex', $1 || '/globex', 'whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0', '{tenant.test}')`, tenantHook.URL)
+	acmeRow := queryIDs(t, pool, `INSERT INTO webhook_outbox (tenant_id, event_type, payload) VALUES ('acme', 'tenant.test', '{}') RETURNING id::text`)[0]
+	eventually.Explain(t, "N's fan-out of acme's event is refused by webhook_deliveries_tenant_guard", 3*time.Minute, func() bool {
+		return queryInt(t, pool, `SELECT count(*) FROM webhook_outbox WHERE id = $1::uuid AND status = 'pending' AND attempts > 0
+			AND last_error LIKE '%the endpoint belongs to another tenant%'`, acmeRow) == 1
+	}, logs)
+	if n := queryInt(t, pool, `SELECT count(*) FROM webhook_events WHERE outbox_id = $1::uuid`, acmeRow); n != 0 || tenantHits.Load() != 0 {
+		t.Errorf("N's refused fan-out of acme's event left %d events and sent %d requests", n, tenantHits.Load())
+	}
 
 	byRow = sink.CountByRowID()
 	fromOf := map[string]string{}
