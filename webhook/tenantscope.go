@@ -207,6 +207,15 @@ func (s TenantScope) ReplayEvent(ctx context.Context, p *Dispatcher, eventID str
 	return p.ReplayEvent(ctx, eventID)
 }
 
+// ReplayFailedSince replays to one of the tenant's endpoints what failed
+// to reach it since since (Dispatcher.ReplayFailedSince).
+func (s TenantScope) ReplayFailedSince(ctx context.Context, p *Dispatcher, endpointID string, since time.Time) (ReplayBatch, error) {
+	if err := s.owns(ctx, p.pool, "endpoint", endpointID); err != nil {
+		return ReplayBatch{}, err
+	}
+	return p.ReplayFailedSince(ctx, endpointID, since)
+}
+
 // RecoverSince replays, to each of the tenant's enabled endpoints, the
 // events whose delivery to it failed at or after since and that it never
 // got (Dispatcher.ReplayFailedSince), and adds up what was done. A

@@ -104,8 +104,12 @@ func TestTenantScope_ReachesOnlyItsOwnRows(t *testing.T) {
 		},
 		"ReplayTargets": func(_, ev, _ string) error { _, err := acme.ReplayTargets(ctx, pool, ev); return err },
 		"ReplayEvent":   func(_, ev, _ string) error { _, err := acme.ReplayEvent(ctx, p, ev); return err },
-		"RecoverSince":  nil, // below: it takes no id, and recovers acme's own
-		"Tenant":        nil,
+		"ReplayFailedSince": func(ep, _, _ string) error {
+			_, err := acme.ReplayFailedSince(ctx, p, ep, since)
+			return err
+		},
+		"RecoverSince": nil, // below: it takes no id, and recovers acme's own
+		"Tenant":       nil,
 	}
 	scope := reflect.TypeOf(acme)
 	for i := range scope.NumMethod() {

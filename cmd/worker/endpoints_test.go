@@ -164,14 +164,26 @@ func TestEndpointsTenantReachesOnlyItsOwn(t *testing.T) {
 		return s
 	}
 
-	cases := map[string][]string{
-		"endpoints list":          {"endpoints", "list", "--tenant", "acme"},
-		"endpoints update":        {"endpoints", "update", globex, "--url", "https://moved.example/", "--tenant", "acme"},
-		"endpoints disable":       {"endpoints", "disable", globex, "--tenant", "acme"},
-		"endpoints enable":        {"endpoints", "enable", globex, "--tenant", "acme"},
-		"endpoints delete":        {"endpoints", "delete", globex, "--yes", "--tenant", "acme"},
-		"endpoints rotate-secret": {"endpoints", "rotate-secret", globex, "--tenant", "acme"},
-		"endpoints create":        nil, // --tenant names the endpoint's own tenant: no id to reach
+	// globex's event, fanned out to its endpoint, which failed it.
+	var globexEvent string
+	if err := pool.QueryRow(context.Background(), `WITH e AS (INSERT INTO webhook_events (tenant_id, event_type, payload) VALUES ('globex', 'invoice.paid', '{}') RETURNING id)
+		INSERT INTO webhook_deliveries (event_id, endpoint_id, status, attempts, last_error) SELECT id, $1, 'failed', 1, 'HTTP 500' FROM e RETURNING event_id::text`,
+		globex).Scan(&globexEvent); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		args     []string
+		notFound string // what stderr names as not found; "" for a command that takes no id
+	}{
+		"endpoints list":          {[]string{"endpoints", "list", "--tenant", "acme"}, ""},
+		"endpoints update":        {[]string{"endpoints", "update", globex, "--url", "https://moved.example/", "--tenant", "acme"}, "endpoint " + globex},
+		"endpoints disable":       {[]string{"endpoints", "disable", globex, "--tenant", "acme"}, "endpoint " + globex},
+		"endpoints enable":        {[]string{"endpoints", "enable", globex, "--tenant", "acme"}, "endpoint " + globex},
+		"endpoints delete":        {[]string{"endpoints", "delete", globex, "--yes", "--tenant", "acme"}, "endpoint " + globex},
+		"endpoints rotate-secret": {[]string{"endpoints", "rotate-secret", globex, "--tenant", "acme"}, "endpoint " + globex},
+		"replay event":            {[]string{"replay", "event", globexEvent, "--tenant", "acme"}, "event " + globexEvent},
+		"replay endpoint":         {[]string{"replay", "endpoint", globex, "--since", "1h", "--tenant", "acme"}, "endpoint " + globex},
+		"endpoints create":        {}, // --tenant names the endpoint's own tenant: no id to reach
 	}
 	for name, c := range commands {
 		if c.Flags == nil {
@@ -186,27 +198,36 @@ func TestEndpointsTenantReachesOnlyItsOwn(t *testing.T) {
 	if _, err := pool.Exec(context.Background(), `UPDATE webhook_endpoints SET enabled = false, disabled_reason = 'by operator' WHERE id = $1`, globex); err != nil {
 		t.Fatal(err)
 	}
-	for name, args := range cases {
-		if args == nil {
+	for name, c := range cases {
+		if c.args == nil {
 			continue
 		}
 		before := state()
-		code, out, errOut := run(args...)
-		if name == "endpoints list" {
+		code, out, errOut := run(c.args...)
+		if c.notFound == "" {
 			if code != 0 || strings.Contains(out, globex) || !strings.Contains(out, acme) {
-				t.Errorf("list --tenant acme: exit %d, %q; want acme's endpoint only", code, out)
+				t.Errorf("%s as acme: exit %d, %q; want acme's endpoint only", name, code, out)
 			}
 			continue
 		}
-		if code == 0 || !strings.Contains(errOut, "not found: endpoint "+globex) {
-			t.Errorf("%s with globex's id as acme: exit %d, stderr %q; want not found", name, code, errOut)
+		if code == 0 || !strings.Contains(errOut, "not found: "+c.notFound) {
+			t.Errorf("%s with globex's id as acme: exit %d, stderr %q; want %s not found", name, code, errOut, c.notFound)
 		}
 		if after := state(); after != before {
 			t.Errorf("%s with globex's id as acme changed it: %s -> %s", name, before, after)
 		}
 	}
+	// replay tenant takes the tenant, not an id: acme's recovery reaches
+	// none of globex's failed deliveries.
+	if code, out, errOut := run("replay", "tenant", "acme", "--since", "1h"); code != 0 || !strings.Contains(out, "replayed 0 events") {
+		t.Errorf("replay tenant acme: exit %d, %q %q; want nothing of globex's replayed", code, out, errOut)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM webhook_events WHERE replay_of = $1::uuid`, globexEvent); n != 0 {
+		t.Errorf("acme's commands cloned globex's event %d times", n)
+	}
 	// Its own: each works.
 	for _, args := range [][]string{
+		{"replay", "tenant", "acme", "--since", "1h"},
 		{"endpoints", "update", acme, "--event-types", "", "--tenant", "acme"},
 		{"endpoints", "disable", acme, "--tenant", "acme"},
 		{"endpoints", "enable", acme, "--tenant", "acme"},

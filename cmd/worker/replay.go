@@ -25,34 +25,43 @@ func init() {
 	})
 	register(command{
 		Name:       "replay event",
-		Args:       "<event-id>",
+		Args:       "<event-id> [--tenant T]",
 		Positional: []string{"event-id"},
 		Summary:    "an event again, where it went: its one endpoint, or every one subscribed to its type",
 		Help: "Replays event <event-id> (or, given a replay, its original) where the original went: to the " +
 			"endpoint it was addressed to (webhook_outbox.endpoint_id), or else to every enabled endpoint now " +
-			"subscribed to its type, and prints how the first attempts went.",
-		Run: func(ctx context.Context, env *Env, args []string) error {
-			p, err := replayPipeline(ctx, env)
-			if err != nil {
-				return err
+			"subscribed to its type, and prints how the first attempts went. With --tenant, only that tenant's " +
+			"events are found.",
+		Flags: func(fs *flag.FlagSet) runFunc {
+			tenant := tenantFlag(fs)
+			return func(ctx context.Context, env *Env, args []string) error {
+				p, scope, err := replayPipeline(ctx, env, *tenant)
+				if err != nil {
+					return err
+				}
+				defer p.Close()
+				var rep webhook.Replay
+				if scope != nil {
+					rep, err = scope.ReplayEvent(ctx, p, args[0])
+				} else {
+					rep, err = p.ReplayEvent(ctx, args[0])
+				}
+				if err != nil {
+					return err
+				}
+				verb := "replayed"
+				if rep.Resumed {
+					verb = "completed the interrupted replay of"
+				}
+				fmt.Fprintf(env.Stdout, "%s event %s as %s: %d deliveries; %s\n",
+					verb, rep.ReplayOf, rep.EventID, rep.Deliveries, attemptsText(rep.Attempts, rep.Deliveries, replayBackoff(env.Config)))
+				return nil
 			}
-			defer p.Close()
-			rep, err := p.ReplayEvent(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			verb := "replayed"
-			if rep.Resumed {
-				verb = "completed the interrupted replay of"
-			}
-			fmt.Fprintf(env.Stdout, "%s event %s as %s: %d deliveries; %s\n",
-				verb, rep.ReplayOf, rep.EventID, rep.Deliveries, attemptsText(rep.Attempts, rep.Deliveries, replayBackoff(env.Config)))
-			return nil
 		},
 	})
 	register(command{
 		Name:       "replay endpoint",
-		Args:       "<endpoint-id> --since <RFC3339|24h|7d>",
+		Args:       "<endpoint-id> --since <RFC3339|24h|7d> [--tenant T]",
 		Positional: []string{"endpoint-id"},
 		Required:   []string{"since"},
 		Summary:    "every event whose delivery to one endpoint failed since a time",
@@ -61,14 +70,20 @@ func init() {
 			"enabled. Running it again after it completed sends nothing new.",
 		Flags: func(fs *flag.FlagSet) runFunc {
 			since := sinceFlag(fs, "since", "required: an RFC3339 `time` (2026-09-01T00:00:00Z) or an age counted back from now (24h, 7d)")
+			tenant := tenantFlag(fs)
 			return func(ctx context.Context, env *Env, args []string) error {
 				from := *since
-				p, err := replayPipeline(ctx, env)
+				p, scope, err := replayPipeline(ctx, env, *tenant)
 				if err != nil {
 					return err
 				}
 				defer p.Close()
-				rb, err := p.ReplayFailedSince(ctx, args[0], from)
+				var rb webhook.ReplayBatch
+				if scope != nil {
+					rb, err = scope.ReplayFailedSince(ctx, p, args[0], from)
+				} else {
+					rb, err = p.ReplayFailedSince(ctx, args[0], from)
+				}
 				if err != nil {
 					return err
 				}
@@ -78,6 +93,33 @@ func init() {
 				}
 				fmt.Fprintf(env.Stdout, "endpoint %s: replayed %d events failed since %s (%d completing an interrupted run): %d deliveries; %s\n",
 					args[0], rb.Events, from.UTC().Format(time.RFC3339), rb.Resumed, rb.Deliveries, attemptsText(rb.Attempts, rb.Deliveries, replayBackoff(env.Config)))
+				return nil
+			}
+		},
+	})
+	register(command{
+		Name:       "replay tenant",
+		Args:       "<tenant> --since <RFC3339|24h|7d>",
+		Positional: []string{"tenant"},
+		Required:   []string{"since"},
+		Summary:    "every event of a tenant whose delivery to one of its endpoints failed since a time",
+		Help: "Replays, to each enabled endpoint of <tenant>, every event whose delivery to it failed since " +
+			"--since and has not reached it since, as 'worker replay endpoint' does for one endpoint; a disabled " +
+			"endpoint is passed over. Only that tenant's endpoints and events are reached.",
+		Flags: func(fs *flag.FlagSet) runFunc {
+			since := sinceFlag(fs, "since", "required: an RFC3339 `time` (2026-09-01T00:00:00Z) or an age counted back from now (24h, 7d)")
+			return func(ctx context.Context, env *Env, args []string) error {
+				p, scope, err := replayPipeline(ctx, env, args[0])
+				if err != nil {
+					return err
+				}
+				defer p.Close()
+				rb, err := scope.RecoverSince(ctx, p, *since)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(env.Stdout, "tenant %s: replayed %d events failed since %s (%d completing an interrupted run): %d deliveries; %s\n",
+					args[0], rb.Events, since.UTC().Format(time.RFC3339), rb.Resumed, rb.Deliveries, attemptsText(rb.Attempts, rb.Deliveries, replayBackoff(env.Config)))
 				return nil
 			}
 		},
@@ -92,14 +134,23 @@ func replayBackoff(cfg Config) leases.Backoff {
 
 // replayPipeline is a webhook pipeline like the worker's: the replay makes
 // the first attempts itself, with the same SSRF allowlist, lease figures
-// and retry schedule.
-func replayPipeline(ctx context.Context, env *Env) (*webhook.Dispatcher, error) {
+// and retry schedule. With a tenant, its scope too (nil without).
+func replayPipeline(ctx context.Context, env *Env, tenant string) (*webhook.Dispatcher, *webhook.TenantScope, error) {
+	var scope *webhook.TenantScope
+	if tenant != "" {
+		s, err := webhook.ForTenant(tenant)
+		if err != nil {
+			return nil, nil, usagef("tenant: %v", err)
+		}
+		scope = &s
+	}
 	pool, err := env.MigratedPool(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return webhook.NewDispatcher(pool, webhook.Config{Settings: env.Config.Webhook, Leases: env.Config.Leases,
+	p, err := webhook.NewDispatcher(pool, webhook.Config{Settings: env.Config.Webhook, Leases: env.Config.Leases,
 		Backoff: replayBackoff(env.Config), Logger: env.Logger})
+	return p, scope, err
 }
 
 // attemptsText is how the first attempts of deliveries went; those that
