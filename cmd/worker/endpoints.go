@@ -377,16 +377,28 @@ func (everyEndpoint) RotateSecret(ctx context.Context, db webhook.DB, id, secret
 	return webhook.RotateSecret(ctx, db, id, secret, keep)
 }
 
+// tenantScope is tenant's scope, nil for none (the operator's).
+func tenantScope(tenant string) (*webhook.TenantScope, error) {
+	if tenant == "" {
+		return nil, nil
+	}
+	s, err := webhook.ForTenant(tenant)
+	if err != nil {
+		return nil, usagef("tenant: %v", err)
+	}
+	return &s, nil
+}
+
 // endpointsOf is the pool and the calls --tenant allows: one tenant's
 // endpoints, or every one without it.
 func endpointsOf(ctx context.Context, env *Env, tenant string) (webhook.DB, endpointCalls, error) {
 	var calls endpointCalls = everyEndpoint{}
-	if tenant != "" {
-		s, err := webhook.ForTenant(tenant)
-		if err != nil {
-			return nil, nil, usagef("--tenant: %v", err)
-		}
-		calls = s
+	scope, err := tenantScope(tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	if scope != nil {
+		calls = *scope
 	}
 	pool, err := env.MigratedPool(ctx)
 	if err != nil {

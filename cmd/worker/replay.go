@@ -136,13 +136,9 @@ func replayBackoff(cfg Config) leases.Backoff {
 // the first attempts itself, with the same SSRF allowlist, lease figures
 // and retry schedule. With a tenant, its scope too (nil without).
 func replayPipeline(ctx context.Context, env *Env, tenant string) (*webhook.Dispatcher, *webhook.TenantScope, error) {
-	var scope *webhook.TenantScope
-	if tenant != "" {
-		s, err := webhook.ForTenant(tenant)
-		if err != nil {
-			return nil, nil, usagef("tenant: %v", err)
-		}
-		scope = &s
+	scope, err := tenantScope(tenant)
+	if err != nil {
+		return nil, nil, err
 	}
 	pool, err := env.MigratedPool(ctx)
 	if err != nil {
