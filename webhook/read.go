@@ -20,6 +20,7 @@ import (
 // EventRecord is a webhook_events row with what became of it.
 type EventRecord struct {
 	ID        string          `json:"id"`
+	Tenant    string          `json:"tenant,omitempty"` // whose the event is (tenant.go)
 	EventType string          `json:"event_type"`
 	Payload   json.RawMessage `json:"payload"`
 	CreatedAt time.Time       `json:"created_at"`
@@ -40,6 +41,7 @@ type DeliveryRecord struct {
 	EventType   string         `json:"event_type"`
 	EndpointID  string         `json:"endpoint_id"`
 	EndpointURL string         `json:"endpoint_url"`
+	Tenant      string         `json:"tenant,omitempty"` // its endpoint's, and so its event's
 	Status      DeliveryStatus `json:"status"`
 	Attempts    int            `json:"attempts"`
 	NextRetryAt *time.Time     `json:"next_retry_at,omitempty"`
@@ -73,6 +75,7 @@ type AttemptLog struct {
 // OutboxRecord is a webhook_outbox row.
 type OutboxRecord struct {
 	ID            string     `json:"id"`
+	Tenant        string     `json:"tenant,omitempty"`
 	EventType     string     `json:"event_type"`
 	Status        string     `json:"status"`
 	Attempts      int        `json:"attempts"`
@@ -86,7 +89,7 @@ type OutboxRecord struct {
 var deliveryColumns = `d.id::text, d.event_id::text, e.event_type, d.endpoint_id::text, p.url, d.status, d.attempts,
 	` + claim.FiniteTime("d.next_retry_at") + `, coalesce(d.last_error, ''), d.created_at, d.delivered_at,
 	coalesce(d.ordering_key, ''), CASE WHEN d.status = 'pending' THEN coalesce(` + waitsForSQL("d") + `, '') ELSE '' END,
-	` + behindSQL("d") + `, d.order_skipped_at IS NOT NULL`
+	` + behindSQL("d") + `, d.order_skipped_at IS NOT NULL, coalesce(p.tenant_id, '')`
 
 const deliveryFrom = ` FROM webhook_deliveries d JOIN webhook_events e ON e.id = d.event_id
 JOIN webhook_endpoints p ON p.id = d.endpoint_id `
@@ -95,18 +98,18 @@ func scanDelivery(row pgx.CollectableRow) (DeliveryRecord, error) {
 	var d DeliveryRecord
 	var status string
 	err := row.Scan(&d.ID, &d.EventID, &d.EventType, &d.EndpointID, &d.EndpointURL, &status, &d.Attempts,
-		&d.NextRetryAt, &d.LastError, &d.CreatedAt, &d.DeliveredAt, &d.OrderingKey, &d.WaitsFor, &d.Behind, &d.OrderSkipped)
+		&d.NextRetryAt, &d.LastError, &d.CreatedAt, &d.DeliveredAt, &d.OrderingKey, &d.WaitsFor, &d.Behind, &d.OrderSkipped, &d.Tenant)
 	d.Status = DeliveryStatus(status)
 	return d, err
 }
 
 func scanEvent(row pgx.CollectableRow) (EventRecord, error) {
 	var e EventRecord
-	err := row.Scan(&e.ID, &e.EventType, &e.Payload, &e.CreatedAt, &e.OutboxID, &e.ReplayOf)
+	err := row.Scan(&e.ID, &e.EventType, &e.Payload, &e.CreatedAt, &e.OutboxID, &e.ReplayOf, &e.Tenant)
 	return e, err
 }
 
-const eventColumns = `id::text, event_type, payload, created_at, coalesce(outbox_id::text, ''), coalesce(replay_of::text, '')`
+const eventColumns = `id::text, event_type, payload, created_at, coalesce(outbox_id::text, ''), coalesce(replay_of::text, ''), coalesce(tenant_id, '')`
 
 // GetEvent returns the event with its deliveries (each with its attempt
 // log) and its family's replays, or an error matching ErrNotFound.
@@ -230,12 +233,12 @@ func GetOutbox(ctx context.Context, db DB, id string) (OutboxRecord, error) {
 }
 
 var outboxColumns = `o.id::text, o.event_type, o.status, o.attempts, ` + claim.FiniteTime("o.next_attempt_at") + `, coalesce(o.last_error, ''),
-	o.created_at, o.dispatched_at, coalesce((SELECT e.id::text FROM webhook_events e WHERE e.outbox_id = o.id), '')`
+	o.created_at, o.dispatched_at, coalesce((SELECT e.id::text FROM webhook_events e WHERE e.outbox_id = o.id), ''), coalesce(o.tenant_id, '')`
 
 func scanOutbox(row pgx.CollectableRow) (OutboxRecord, error) {
 	var o OutboxRecord
 	err := row.Scan(&o.ID, &o.EventType, &o.Status, &o.Attempts, &o.NextAttemptAt, &o.LastError,
-		&o.CreatedAt, &o.DispatchedAt, &o.EventID)
+		&o.CreatedAt, &o.DispatchedAt, &o.EventID, &o.Tenant)
 	return o, err
 }
 

@@ -173,16 +173,17 @@ func TestEndpointsTenantReachesOnlyItsOwn(t *testing.T) {
 	}
 	cases := map[string]struct {
 		args     []string
-		notFound string // what stderr names as not found; "" for a command that takes no id
+		notFound string // what stderr says of another tenant's id; "" for a command that takes no id
 	}{
 		"endpoints list":          {[]string{"endpoints", "list", "--tenant", "acme"}, ""},
-		"endpoints update":        {[]string{"endpoints", "update", globex, "--url", "https://moved.example/", "--tenant", "acme"}, "endpoint " + globex},
-		"endpoints disable":       {[]string{"endpoints", "disable", globex, "--tenant", "acme"}, "endpoint " + globex},
-		"endpoints enable":        {[]string{"endpoints", "enable", globex, "--tenant", "acme"}, "endpoint " + globex},
-		"endpoints delete":        {[]string{"endpoints", "delete", globex, "--yes", "--tenant", "acme"}, "endpoint " + globex},
-		"endpoints rotate-secret": {[]string{"endpoints", "rotate-secret", globex, "--tenant", "acme"}, "endpoint " + globex},
-		"replay event":            {[]string{"replay", "event", globexEvent, "--tenant", "acme"}, "event " + globexEvent},
-		"replay endpoint":         {[]string{"replay", "endpoint", globex, "--since", "1h", "--tenant", "acme"}, "endpoint " + globex},
+		"endpoints update":        {[]string{"endpoints", "update", globex, "--url", "https://moved.example/", "--tenant", "acme"}, "not found: endpoint " + globex},
+		"endpoints disable":       {[]string{"endpoints", "disable", globex, "--tenant", "acme"}, "not found: endpoint " + globex},
+		"endpoints enable":        {[]string{"endpoints", "enable", globex, "--tenant", "acme"}, "not found: endpoint " + globex},
+		"endpoints delete":        {[]string{"endpoints", "delete", globex, "--yes", "--tenant", "acme"}, "not found: endpoint " + globex},
+		"endpoints rotate-secret": {[]string{"endpoints", "rotate-secret", globex, "--tenant", "acme"}, "not found: endpoint " + globex},
+		"replay event":            {[]string{"replay", "event", globexEvent, "--tenant", "acme"}, "not found: event " + globexEvent},
+		"replay endpoint":         {[]string{"replay", "endpoint", globex, "--since", "1h", "--tenant", "acme"}, "not found: endpoint " + globex},
+		"show":                    {[]string{"show", globex, "--tenant", "acme"}, "nothing matches: endpoint " + globex + " of tenant acme"},
 		"endpoints create":        {}, // --tenant names the endpoint's own tenant: no id to reach
 	}
 	for name, c := range commands {
@@ -210,7 +211,7 @@ func TestEndpointsTenantReachesOnlyItsOwn(t *testing.T) {
 			}
 			continue
 		}
-		if code == 0 || !strings.Contains(errOut, "not found: "+c.notFound) {
+		if code == 0 || !strings.Contains(errOut, c.notFound) {
 			t.Errorf("%s with globex's id as acme: exit %d, stderr %q; want %s not found", name, code, errOut, c.notFound)
 		}
 		if after := state(); after != before {
@@ -228,6 +229,7 @@ func TestEndpointsTenantReachesOnlyItsOwn(t *testing.T) {
 	// Its own: each works.
 	for _, args := range [][]string{
 		{"replay", "tenant", "acme", "--since", "1h"},
+		{"show", acme, "--tenant", "acme"},
 		{"endpoints", "update", acme, "--event-types", "", "--tenant", "acme"},
 		{"endpoints", "disable", acme, "--tenant", "acme"},
 		{"endpoints", "enable", acme, "--tenant", "acme"},

@@ -99,5 +99,13 @@ func init() {
 			Pkg:     pkg,
 			Test:    "TestTenant_DatabaseRefusesACrossTenantDelivery",
 		},
+		Mutation{
+			Name:    "tenants: worker show --tenant shows another tenant's row",
+			File:    "cmd/worker/show.go",
+			Find:    "if owner != scope.Tenant() {",
+			Replace: "if owner == \"\\x00\" {",
+			Pkg:     "./cmd/worker/",
+			Test:    "TestEndpointsTenantReachesOnlyItsOwn",
+		},
 	)
 }

@@ -53,6 +53,22 @@ type Story struct {
 	HistoryDropped []string `json:"history_dropped,omitempty"`
 }
 
+// Tenant is whose the story's webhook row is ("" for none), and whether
+// it is a webhook row at all: an email has no tenant.
+func (s Story) Tenant() (tenant string, webhook bool) {
+	switch {
+	case s.Event != nil:
+		return s.Event.Tenant, true
+	case s.Delivery != nil:
+		return s.Delivery.Tenant, true
+	case s.Endpoint != nil:
+		return s.Endpoint.Endpoint.Tenant, true
+	case s.WebhookOutbox != nil:
+		return s.WebhookOutbox.Tenant, true
+	}
+	return "", false
+}
+
 // Email is one email_outbox row as an operator reads it.
 type Email struct {
 	ID            string     `json:"id"`

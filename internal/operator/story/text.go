@@ -23,7 +23,7 @@ func WriteText(w io.Writer, s Story) error {
 	case s.Event != nil:
 		p.event(*s.Event)
 	case s.Delivery != nil:
-		p.f("delivery %s of event %s (%s)\n", s.Delivery.ID, s.Delivery.EventID, s.Delivery.EventType)
+		p.f("delivery %s of event %s (%s)%s\n", s.Delivery.ID, s.Delivery.EventID, s.Delivery.EventType, ofTenant(s.Delivery.Tenant))
 		p.delivery(*s.Delivery, "  ")
 		if s.DeliveryFix != "" {
 			p.f("  fix: %s\n", s.DeliveryFix)
@@ -32,7 +32,7 @@ func WriteText(w io.Writer, s Story) error {
 		p.endpoint(*s.Endpoint)
 	case s.WebhookOutbox != nil:
 		o := s.WebhookOutbox
-		p.f("webhook_outbox row %s (%s): %s, %s, created %s\n", o.ID, o.EventType, o.Status, Plural(o.Attempts, "attempt"), ts(o.CreatedAt))
+		p.f("webhook_outbox row %s (%s)%s: %s, %s, created %s\n", o.ID, o.EventType, ofTenant(o.Tenant), o.Status, Plural(o.Attempts, "attempt"), ts(o.CreatedAt))
 		if o.Status == "pending" {
 			p.f("  %s %s\n", Due(o.Attempts, o.NextAttemptAt), ts(o.NextAttemptAt))
 		}
@@ -60,6 +60,14 @@ func WriteText(w io.Writer, s Story) error {
 		}
 	}
 	return p.err
+}
+
+// ofTenant names a webhook row's tenant, "" for none.
+func ofTenant(tenant string) string {
+	if tenant == "" {
+		return ""
+	}
+	return " of tenant " + tenant
 }
 
 type printer struct {
@@ -162,7 +170,7 @@ func (p *printer) email(e Email) {
 }
 
 func (p *printer) event(e webhook.EventRecord) {
-	p.f("event %s (%s), created %s", e.ID, e.EventType, ts(e.CreatedAt))
+	p.f("event %s (%s)%s, created %s", e.ID, e.EventType, ofTenant(e.Tenant), ts(e.CreatedAt))
 	if e.ReplayOf != "" {
 		p.f(", a replay of %s", e.ReplayOf)
 	}
@@ -240,7 +248,7 @@ func (p *printer) endpoint(h webhook.Health) {
 	if !e.Enabled {
 		state = "DISABLED: " + orNone(e.DisabledReason)
 	}
-	p.f("endpoint %s %s\n  %s; event types %v; secret: present (never shown)\n", e.ID, webhook.RedactURL(e.URL), state, e.EventTypes)
+	p.f("endpoint %s %s%s\n  %s; event types %v; secret: present (never shown)\n", e.ID, webhook.RedactURL(e.URL), ofTenant(e.Tenant), state, e.EventTypes)
 	for _, w := range h.Windows {
 		if w.Attempts == 0 {
 			p.f("  %s: no attempts\n", w.Name)
