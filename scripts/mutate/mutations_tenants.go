@@ -107,5 +107,13 @@ func init() {
 			Pkg:     "./cmd/worker/",
 			Test:    "TestEndpointsTenantReachesOnlyItsOwn",
 		},
+		Mutation{
+			Name:    "tenants: the console's endpoints of a tenant list every endpoint",
+			File:    "internal/operator/console/pages.go",
+			Find:    "v.Endpoints, err = scope.ListEndpoints(ctx, c.db)",
+			Replace: "v.Endpoints, err = webhook.ListEndpoints(ctx, c.db); _ = scope",
+			Pkg:     "./internal/operator/console/",
+			Test:    "TestPages",
+		},
 	)
 }

@@ -71,8 +71,8 @@ func TestActionsRefuseBadInput(t *testing.T) {
 	if n := f.count(t, `SELECT count(*) FROM webhook_events`); n != eventsBefore {
 		t.Errorf("the refusals made %d events", n-eventsBefore)
 	}
-	if n := f.count(t, `SELECT count(*) FROM webhook_endpoints WHERE enabled`); n != 2 {
-		t.Errorf("after the refusals %d endpoints are enabled, want 2", n)
+	if n := f.count(t, `SELECT count(*) FROM webhook_endpoints WHERE enabled`); n != 3 {
+		t.Errorf("after the refusals %d endpoints are enabled, want 3 (all but the one disabled for its 410)", n)
 	}
 	if !strings.Contains(f.logs.String(), "CSRF") {
 		t.Error("the CSRF refusals were not logged")

@@ -75,6 +75,8 @@ func TestPages(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	b := f.browser(t, "")
+	// What a page must not show: another tenant's endpoints.
+	absent := map[string][]string{"a tenant's endpoints": {f.goodEP.URL, f.badEP.URL}}
 	for _, tc := range []struct {
 		name, path string
 		code       int
@@ -100,7 +102,10 @@ func TestPages(t *testing.T) {
 		{"disabled endpoint", "/console/endpoint/" + f.offEP.ID, 200, []string{"answered 410 Gone", "Enable"}},
 		{"webhook outbox", "/console/search?q=" + f.failedOutboxID, 200, []string{"fan-out: connection reset", "requeue-webhook-outbox"}},
 		{"failed", "/console/failed", 200, []string{f.failedID, f.suppressedID, f.badDelivery, f.failedOutboxID}},
-		{"endpoints", "/console/endpoints", 200, []string{f.goodEP.URL, f.badEP.URL, "answered 410 Gone"}},
+		{"endpoints", "/console/endpoints", 200, []string{f.goodEP.URL, f.badEP.URL, "answered 410 Gone", f.acmeEP.URL, "<td>acme</td>"}},
+		{"a tenant's endpoints", "/console/endpoints?tenant=acme", 200, []string{f.acmeEP.URL, "Endpoints of tenant acme"}},
+		{"a tenant's endpoint", "/console/endpoint/" + f.acmeEP.ID, 200, []string{`of tenant <b class="tenant">acme</b>`}},
+		{"a tenant with a control character", "/console/endpoints?tenant=ac%01me", 400, []string{"control characters"}},
 		{"forced kind", "/console/search?q=cus_42&kind=customer", 200, []string{"Customer cus_42"}},
 
 		{"unknown id", "/console/search?q=00000000-0000-4000-8000-000000000000", 404, []string{"nothing matches",
@@ -123,6 +128,11 @@ func TestPages(t *testing.T) {
 			for _, w := range tc.want {
 				if !strings.Contains(body, w) {
 					t.Errorf("GET %s lacks %q:\n%s", tc.path, w, body)
+				}
+			}
+			for _, a := range absent[tc.name] {
+				if strings.Contains(body, a) {
+					t.Errorf("GET %s shows %q, which it must not:\n%s", tc.path, a, body)
 				}
 			}
 		})

@@ -134,16 +134,33 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "failed", "Failed rows", v)
 }
 
+// endpointsView is the endpoints page: every endpoint, or one tenant's.
+type endpointsView struct {
+	Tenant    string
+	Endpoints []webhook.Endpoint
+}
+
 func (c *Console) endpoints(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), pageTimeout)
 	defer cancel()
-	eps, err := webhook.ListEndpoints(ctx, c.db)
+	v := endpointsView{Tenant: r.URL.Query().Get("tenant")}
+	var err error
+	if v.Tenant == "" {
+		v.Endpoints, err = webhook.ListEndpoints(ctx, c.db)
+	} else {
+		scope, serr := webhook.ForTenant(v.Tenant)
+		if serr != nil {
+			c.problem(w, r, http.StatusBadRequest, serr.Error())
+			return
+		}
+		v.Endpoints, err = scope.ListEndpoints(ctx, c.db)
+	}
 	if err != nil {
 		c.logger.Error("console: endpoints", "error", err.Error())
 		c.problem(w, r, http.StatusInternalServerError, "The endpoints could not be read; see the worker's log.")
 		return
 	}
-	c.render(w, r, http.StatusOK, "endpoints", "Endpoints", eps)
+	c.render(w, r, http.StatusOK, "endpoints", "Endpoints", v)
 }
 
 // redirectDone sends the browser to target with a signed one-line result.

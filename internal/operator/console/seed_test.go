@@ -31,6 +31,7 @@ type fixture struct {
 	failedID, sentID, retryingID, skippedID, freshID, suppressedID string
 	// Webhook rows.
 	goodEP, badEP, offEP      webhook.Endpoint
+	acmeEP                    webhook.Endpoint // of tenant acme; the others have none
 	eventID                   string
 	goodDelivery, badDelivery string
 	failedOutboxID            string
@@ -138,6 +139,13 @@ func newFixture(t *testing.T) *fixture {
 	token := secretText(t, "TOKEN")
 	f.secrets = append(f.secrets, token)
 	f.goodEP, f.badEP, f.offEP = newEP("/hooks"), newEP("/fail"), newEP("/off?token="+token)
+	acme, err := webhook.ForTenant("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.acmeEP, err = acme.CreateEndpoint(ctx, db, webhook.Settings{}, webhook.EndpointParams{URL: rc.URL + "/acme"}); err != nil {
+		t.Fatal(err)
+	}
 	if err := webhook.DisableEndpoint(ctx, db, f.offEP.ID, "answered 410 Gone"); err != nil {
 		t.Fatal(err)
 	}
