@@ -172,9 +172,13 @@ func (s TenantScope) ListDeliveries(ctx context.Context, db DB, q DeliveryQuery)
 		endpoint = &q.EndpointID
 	}
 	var status *string
-	if q.Status != "" {
+	switch q.Status {
+	case "":
+	case StatusPending, StatusSucceeded, StatusFailed:
 		st := string(q.Status)
 		status = &st
+	default:
+		return nil, fmt.Errorf("%w: status %q is not pending, succeeded or failed", ErrInvalidEndpoint, q.Status)
 	}
 	rows, err := db.Query(ctx, `SELECT `+deliveryColumns+deliveryFrom+`
 WHERE p.tenant_id = $1 AND ($2::uuid IS NULL OR d.endpoint_id = $2) AND ($3::text IS NULL OR d.status = $3)

@@ -34,7 +34,7 @@ func TestEveryCommandHelpAndUsage(t *testing.T) {
 	// and usage are checked on purpose, not by luck.
 	want := []string{"run", "demo", "migrate up", "migrate down", "migrate status", "show", "stats",
 		"failed email", "failed webhook", "requeue email", "requeue delivery", "requeue webhook", "cancel email", "cancel webhook", "replay event",
-		"replay endpoint", "replay tenant", "endpoints create", "endpoints list", "endpoints update", "endpoints disable", "endpoints enable", "endpoints delete",
+		"replay endpoint", "replay tenant", "deliveries list", "endpoints create", "endpoints list", "endpoints update", "endpoints disable", "endpoints enable", "endpoints delete",
 		"endpoints limit", "endpoints traceparent", "endpoints order-on-failure", "endpoints rotate-secret",
 		"ordering blocked", "ordering skip",
 		"suppressions list", "suppressions add", "suppressions remove", "suppressions check",

@@ -184,6 +184,7 @@ func TestEndpointsTenantReachesOnlyItsOwn(t *testing.T) {
 		"replay event":            {[]string{"replay", "event", globexEvent, "--tenant", "acme"}, "not found: event " + globexEvent},
 		"replay endpoint":         {[]string{"replay", "endpoint", globex, "--since", "1h", "--tenant", "acme"}, "not found: endpoint " + globex},
 		"show":                    {[]string{"show", globex, "--tenant", "acme"}, "nothing matches: endpoint " + globex + " of tenant acme"},
+		"deliveries list":         {[]string{"deliveries", "list", "--tenant", "acme", "--endpoint", globex}, "not found: endpoint " + globex},
 		"endpoints create":        {}, // --tenant names the endpoint's own tenant: no id to reach
 	}
 	for name, c := range commands {
@@ -217,6 +218,13 @@ func TestEndpointsTenantReachesOnlyItsOwn(t *testing.T) {
 		if after := state(); after != before {
 			t.Errorf("%s with globex's id as acme changed it: %s -> %s", name, before, after)
 		}
+	}
+	// deliveries list shows acme's only: globex's failed one is not there.
+	if code, out, errOut := run("deliveries", "list", "--tenant", "acme"); code != 0 || strings.Contains(out, globexEvent) || strings.Contains(out, globex) {
+		t.Errorf("deliveries list --tenant acme: exit %d, %q %q; want none of globex's", code, out, errOut)
+	}
+	if code, out, _ := run("deliveries", "list", "--tenant", "globex", "--status", "failed"); code != 0 || !strings.Contains(out, globex) {
+		t.Errorf("deliveries list --tenant globex --status failed: exit %d, %q; want its failed delivery", code, out)
 	}
 	// replay tenant takes the tenant, not an id: acme's recovery reaches
 	// none of globex's failed deliveries.
