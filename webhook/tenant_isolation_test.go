@@ -149,7 +149,7 @@ func TestTenant_IsolationUnderConcurrencyRetriesAndReplays(t *testing.T) {
 		return count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE status = 'pending'`)+
 			count(t, pool, `SELECT count(*) FROM webhook_outbox WHERE status = 'pending'`) == 0
 	}
-	eventually.Explain(t, "every delivery settles", time.Minute, settled, pendingNow(t, pool))
+	eventually.Explain(t, "every delivery settles", 3*time.Minute, settled, pendingNow(t, pool))
 
 	// t3's and t5's first endpoints failed for good; they answer now.
 	healthy.Store(true)
@@ -194,7 +194,7 @@ func TestTenant_IsolationUnderConcurrencyRetriesAndReplays(t *testing.T) {
 		want[rep.EventID] = want[id]
 		replayed++
 	}
-	eventually.Explain(t, "the recovered, requeued and replayed deliveries settle", time.Minute, settled, pendingNow(t, pool))
+	eventually.Explain(t, "the recovered, requeued and replayed deliveries settle", 3*time.Minute, settled, pendingNow(t, pool))
 
 	// Every request's event is of its endpoint's tenant.
 	tenantOf := map[string]string{}
