@@ -133,9 +133,17 @@ func (p *Dispatcher) disableFailing(ctx context.Context, d delivery, log *slog.L
 			}
 			// The key makes a retried disable notify once.
 			key := EventEndpointDisabled + ":" + d.endpointID + ":" + notice.FailingSince.UTC().Format(time.RFC3339Nano)
-			if _, err := (Enqueuer{}).EnqueueEvent(ctx, tx, Event{
+			_, err = (Enqueuer{}).EnqueueEvent(ctx, tx, Event{
 				Type: EventEndpointDisabled, Payload: body, EndpointID: ops, IdempotencyKey: key,
-			}); err != nil {
+			})
+			switch {
+			case errors.Is(err, ErrInvalidEvent):
+				// The operator endpoint belongs to a tenant: the notice,
+				// which names another endpoint, is not sent to it, and the
+				// disable goes ahead.
+				p.logger.Error("operator notice not sent: "+EnvOpsEndpointID+" names an endpoint of a tenant; the operator's endpoint has none",
+					"ops_endpoint_id", ops, "endpoint_id", d.endpointID, "error", err.Error())
+			case err != nil:
 				return fmt.Errorf("enqueue the notice to the operator endpoint: %w", err)
 			}
 		}

@@ -465,6 +465,43 @@ func TestBreaker_DisablesAfterWindowAndNotifies(t *testing.T) {
 	}
 }
 
+// An operator endpoint that belongs to a tenant is sent no notice — it
+// would tell that tenant of another's endpoint — and the failing endpoint
+// is disabled all the same.
+func TestBreaker_DisablesWithoutNoticeToATenantsOpsEndpoint(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	opsRC := newReceiver(t, nil)
+	ops, err := CreateEndpoint(ctx, pool, Settings{}, EndpointParams{Tenant: "acme", URL: opsRC.URL, EventTypes: []string{"ops.only"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, _ := newFailingReceiver(t, http.StatusBadGateway)
+	failing := createEndpoint(t, pool, rc.URL, "invoice.paid")
+	p := newDispatcher(t, pool, func(o *Config) {
+		o.Settings.BreakerMinRequests = 2
+		o.Settings.BreakerCooldown = 100 * time.Millisecond
+		o.Settings.BreakerMaxCooldown = 200 * time.Millisecond
+		o.Settings.DisableAfter = 1500 * time.Millisecond
+		o.Settings.OpsEndpointID = ops.ID
+		o.Backoff = shortSchedule
+	})
+	insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
+	eventually.Explain(t, "the failing endpoint is disabled", time.Minute, func() bool {
+		if _, err := p.Drain(ctx, testWindow); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.RunRetries(ctx, 300*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		return !endpointBreaker(t, pool, failing.ID).Enabled
+	}, func() string { return "" })
+	if n := len(opsRC.requests()) + count(t, pool, `SELECT count(*) FROM webhook_outbox WHERE endpoint_id = $1`, ops.ID); n != 0 {
+		t.Fatalf("the tenant's ops endpoint got %d notices or rows", n)
+	}
+}
+
 // A success counts toward the breaker wherever in the pool it is marked:
 // one dispatcher counts the endpoint's first failure, and a success that
 // another dispatcher marks — on a delivery it loaded before that failure —
