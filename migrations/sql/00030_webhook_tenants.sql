@@ -64,7 +64,12 @@ ALTER INDEX webhook_outbox_tenant_idempotency_idx RENAME TO webhook_outbox_idemp
 
 -- An endpoint's tenant is fixed when it is created: a tenant's scoped
 -- calls (webhook.TenantScope) check whose an endpoint is, then act on it,
--- and that is safe only while the answer cannot change in between.
+-- and that is safe only while the answer cannot change in between. The
+-- trigger runs AFTER the update: a BEFORE row trigger on the table, even
+-- one that never fires, makes every UPDATE of an endpoint (the marks'
+-- breaker counts, the claims' rate-limit buckets) lock the row first and
+-- read its newest version for the whole statement, which is not how the
+-- marks were written to behave.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION webhook_endpoints_tenant_fixed() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -75,7 +80,7 @@ END
 $$;
 -- +goose StatementEnd
 DROP TRIGGER IF EXISTS webhook_endpoints_tenant_fixed ON webhook_endpoints;
-CREATE TRIGGER webhook_endpoints_tenant_fixed BEFORE UPDATE OF tenant_id ON webhook_endpoints
+CREATE TRIGGER webhook_endpoints_tenant_fixed AFTER UPDATE OF tenant_id ON webhook_endpoints
     FOR EACH ROW WHEN (OLD.tenant_id IS DISTINCT FROM NEW.tenant_id)
     EXECUTE FUNCTION webhook_endpoints_tenant_fixed();
 
