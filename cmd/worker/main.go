@@ -19,6 +19,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/postbox/postbox/internal/engine/suggest"
 	"github.com/postbox/postbox/outbox"
 )
 
@@ -138,14 +139,14 @@ func runMain(args []string, lookup func(string) (string, bool), stdout, stderr i
 				subs = append(subs, strings.TrimPrefix(c.Name, name+" "))
 			}
 			fmt.Fprintf(stderr, "worker %s: unknown subcommand %q%s\nrun 'worker %s --help' for its subcommands\n",
-				name, rest[0], didYouMean(rest[0], subs), name)
+				name, rest[0], suggest.DidYouMean(rest[0], subs), name)
 			return 2
 		}
 		name, rest = name+" "+rest[0], rest[1:]
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		fmt.Fprintf(stderr, "worker: unknown command %q%s\nrun 'worker --help' for the commands\n", name, didYouMean(name, topNames()))
+		fmt.Fprintf(stderr, "worker: unknown command %q%s\nrun 'worker --help' for the commands\n", name, suggest.DidYouMean(name, topNames()))
 		return 2
 	}
 
@@ -259,7 +260,7 @@ func runHelp(args []string, stdout, stderr io.Writer) int {
 		printGroupHelp(stdout, name)
 		return 0
 	}
-	fmt.Fprintf(stderr, "worker help: unknown command %q%s\nrun 'worker --help' for the commands\n", name, didYouMean(name, topNames()))
+	fmt.Fprintf(stderr, "worker help: unknown command %q%s\nrun 'worker --help' for the commands\n", name, suggest.DidYouMean(name, topNames()))
 	return 2
 }
 
@@ -452,7 +453,7 @@ func flagError(fs *flag.FlagSet, err error) error {
 	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
 		var names []string
 		fs.VisitAll(func(f *flag.Flag) { names = append(names, "--"+f.Name) })
-		return fmt.Errorf("unknown flag --%s%s", name, didYouMean("--"+name, names))
+		return fmt.Errorf("unknown flag --%s%s", name, suggest.DidYouMean("--"+name, names))
 	}
 	return errors.New(flagSpelling.ReplaceAllString(msg, "${1}--${2}"))
 }

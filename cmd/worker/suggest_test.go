@@ -5,28 +5,6 @@ import (
 	"testing"
 )
 
-func TestNearest(t *testing.T) {
-	t.Parallel()
-	commands := []string{"run", "demo", "migrate", "show", "stats", "failed", "requeue"}
-	for _, tc := range []struct {
-		in, want string
-	}{
-		{"stat", "stats"},
-		{"shwo", "show"},
-		{"requeeu", "requeue"},
-		{"STATS", "stats"},
-		{"nope", ""}, // two edits from "show": too far for four letters
-		{"x", ""},    // one letter names nothing
-	} {
-		t.Run(tc.in, func(t *testing.T) {
-			t.Parallel()
-			if got := nearest(tc.in, commands); got != tc.want {
-				t.Fatalf("nearest(%q) = %q, want %q", tc.in, got, tc.want)
-			}
-		})
-	}
-}
-
 // A set variable that looks like postbox's but is not read is reported with
 // the one it most likely meant; postbox's own and other programs' are not.
 func TestUnknownVariables(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/postbox/postbox/internal/engine/suggest"
 )
 
 // variablePrefixes start postbox's variables. A variable that is set with
@@ -47,7 +49,7 @@ func unknownVariables(names []string) []unknownVariable {
 		if strings.HasPrefix(n, "OTEL_") {
 			continue
 		}
-		near := nearest(n, known)
+		near := suggest.Nearest(n, known)
 		if near == "" && !slices.ContainsFunc(variablePrefixes, func(p string) bool { return strings.HasPrefix(n, p) }) {
 			continue
 		}

@@ -46,18 +46,18 @@ func init() {
 		},
 		Mutation{
 			Name:    "cli: an unknown command gets no suggestion",
-			File:    "cmd/worker/suggest.go",
-			Find:    `if n := nearest(s, candidates); n != "" {`,
-			Replace: `if n := nearest(s, candidates); false && n != "" {`,
+			File:    "internal/engine/suggest/suggest.go",
+			Find:    `if n := Nearest(s, candidates); n != "" {`,
+			Replace: `if n := Nearest(s, candidates); false && n != "" {`,
 			Pkg:     "./cmd/worker/",
 			Test:    "TestGroupsAndTopLevel",
 		},
 		Mutation{
 			Name:    "cli: a swap of two letters counts as two edits",
-			File:    "cmd/worker/suggest.go",
+			File:    "internal/engine/suggest/suggest.go",
 			Find:    "if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {",
 			Replace: "if false {",
-			Pkg:     "./cmd/worker/",
+			Pkg:     "./internal/engine/suggest/",
 			Test:    "TestNearest",
 		},
 		Mutation{

@@ -1,12 +1,13 @@
-package main
+// Package suggest names the candidate a mistyped name most likely meant:
+// the "did you mean" of an unknown command, variable or event type.
+package suggest
 
 import "strings"
 
-// nearest is the candidate closest to s by edit distance, when it is close
+// Nearest is the candidate closest to s by edit distance, when it is close
 // enough to be a typo (at most a third of s's length, and at least one
-// edit): the "did you mean" of an unknown command or variable. Empty when
-// nothing is that close.
-func nearest(s string, candidates []string) string {
+// edit). Empty when nothing is that close.
+func Nearest(s string, candidates []string) string {
 	best, bestDist := "", max(len(s)/3, 1)+1
 	for _, c := range candidates {
 		if d := editDistance(strings.ToLower(s), strings.ToLower(c)); d < bestDist {
@@ -16,17 +17,17 @@ func nearest(s string, candidates []string) string {
 	return best
 }
 
-// didYouMean is "; did you mean X?" for the nearest candidate, or "".
-func didYouMean(s string, candidates []string) string {
-	if n := nearest(s, candidates); n != "" {
+// DidYouMean is "; did you mean X?" for the nearest candidate, or "".
+func DidYouMean(s string, candidates []string) string {
+	if n := Nearest(s, candidates); n != "" {
 		return "; did you mean " + n + "?"
 	}
 	return ""
 }
 
 // editDistance is the optimal-string-alignment distance between a and b,
-// in bytes (commands and variable names are ASCII): insertions, deletions,
-// substitutions and swaps of two neighbours (SMPT for SMTP) count one each.
+// in bytes (the names are ASCII): insertions, deletions, substitutions and
+// swaps of two neighbours (SMPT for SMTP) count one each.
 func editDistance(a, b string) int {
 	d := make([][]int, len(a)+1)
 	for i := range d {
