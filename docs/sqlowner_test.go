@@ -30,6 +30,7 @@ var tableOwners = map[string]string{
 	"webhook_delivery_attempts": "webhook",
 	"webhook_endpoints":         "webhook",
 	"webhook_endpoint_secrets":  "webhook",
+	"webhook_event_types":       "webhook",
 	"postbox_gates":             "internal/engine",
 	"postbox_history_dropped":   "internal/engine/history",
 	"postbox_rate_buckets":      "internal/engine/claim",

@@ -432,6 +432,35 @@ var checkCases = []checkCase{
 			tenantEndpoint(`'cus_123'`),
 			tenantEndpoint(`NULL`),
 		}},
+	// 00031: a catalog type is named as an outbox row's event_type is; its
+	// description is at most 4 KiB; its schema an object or a boolean and
+	// its example a document, each at most 256 KiB.
+	{"webhook_event_types_name_format",
+		[]string{
+			`INSERT INTO webhook_event_types (name) VALUES ('')`,
+			`INSERT INTO webhook_event_types (name) VALUES ('invoice paid')`,
+			`INSERT INTO webhook_event_types (name) VALUES (repeat('t', 201))`,
+		},
+		[]string{
+			`INSERT INTO webhook_event_types (name) VALUES ('invoice.paid') ON CONFLICT DO NOTHING`,
+			`INSERT INTO webhook_event_types (name) VALUES (repeat('t', 200)) ON CONFLICT DO NOTHING`,
+		}},
+	{"webhook_event_types_description_size",
+		[]string{`INSERT INTO webhook_event_types (name, description) VALUES ('a.long', repeat('d', 4097))`},
+		[]string{`INSERT INTO webhook_event_types (name, description) VALUES ('a.long', repeat('d', 4096)) ON CONFLICT DO NOTHING`}},
+	{"webhook_event_types_schema_shape",
+		[]string{
+			`INSERT INTO webhook_event_types (name, schema) VALUES ('a.schema', '[]')`,
+			`INSERT INTO webhook_event_types (name, schema) VALUES ('a.schema', '"string"')`,
+			`INSERT INTO webhook_event_types (name, schema) VALUES ('a.schema', jsonb_build_object('description', repeat('d', 262144)))`,
+		},
+		[]string{
+			`INSERT INTO webhook_event_types (name, schema) VALUES ('a.object', '{"type": "object"}') ON CONFLICT DO NOTHING`,
+			`INSERT INTO webhook_event_types (name, schema) VALUES ('a.boolean', 'true') ON CONFLICT DO NOTHING`,
+		}},
+	{"webhook_event_types_example_size",
+		[]string{`INSERT INTO webhook_event_types (name, example) VALUES ('a.example', jsonb_build_object('d', repeat('d', 262144)))`},
+		[]string{`INSERT INTO webhook_event_types (name, example) VALUES ('a.example', '{"id": "in_1"}') ON CONFLICT DO NOTHING`}},
 	{"webhook_deliveries_ordering_check",
 		[]string{
 			`UPDATE webhook_deliveries SET ordering_key = 'k', ordering_seq = NULL WHERE id = ` + fxDelivery,

@@ -93,6 +93,9 @@ func CreateEndpoint(ctx context.Context, db DB, cfg Settings, p EndpointParams) 
 	if err != nil {
 		return Endpoint{}, err
 	}
+	if err := checkSubscriptions(ctx, db, types); err != nil {
+		return Endpoint{}, err
+	}
 	secret := p.Secret
 	if secret == "" {
 		if secret, err = NewSecret(); err != nil {
@@ -178,6 +181,9 @@ func UpdateEndpoint(ctx context.Context, db DB, cfg Settings, id string, u Endpo
 	if u.EventTypes != nil {
 		var err error
 		if types, err = normalizeEventTypes(*u.EventTypes); err != nil {
+			return Endpoint{}, err
+		}
+		if err := checkSubscriptions(ctx, db, types); err != nil {
 			return Endpoint{}, err
 		}
 	}

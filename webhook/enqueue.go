@@ -81,11 +81,16 @@ const MaxIdempotencyKeyBytes = 255
 // rolls back, this insert goes ahead. Under REPEATABLE READ the conflict
 // with a row the snapshot cannot see is a serialization failure (40001),
 // returned as is.
+//
+// The INSERT also reads the schema its event type has now (schema.go):
+// the payload was checked against the schema this process last saw, and
+// if that is not the one the statement read, it is checked again and the
+// row deleted, in the same transaction, when it fails.
 const (
 	enqueueSQL = `INSERT INTO webhook_outbox (event_type, payload, idempotency_key, endpoint_id, traceparent, next_attempt_at, ordering_key, tenant_id)
 VALUES ($1, $2, NULLIF($3::text, ''), NULLIF($5::text, '')::uuid, NULLIF($6::text, ''), greatest(coalesce($4::timestamptz, now()), now()), NULLIF($7::text, ''), NULLIF($8::text, ''))
 ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id`
+RETURNING id, coalesce((SELECT schema_digest FROM webhook_event_types WHERE name = $1), '')`
 	enqueueExistingSQL = `SELECT id FROM webhook_outbox WHERE idempotency_key = $1 AND coalesce(tenant_id, '') = $2`
 )
 
@@ -145,8 +150,25 @@ func (e Enqueuer) EnqueueEvent(ctx context.Context, tx pgx.Tx, ev Event) (string
 		}
 		sendAt = ev.SendAt
 	}
-	var id string
-	err := tx.QueryRow(ctx, enqueueSQL, eventType, string(payload), ev.IdempotencyKey, sendAt, ev.EndpointID, tracing.Traceparent(ctx), ev.OrderingKey, ev.Tenant).Scan(&id)
+	checked, err := checkSchema(ctx, tx, eventType, payload)
+	if err != nil {
+		return "", err
+	}
+	var id, digest string
+	err = tx.QueryRow(ctx, enqueueSQL, eventType, string(payload), ev.IdempotencyKey, sendAt, ev.EndpointID, tracing.Traceparent(ctx), ev.OrderingKey, ev.Tenant).Scan(&id, &digest)
+	if err == nil && digest != checked {
+		// The catalog changed since this process last read the type.
+		schemas.saw(eventType, digest)
+		if err := schemas.check(ctx, tx, eventType, digest, payload); err != nil {
+			if !errors.Is(err, ErrPayloadSchema) {
+				err = fmt.Errorf("webhook: enqueue %s: %w", eventType, err)
+			}
+			if _, derr := tx.Exec(ctx, `DELETE FROM webhook_outbox WHERE id = $1`, id); derr != nil {
+				return "", fmt.Errorf("%w (and removing the row failed: %v)", err, derr)
+			}
+			return "", err
+		}
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The key is taken: the existing row is the enqueue.
 		if err := tx.QueryRow(ctx, enqueueExistingSQL, ev.IdempotencyKey, ev.Tenant).Scan(&id); err != nil {
@@ -164,6 +186,32 @@ func (e Enqueuer) EnqueueEvent(ctx context.Context, tx pgx.Tx, ev Event) (string
 		return "", fmt.Errorf("webhook: enqueue %s: %w", eventType, err)
 	}
 	return id, nil
+}
+
+// checkSchema checks payload against the schema this process last saw for
+// its type, and returns that schema's digest ("" none). A payload that
+// fails is refused only once the catalog, read again, says the schema is
+// still the one it failed.
+func checkSchema(ctx context.Context, tx pgx.Tx, eventType string, payload []byte) (string, error) {
+	digest := schemas.guess(eventType)
+	err := schemas.check(ctx, tx, eventType, digest, payload)
+	if err == nil {
+		return digest, nil
+	}
+	if !errors.Is(err, ErrPayloadSchema) && !errors.Is(err, errSchemaGone) {
+		return "", fmt.Errorf("webhook: enqueue %s: %w", eventType, err)
+	}
+	if err := tx.QueryRow(ctx, `SELECT coalesce((SELECT schema_digest FROM webhook_event_types WHERE name = $1), '')`, eventType).Scan(&digest); err != nil {
+		return "", fmt.Errorf("webhook: enqueue %s: read its event type: %w", eventType, err)
+	}
+	schemas.saw(eventType, digest)
+	if err := schemas.check(ctx, tx, eventType, digest, payload); err != nil {
+		if errors.Is(err, ErrPayloadSchema) {
+			return "", err
+		}
+		return "", fmt.Errorf("webhook: enqueue %s: %w", eventType, err)
+	}
+	return digest, nil
 }
 
 // Enqueue inserts one event into webhook_outbox using tx, with the default

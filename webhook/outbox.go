@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -86,38 +88,57 @@ func sweep(ctx context.Context, db DB, t claim.Table, w *claim.Window) (int, []s
 // of another tenant (misaddressedSQL) is marked failed, saying so, and
 // makes no event. The event keeps its row's tenant.
 //
-// It returns a row per delivery, with its event's columns first, and a row
-// with NULL delivery columns for an event no endpoint subscribed to, in the
-// order the events were enqueued.
-func fanOutSQL(rows, counted, unproven string) string {
+// A row of a catalog type with a schema is fanned out only once its
+// payload was checked against that schema (schema.go): the SQL expression
+// checked is the digest of the schema the row's payload was checked
+// against, NULL for none yet. A row whose type's schema is not that one
+// is not fanned out but leased ($2) and returned, its payload to be
+// checked (checkedFanOut) — it stays pending, so a replica that dies
+// meanwhile leaves it to the next claim.
+//
+// It returns a row per delivery, with its event's columns first, a row
+// with NULL delivery columns for an event no endpoint subscribed to, in
+// the order the events were enqueued, and a row for each unchecked row
+// (whose first column is true), with its type's schema digest.
+func fanOutSQL(rows, counted, checked, unproven string) string {
 	return `WITH claimed AS (
-	UPDATE webhook_outbox o SET status = CASE WHEN ` + misaddressedSQL + ` THEN 'failed' ELSE 'dispatched' END,
-		dispatched_at = CASE WHEN ` + misaddressedSQL + ` THEN NULL ELSE now() END,
-		last_error = CASE WHEN ` + misaddressedSQL + ` THEN ` + misaddressedError + ` END, ` + counted + `
+	UPDATE webhook_outbox o SET (status, dispatched_at, last_error, next_attempt_at) = (SELECT
+			CASE WHEN f.misaddressed THEN 'failed' WHEN f.unchecked THEN 'pending' ELSE 'dispatched' END,
+			CASE WHEN f.misaddressed OR f.unchecked THEN NULL ELSE now() END,
+			CASE WHEN f.misaddressed THEN ` + misaddressedError + ` END,
+			CASE WHEN f.unchecked AND NOT f.misaddressed THEN now() + $2::interval ELSE o.next_attempt_at END
+		FROM (SELECT ` + misaddressedSQL + ` AS misaddressed,
+			coalesce((SELECT t.schema_digest FROM webhook_event_types t WHERE t.name = o.event_type), '') <> coalesce(` + checked + `, '') AS unchecked) f),
+		` + counted + `
 	WHERE o.id = ANY (ARRAY(` + rows + `)) AND o.status = 'pending'
-	RETURNING o.id, o.event_type, o.payload, o.endpoint_id, o.traceparent, o.ordering_key, o.ordering_seq, o.tenant_id, o.status
+	RETURNING o.id, o.event_type, o.payload, o.endpoint_id, o.traceparent, o.ordering_key, o.ordering_seq, o.tenant_id, o.status, o.attempts
 ), inserted AS (
 	INSERT INTO webhook_events (id, event_type, payload, outbox_id, traceparent, ordering_key, ordering_seq, endpoint_id, tenant_id)
 	SELECT id, event_type, payload, id, traceparent, ordering_key, coalesce(ordering_seq, nextval('postbox_ordering_seq')), endpoint_id, tenant_id FROM claimed
-	WHERE status <> 'failed'
-	RETURNING id, event_type, payload, created_at, traceparent, ordering_key, ordering_seq, tenant_id
+	WHERE status = 'dispatched'
+	RETURNING id, created_at, ordering_seq
 ), ev AS (
-	SELECT i.id, i.event_type, i.tenant_id, i.ordering_key, i.ordering_seq, c.endpoint_id AS target
+	SELECT c.id, c.event_type, c.tenant_id, c.ordering_key, i.ordering_seq, c.endpoint_id AS target
 	FROM inserted i JOIN claimed c ON c.id = i.id
 ), ` + bornSQL("ev", "$2", unproven) + `
-SELECT i.id::text, i.event_type, i.payload, i.created_at, coalesce(i.traceparent, ''), ` + bornColumns + `
-FROM inserted i LEFT JOIN born ON born.event_id = i.id LEFT JOIN webhook_endpoints ep ON ep.id = born.endpoint_id
+SELECT c.status = 'pending', CASE WHEN c.status = 'pending' THEN (SELECT t.schema_digest FROM webhook_event_types t WHERE t.name = c.event_type) END, c.attempts,
+	c.id::text, c.event_type, c.payload, coalesce(i.created_at, now()), coalesce(c.traceparent, ''), ` + bornColumns + `
+FROM claimed c LEFT JOIN inserted i ON i.id = c.id LEFT JOIN born ON born.event_id = i.id LEFT JOIN webhook_endpoints ep ON ep.id = born.endpoint_id
+WHERE c.status <> 'failed'
 ORDER BY i.ordering_seq, ep.created_at`
 }
 
 // The two fan-outs: a lane's claim, which takes its rows as the claim does
 // ($1 rows at most from the window's edge $3, claim.ClaimIDsSQL) and counts
-// their attempt, the claim being the one place attempts go up; and one
-// given row's ($1), already claimed or named by an operator. $2 is the
-// birth lease; the last, an unproven endpoint's cap (bornSQL).
+// their attempt, the claim being the one place attempts go up; and given
+// rows' ($1), already claimed or named by an operator, each checked
+// against the schema whose digest is at the same place in $4 (NULL or
+// missing: none). $2 is the birth lease; the last, an unproven endpoint's
+// cap (bornSQL).
 var (
-	claimFanOutSQL = fanOutSQL(outboxTable.ClaimIDsSQL("$1", "$3"), claim.Set("o", ""), "$4")
-	rowFanOutSQL   = fanOutSQL("SELECT unnest($1::uuid[])", "attempts = o.attempts", "$3")
+	claimFanOutSQL = fanOutSQL(outboxTable.ClaimIDsSQL("$1", "$3"), claim.Set("o", ""), "NULL", "$4")
+	rowFanOutSQL   = fanOutSQL("SELECT unnest($1::uuid[])", "attempts = o.attempts",
+		"(SELECT c.digest FROM unnest($1::uuid[], $4::text[]) AS c(id, digest) WHERE c.id = o.id)", "$3")
 )
 
 // fannedEvent is one event a fan-out made.
@@ -127,14 +148,34 @@ type fannedEvent struct {
 }
 
 // fanOut is what a fan-out made: its events, in the order they were
-// enqueued, and their deliveries.
+// enqueued, and their deliveries; and the rows it left pending for their
+// payloads to be checked against their type's schema.
 type fanOut struct {
 	events     []fannedEvent
 	deliveries []delivery
+	unchecked  []uncheckedRow
+}
+
+// add appends what another fan-out made.
+func (f *fanOut) add(o fanOut) {
+	f.events = append(f.events, o.events...)
+	f.deliveries = append(f.deliveries, o.deliveries...)
+	f.unchecked = append(f.unchecked, o.unchecked...)
+}
+
+// uncheckedRow is a row a fan-out leased for its payload to be checked
+// against the schema digest names.
+type uncheckedRow struct {
+	row               outboxRow
+	eventType, digest string
+	payload           []byte
 }
 
 // fanOutRow is one row of fanOutSQL.
 type fanOutRow struct {
+	unchecked                       bool
+	digest                          *string
+	attempts                        int
 	eventID, eventType, traceparent string
 	payload                         []byte
 	createdAt                       time.Time
@@ -146,7 +187,7 @@ func scanFanOutRow(sent time.Time) pgx.RowToFunc[fanOutRow] {
 	return func(row pgx.CollectableRow) (fanOutRow, error) {
 		var r fanOutRow
 		var err error
-		r.d, r.ok, err = scanBorn(row, sent, &r.eventID, &r.eventType, &r.payload, &r.createdAt, &r.traceparent)
+		r.d, r.ok, err = scanBorn(row, sent, &r.unchecked, &r.digest, &r.attempts, &r.eventID, &r.eventType, &r.payload, &r.createdAt, &r.traceparent)
 		return r, err
 	}
 }
@@ -157,6 +198,14 @@ func collect(rows []fanOutRow) (fanOut, error) {
 	var fan fanOut
 	events := map[string]event{}
 	for _, r := range rows {
+		if r.unchecked {
+			u := uncheckedRow{row: outboxRow{ID: r.eventID, Attempts: r.attempts}, eventType: r.eventType, payload: r.payload}
+			if r.digest != nil {
+				u.digest = *r.digest
+			}
+			fan.unchecked = append(fan.unchecked, u)
+			continue
+		}
 		ev, seen := events[r.eventID]
 		if !seen {
 			var err error
@@ -172,6 +221,76 @@ func collect(rows []fanOutRow) (fanOut, error) {
 		}
 	}
 	return fan, nil
+}
+
+// maxCheckRounds bounds checkedFanOut's rounds: each is a catalog change
+// between a check and the fan-out that follows it.
+const maxCheckRounds = 3
+
+// checkedFanOut checks the payloads of rows a fan-out left unchecked
+// against their type's schema, marks those that fail failed, saying where
+// (as EnqueueEvent would have refused them), and fans out the rest in one
+// statement, which passes each row's digest so the statement
+// fans it out only if the schema is still that one. A row whose schema
+// changed meanwhile is checked again; one that cannot be checked (its
+// schema does not compile, the database failed) is recorded
+// (markOutboxFailure) and retried on outboxBackoff.
+func (p *Dispatcher) checkedFanOut(ctx context.Context, unchecked []uncheckedRow) (fanOut, Tally) {
+	var (
+		fan fanOut
+		t   Tally
+	)
+	for round := 0; len(unchecked) > 0; round++ {
+		var ids, digests []string
+		for _, u := range unchecked {
+			err := schemas.check(ctx, p.pool, u.eventType, u.digest, u.payload)
+			switch {
+			case err == nil:
+				ids, digests = append(ids, u.row.ID), append(digests, u.digest)
+			case errors.Is(err, ErrPayloadSchema) || errors.Is(err, ErrInvalidPayload):
+				t.Add(p.markOutboxFailure(ctx, u.row, err, true))
+			case errors.Is(err, errSchemaGone) && round < maxCheckRounds:
+				ids, digests = append(ids, u.row.ID), append(digests, "") // read its schema again below
+			default:
+				t.Add(p.markOutboxFailure(ctx, u.row, err, false))
+			}
+		}
+		if len(ids) == 0 {
+			break
+		}
+		more, err := p.fanOutRows(ctx, p.pool, ids, digests)
+		if err != nil {
+			for _, u := range unchecked {
+				if slices.Contains(ids, u.row.ID) {
+					t.Add(p.markOutboxFailure(ctx, u.row, err, false))
+				}
+			}
+			break
+		}
+		unchecked, more.unchecked = more.unchecked, nil
+		fan.add(more)
+		if round == maxCheckRounds {
+			break // still changing: the rows' leases run out and the next claim takes them
+		}
+	}
+	return fan, t
+}
+
+// fanOutRows fans out the given rows (rowFanOutSQL), each checked against
+// the schema of the digest at the same place in digests.
+func (p *Dispatcher) fanOutRows(ctx context.Context, db interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, ids, digests []string) (fanOut, error) {
+	sent := time.Now()
+	q, err := db.Query(ctx, rowFanOutSQL, ids, p.lc.BirthLeaseWindow, p.cfg.Concurrency, digests)
+	if err != nil {
+		return fanOut{}, err
+	}
+	rows, err := pgx.CollectRows(q, scanFanOutRow(sent))
+	if err != nil {
+		return fanOut{}, err
+	}
+	return collect(rows)
 }
 
 // Claim claims up to about n slots' worth of due outbox rows, and a few
@@ -208,7 +327,15 @@ func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	if err != nil {
 		return engine.Claim{}, fmt.Errorf("webhook: fan-out: %w", err)
 	}
+	claimed := len(fan.events) + len(fan.unchecked)
+	var checked Tally
+	if len(fan.unchecked) > 0 {
+		more, t := p.checkedFanOut(ctx, fan.unchecked)
+		fan.add(more)
+		checked = t
+	}
 	c := p.units(ctx, fan, began)
+	c.Tally.Add(checked)
 	if free := n - len(c.Units); free > 0 && p.orderedRecently() {
 		turns, err := p.claimTurns(ctx, free)
 		if err != nil {
@@ -217,7 +344,7 @@ func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 		c.Units = append(c.Units, turns...)
 		c.Rows += len(turns)
 	}
-	c.Full = len(fan.events) == k
+	c.Full = claimed == k
 	return c, nil
 }
 
@@ -249,11 +376,16 @@ func (p *Dispatcher) claimRowByRow(ctx context.Context, k int, began time.Time) 
 			p.logger.Warn("stale outbox mark: row already dispatched by a sibling; fan-out rolled back", "outbox_id", row.ID)
 			t.Stale++
 		case err != nil:
-			t.Add(p.markOutboxFailure(ctx, row, err))
+			t.Add(p.markOutboxFailure(ctx, row, err, false))
 		default:
-			fan.events = append(fan.events, one.events...)
-			fan.deliveries = append(fan.deliveries, one.deliveries...)
+			fan.add(one)
 		}
+	}
+	if len(fan.unchecked) > 0 {
+		more, checked := p.checkedFanOut(ctx, fan.unchecked)
+		fan.unchecked = nil
+		fan.add(more)
+		t.Add(checked)
 	}
 	c := p.units(ctx, fan, began)
 	c.Tally.Add(t)
@@ -331,10 +463,19 @@ func (p *Dispatcher) DispatchFromOutbox(ctx context.Context, outboxID string) (D
 	if err != nil {
 		return Dispatch{}, err
 	}
+	if len(fan.unchecked) > 0 {
+		var t Tally
+		fan, t = p.checkedFanOut(ctx, fan.unchecked)
+		if len(fan.events) == 0 {
+			return Dispatch{}, fmt.Errorf("webhook: dispatch %s: not fanned out: %s", outboxID, strings.Join(t.Errors, "; "))
+		}
+	}
 	return Dispatch{EventID: fan.events[0].id, Deliveries: len(fan.deliveries)}, nil
 }
 
-// dispatch fans one row out (rowFanOutSQL) in a transaction of its own.
+// dispatch fans one row out (rowFanOutSQL) in a transaction of its own; a
+// row of a type with a schema is left leased in fan.unchecked, for
+// checkedFanOut once the transaction has committed.
 func (p *Dispatcher) dispatch(ctx context.Context, outboxID string) (fanOut, error) {
 	if h := p.hooks.beforeDispatch; h != nil {
 		h(outboxID)
@@ -345,21 +486,12 @@ func (p *Dispatcher) dispatch(ctx context.Context, outboxID string) (fanOut, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }() // a no-op after Commit
 
-	sent := time.Now()
-	q, err := tx.Query(ctx, rowFanOutSQL, []string{outboxID}, p.lc.BirthLeaseWindow, p.cfg.Concurrency)
+	fan, err := p.fanOutRows(ctx, tx, []string{outboxID}, nil)
 	if err != nil {
 		return fanOut{}, fmt.Errorf("webhook: dispatch %s: %w", outboxID, err)
 	}
-	rows, err := pgx.CollectRows(q, scanFanOutRow(sent))
-	if err != nil {
-		return fanOut{}, fmt.Errorf("webhook: dispatch %s: %w", outboxID, err)
-	}
-	if len(rows) == 0 {
+	if len(fan.events) == 0 && len(fan.unchecked) == 0 {
 		return fanOut{}, fmt.Errorf("%w (outbox row %s)", ErrStaleOutboxMark, outboxID)
-	}
-	fan, err := collect(rows)
-	if err != nil {
-		return fanOut{}, fmt.Errorf("webhook: dispatch %s: %w", outboxID, err)
 	}
 	if h := p.hooks.afterFanOut; h != nil {
 		if err := h(outboxID); err != nil {
@@ -414,10 +546,12 @@ WHERE id = $1 AND status = 'pending'`
 
 // markOutboxFailure records a failed fan-out (a database error: the
 // payload is already valid jsonb) and schedules the row again, or fails it
-// once outboxBackoff is spent. CAS like every mark: a row a sibling
-// resolved meanwhile is left alone and the mark counted stale.
-func (p *Dispatcher) markOutboxFailure(ctx context.Context, row outboxRow, cause error) Tally {
+// once outboxBackoff is spent — at once if permanent (a payload that fails
+// its schema). CAS like every mark: a row a sibling resolved meanwhile is
+// left alone and the mark counted stale.
+func (p *Dispatcher) markOutboxFailure(ctx context.Context, row outboxRow, cause error, permanent bool) Tally {
 	wait, retry := outboxBackoff.Next(row.Attempts)
+	retry = retry && !permanent
 	msg := pgtext.LastError(cause.Error())
 	var tag pgconn.CommandTag
 	_, err := claim.RetryMark(ctx, time.Now().Add(leases.MarkTimeout), func(ctx context.Context) error {

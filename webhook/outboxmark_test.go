@@ -45,7 +45,7 @@ func TestOutboxFailureMark_StaleIsDroppedNotRetried(t *testing.T) {
 
 	// Control: a pending row's failure mark applies.
 	pending := insertOutbox(t, pool, "invoice.paid", map[string]any{"n": 1})
-	sum := p.markOutboxFailure(ctx, outboxRow{ID: pending, Attempts: 1}, cause)
+	sum := p.markOutboxFailure(ctx, outboxRow{ID: pending, Attempts: 1}, cause, false)
 	if sum.Retried != 1 || sum.Stale != 0 {
 		t.Fatalf("failure mark on a pending row = %+v; want it retried", sum)
 	}
@@ -64,7 +64,7 @@ func TestOutboxFailureMark_StaleIsDroppedNotRetried(t *testing.T) {
 	}
 	before := read(id)
 	mark := len(logs.String())
-	sum = p.markOutboxFailure(ctx, outboxRow{ID: id, Attempts: 1}, cause)
+	sum = p.markOutboxFailure(ctx, outboxRow{ID: id, Attempts: 1}, cause, false)
 	if sum.Stale != 1 || sum.Retried != 0 || sum.Failed != 0 || sum.MarkErrors != 0 {
 		t.Errorf("stale failure mark = %+v; want Stale 1 and nothing retried or failed", sum)
 	}

@@ -19,13 +19,16 @@ import (
 
 // EventRecord is a webhook_events row with what became of it.
 type EventRecord struct {
-	ID        string          `json:"id"`
-	Tenant    string          `json:"tenant,omitempty"` // whose the event is (tenant.go)
-	EventType string          `json:"event_type"`
-	Payload   json.RawMessage `json:"payload"`
-	CreatedAt time.Time       `json:"created_at"`
-	OutboxID  string          `json:"outbox_id,omitempty"` // the producing webhook_outbox row (pruned once dispatched)
-	ReplayOf  string          `json:"replay_of,omitempty"` // the original, when this event is a replay
+	ID        string `json:"id"`
+	Tenant    string `json:"tenant,omitempty"` // whose the event is (tenant.go)
+	EventType string `json:"event_type"`
+	// Deprecated says the catalog marks the event's type deprecated
+	// (eventtype.go): it still sends; its senders should move on.
+	Deprecated bool            `json:"type_deprecated,omitempty"`
+	Payload    json.RawMessage `json:"payload"`
+	CreatedAt  time.Time       `json:"created_at"`
+	OutboxID   string          `json:"outbox_id,omitempty"` // the producing webhook_outbox row (pruned once dispatched)
+	ReplayOf   string          `json:"replay_of,omitempty"` // the original, when this event is a replay
 
 	Deliveries []DeliveryRecord `json:"deliveries"`
 	// Replays are the family's other events: the original's clones, or,
@@ -105,11 +108,12 @@ func scanDelivery(row pgx.CollectableRow) (DeliveryRecord, error) {
 
 func scanEvent(row pgx.CollectableRow) (EventRecord, error) {
 	var e EventRecord
-	err := row.Scan(&e.ID, &e.EventType, &e.Payload, &e.CreatedAt, &e.OutboxID, &e.ReplayOf, &e.Tenant)
+	err := row.Scan(&e.ID, &e.EventType, &e.Payload, &e.CreatedAt, &e.OutboxID, &e.ReplayOf, &e.Tenant, &e.Deprecated)
 	return e, err
 }
 
-const eventColumns = `id::text, event_type, payload, created_at, coalesce(outbox_id::text, ''), coalesce(replay_of::text, ''), coalesce(tenant_id, '')`
+const eventColumns = `id::text, event_type, payload, created_at, coalesce(outbox_id::text, ''), coalesce(replay_of::text, ''), coalesce(tenant_id, ''),
+	coalesce((SELECT t.deprecated FROM webhook_event_types t WHERE t.name = event_type), false)`
 
 // GetEvent returns the event with its deliveries (each with its attempt
 // log) and its family's replays, or an error matching ErrNotFound.

@@ -42,7 +42,7 @@ WHERE id IN (SELECT id FROM webhook_deliveries LIMIT 6000)`,
 	}
 	const outbox, deliveries = "webhook_outbox", "webhook_deliveries"
 	pgtest.RequireKeyLookups(t, pool, []pgtest.Statement{
-		{Name: "outbox row fan-out", Table: outbox, SQL: rowFanOutSQL, Args: []any{[]string{outboxID}, time.Minute, 16},
+		{Name: "outbox row fan-out", Table: outbox, SQL: rowFanOutSQL, Args: []any{[]string{outboxID}, time.Minute, 16, []string(nil)},
 			Allow: []string{"webhook_outbox_ordering_idx"}}, // an earlier row of the event's key
 		{Name: "outbox failure mark", Table: outbox, SQL: outboxFailureSQL, Args: []any{outboxID, "e", true, time.Minute}},
 		{Name: "outbox release", Table: outbox, SQL: outboxTable.ReleaseSQL(), Args: []any{[]string{outboxID}}},

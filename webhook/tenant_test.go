@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
@@ -26,6 +27,28 @@ func tenantEndpoint(t *testing.T, db DB, tenant string, eventTypes ...string) (E
 		t.Fatal(err)
 	}
 	return ep, rc
+}
+
+// drainConcurrently drains pool's outbox with n dispatchers at once, each
+// claiming from the same rows, and returns them.
+func drainConcurrently(t *testing.T, pool *pgxpool.Pool, n int) []*Dispatcher {
+	t.Helper()
+	ps := make([]*Dispatcher, n)
+	for i := range ps {
+		ps[i] = newDispatcher(t, pool, nil)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, p := range ps {
+		wg.Go(func() { _, errs[i] = p.Drain(context.Background(), testWindow) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ps
 }
 
 // webhookIDs are the webhook-id headers rc received, sorted.
@@ -69,18 +92,7 @@ func TestTenant_FanOutReachesOnlyItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ps := []*Dispatcher{newDispatcher(t, pool, nil), newDispatcher(t, pool, nil)}
-	var wg sync.WaitGroup
-	errs := make([]error, len(ps))
-	for i, p := range ps {
-		wg.Go(func() { _, errs[i] = p.Drain(ctx, testWindow) })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	ps := drainConcurrently(t, pool, 2)
 	want := map[*receiver][]string{
 		rcAcmeAll: sorted(acmePaid, acmeUpdated),
 		rcAcmeInv: {acmePaid},

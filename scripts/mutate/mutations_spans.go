@@ -71,8 +71,8 @@ func init() {
 		Mutation{
 			Name:    "spans: EnqueueEvent records no traceparent",
 			File:    "webhook/enqueue.go",
-			Find:    "ev.EndpointID, tracing.Traceparent(ctx), ev.OrderingKey, ev.Tenant).Scan(&id)",
-			Replace: "ev.EndpointID, tracing.Traceparent(context.Background()), ev.OrderingKey, ev.Tenant).Scan(&id)",
+			Find:    "ev.EndpointID, tracing.Traceparent(ctx), ev.OrderingKey, ev.Tenant).Scan(&id, &digest)",
+			Replace: "ev.EndpointID, tracing.Traceparent(context.Background()), ev.OrderingKey, ev.Tenant).Scan(&id, &digest)",
 			Pkg:     "./webhook/",
 			Test:    "TestTracing_EventFanOutAttemptsAndMarksJoinTheEnqueueTrace",
 		},

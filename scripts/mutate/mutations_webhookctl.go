@@ -25,8 +25,8 @@ func init() {
 		Mutation{
 			Name:    "idempotency webhook: no ON CONFLICT (a duplicate key errors)",
 			File:    "webhook/enqueue.go",
-			Find:    "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING\nRETURNING id`",
-			Replace: "RETURNING id`",
+			Find:    "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING\nRETURNING id, coalesce(",
+			Replace: "RETURNING id, coalesce(",
 			Pkg:     "./webhook/",
 			Test:    "TestEnqueue_IdempotencyKeyConcurrent",
 		},
@@ -230,8 +230,8 @@ func init() {
 		Mutation{
 			Name:    "auto-disable: the notice is broadcast, not addressed",
 			File:    "webhook/outbox.go",
-			Find:    "SELECT i.id, i.event_type, i.tenant_id, i.ordering_key, i.ordering_seq, c.endpoint_id AS target",
-			Replace: "SELECT i.id, i.event_type, i.tenant_id, i.ordering_key, i.ordering_seq, NULL::uuid AS target",
+			Find:    "SELECT c.id, c.event_type, c.tenant_id, c.ordering_key, i.ordering_seq, c.endpoint_id AS target",
+			Replace: "SELECT c.id, c.event_type, c.tenant_id, c.ordering_key, i.ordering_seq, NULL::uuid AS target",
 			Pkg:     "./webhook/",
 			Test:    "TestBreaker_DisablesAfterWindowAndNotifies",
 		},
