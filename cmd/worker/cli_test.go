@@ -38,7 +38,7 @@ func TestEveryCommandHelpAndUsage(t *testing.T) {
 		"endpoints limit", "endpoints traceparent", "endpoints order-on-failure", "endpoints rotate-secret",
 		"ordering blocked", "ordering skip",
 		"suppressions list", "suppressions add", "suppressions remove", "suppressions check",
-		"templates list", "templates check", "templates render",
+		"templates list", "templates check", "templates render", "event-types check", "event-types sync", "event-types list",
 		"rekey", "healthcheck", "version"}
 	got := slices.Clone(order)
 	slices.Sort(got)

@@ -170,7 +170,11 @@ func (p *printer) email(e Email) {
 }
 
 func (p *printer) event(e webhook.EventRecord) {
-	p.f("event %s (%s)%s, created %s", e.ID, e.EventType, ofTenant(e.Tenant), ts(e.CreatedAt))
+	deprecated := ""
+	if e.Deprecated {
+		deprecated = ", a deprecated type"
+	}
+	p.f("event %s (%s%s)%s, created %s", e.ID, e.EventType, deprecated, ofTenant(e.Tenant), ts(e.CreatedAt))
 	if e.ReplayOf != "" {
 		p.f(", a replay of %s", e.ReplayOf)
 	}
