@@ -33,11 +33,7 @@ func init() {
 			fs.IntVar(&q.Limit, "limit", 100, "at most this many, up to 1000")
 			asJSON := fs.Bool("json", false, "print JSON")
 			return func(ctx context.Context, env *Env, _ []string) error {
-				scope, err := tenantScope(*tenant)
-				if err != nil {
-					return err
-				}
-				pool, err := env.MigratedPool(ctx)
+				pool, scope, err := scopedPool(ctx, env, *tenant)
 				if err != nil {
 					return err
 				}

@@ -15,6 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/postbox/postbox/webhook"
 )
 
@@ -377,34 +379,37 @@ func (everyEndpoint) RotateSecret(ctx context.Context, db webhook.DB, id, secret
 	return webhook.RotateSecret(ctx, db, id, secret, keep)
 }
 
-// tenantScope is tenant's scope, nil for none (the operator's).
-func tenantScope(tenant string) (*webhook.TenantScope, error) {
-	if tenant == "" {
-		return nil, nil
-	}
-	s, err := webhook.ForTenant(tenant)
-	if err != nil {
-		return nil, usagef("tenant: %v", err)
-	}
-	return &s, nil
-}
-
-// endpointsOf is the pool and the calls --tenant allows: one tenant's
-// endpoints, or every one without it.
-func endpointsOf(ctx context.Context, env *Env, tenant string) (webhook.DB, endpointCalls, error) {
-	var calls endpointCalls = everyEndpoint{}
-	scope, err := tenantScope(tenant)
-	if err != nil {
-		return nil, nil, err
-	}
-	if scope != nil {
-		calls = *scope
+// scopedPool parses --tenant into its scope, nil for none (the
+// operator's), and opens the migrated pool the scoped calls run on: the
+// preamble of every command that takes --tenant, a bad tenant refused
+// before any connection is made.
+func scopedPool(ctx context.Context, env *Env, tenant string) (*pgxpool.Pool, *webhook.TenantScope, error) {
+	var scope *webhook.TenantScope
+	if tenant != "" {
+		s, err := webhook.ForTenant(tenant)
+		if err != nil {
+			return nil, nil, usagef("tenant: %v", err)
+		}
+		scope = &s
 	}
 	pool, err := env.MigratedPool(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	return pool, calls, nil
+	return pool, scope, nil
+}
+
+// endpointsOf is the pool and the calls --tenant allows: one tenant's
+// endpoints, or every one without it.
+func endpointsOf(ctx context.Context, env *Env, tenant string) (webhook.DB, endpointCalls, error) {
+	pool, scope, err := scopedPool(ctx, env, tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	if scope != nil {
+		return pool, *scope, nil
+	}
+	return pool, everyEndpoint{}, nil
 }
 
 func limitText[T int | float64](v *T) string {

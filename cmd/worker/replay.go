@@ -136,11 +136,7 @@ func replayBackoff(cfg Config) leases.Backoff {
 // the first attempts itself, with the same SSRF allowlist, lease figures
 // and retry schedule. With a tenant, its scope too (nil without).
 func replayPipeline(ctx context.Context, env *Env, tenant string) (*webhook.Dispatcher, *webhook.TenantScope, error) {
-	scope, err := tenantScope(tenant)
-	if err != nil {
-		return nil, nil, err
-	}
-	pool, err := env.MigratedPool(ctx)
+	pool, scope, err := scopedPool(ctx, env, tenant)
 	if err != nil {
 		return nil, nil, err
 	}

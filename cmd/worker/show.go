@@ -30,11 +30,7 @@ func init() {
 			asJSON := fs.Bool("json", false, "print JSON")
 			tenant := tenantFlag(fs)
 			return func(ctx context.Context, env *Env, args []string) error {
-				scope, err := tenantScope(*tenant)
-				if err != nil {
-					return err
-				}
-				pool, err := env.MigratedPool(ctx)
+				pool, scope, err := scopedPool(ctx, env, *tenant)
 				if err != nil {
 					return err
 				}
