@@ -230,7 +230,7 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark *Result, c cla
 	}, func(ctx context.Context) error {
 		mctx, span := p.tracer.Start(ctx, tracing.SpanWebhookMark)
 		var err error
-		breaker, next, err = markDelivery(mctx, p.pool, p.marks, d.id, *mark, &breakerCount{endpointID: d.endpointID, counts: !gone, settings: p.cfg, handOn: lease, ahead: ahead})
+		breaker, next, err = markDelivery(mctx, p.pool, p.marks, d.id, *mark, &breakerCount{endpointID: d.endpointID, url: d.url, counts: !gone, settings: p.cfg, handOn: lease, ahead: ahead})
 		if span.IsRecording() {
 			span.SetAttributes(tracing.DeliveryID.String(d.id), tracing.Outcome.String(string(mark.Outcome)), tracing.MarkApplied.Bool(err == nil))
 			if err != nil && !errors.Is(err, ErrStaleMark) {
@@ -244,6 +244,9 @@ func (p *Dispatcher) record(ctx context.Context, d delivery, mark *Result, c cla
 		next[i].sent = sent
 	}
 	out.Count(d.id, verdicts[mark.Outcome], mark.Error, err)
+	if breaker.opsRefused {
+		p.opsRefused(EventDeliveryExhausted, d.endpointID, "the operator endpoint belongs to a tenant")
+	}
 	if gone {
 		p.disableGone(ctx, d, log)
 	} else {
@@ -372,19 +375,20 @@ func describeSendError(ctx context.Context, err error, budget time.Duration) str
 	return err.Error()
 }
 
-// disableGone disables an endpoint that answered 410 Gone. The reason is
-// stored on the row and logged, so `worker endpoints list` shows why.
+// disableGoneSQL disables an endpoint that answered 410 Gone, returning
+// the row disable reads.
+const disableGoneSQL = `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $2, updated_at = now()
+WHERE id = $1 AND enabled
+RETURNING url, coalesce(tenant_id, ''), failing_since, consecutive_failures, now()`
+
+// disableGone disables an endpoint that answered 410 Gone, with the
+// notices of a disable (disable). The reason is stored on the row and
+// logged, so `worker endpoints list` shows why.
 func (p *Dispatcher) disableGone(ctx context.Context, d delivery, log *slog.Logger) {
 	ctx, cancel := claim.MarkContext(ctx)
 	defer cancel()
 	reason := fmt.Sprintf("receiver answered 410 Gone at %s (delivery %s)", time.Now().UTC().Format(time.RFC3339), d.id)
-	tag, err := p.pool.Exec(ctx, `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $2, updated_at = now()
-WHERE id = $1 AND enabled`, d.endpointID, reason)
-	switch {
-	case err != nil:
-		log.Error("disable endpoint after 410 Gone", "error", err.Error())
-	case tag.RowsAffected() > 0:
-		p.metrics.endpointDisabled("gone")
+	if _, ok := p.disable(ctx, d, log, DisabledGone, reason, disableGoneSQL); ok {
 		log.Warn("endpoint disabled: receiver answered 410 Gone", "reason", reason)
 	}
 }

@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,21 +53,10 @@ import (
 //
 // An endpoint failing for DisableAfter with no success between is
 // disabled with a reason: an error log line, a metric, and — in the same
-// transaction — a postbox.endpoint.disabled event to OpsEndpointID and
-// Config.OnDisable. A 410 Gone disables at once (disableGone).
-
-// EventEndpointDisabled is the event type of the operator notice.
-const EventEndpointDisabled = "postbox.endpoint.disabled"
-
-// EndpointDisabled is the notice's payload.
-type EndpointDisabled struct {
-	EndpointID          string    `json:"endpoint_id"`
-	URL                 string    `json:"url"` // redacted: no query string or userinfo
-	Reason              string    `json:"reason"`
-	FailingSince        time.Time `json:"failing_since"`
-	ConsecutiveFailures int       `json:"consecutive_failures"`
-	DisabledAt          time.Time `json:"disabled_at"`
-}
+// transaction — an endpoint.disabled event to OpsEndpointID and
+// Config.OnDisable. A 410 Gone disables at once (disableGone), with the
+// same notices. A breaker that closes sends endpoint.recovered
+// (opsevents.go).
 
 // breakerWatching is the SQL test of an endpoint (alias ep) whose next
 // success must be counted: it has a failure run, a window or a tripped
@@ -83,16 +71,24 @@ var breakerWatchingRow = strings.ReplaceAll(breakerWatching, "ep.", "")
 // it, or found the endpoint failing for the whole disable window.
 type breakerOutcome struct {
 	closed, opened     bool
+	closedPause        *time.Time // closed: when the breaker last opened
 	requests, failures int
 	pausedUntil        *time.Time
 	expire             bool
+	opsRefused         bool // the operator endpoint, of a tenant, was not sent delivery.exhausted
 }
 
 // noteOutcome logs and counts what d's mark did to its endpoint's breaker,
-// and disables an endpoint failing for too long.
+// tells the operator endpoint of a recovery, and disables an endpoint
+// failing for too long.
 func (p *Dispatcher) noteOutcome(ctx context.Context, d delivery, b breakerOutcome, log *slog.Logger) {
 	if b.closed {
 		log.Info("endpoint recovered: circuit breaker closed")
+		if p.cfg.notifies(d.endpointID) {
+			ctx, cancel := claim.MarkContext(ctx)
+			defer cancel()
+			p.notifyRecovered(ctx, d, b.closedPause, log)
+		}
 	}
 	if b.opened {
 		p.metrics.breakerOpened()
@@ -107,45 +103,50 @@ func (p *Dispatcher) noteOutcome(ctx context.Context, d delivery, b breakerOutco
 }
 
 // disableFailingSQL disables an endpoint that has failed for the whole
-// window ($3); the guard makes a racing second disable a no-op.
+// window ($3); the guard makes a racing second disable a no-op. It
+// returns the row disable reads.
 const disableFailingSQL = `UPDATE webhook_endpoints SET enabled = false, disabled_reason = $2, updated_at = now()
 WHERE id = $1 AND enabled AND failing_since <= now() - $3::interval
-RETURNING url, failing_since, consecutive_failures, now()`
+RETURNING url, coalesce(tenant_id, ''), failing_since, consecutive_failures, now()`
 
 // disableFailing disables d's endpoint for failing too long and, in the
 // same transaction, enqueues the notices. Its deliveries stay pending,
 // held until it is enabled again.
 func (p *Dispatcher) disableFailing(ctx context.Context, d delivery, log *slog.Logger) {
 	reason := fmt.Sprintf("failing without a success for over %s (WEBHOOK_DISABLE_AFTER)", p.cfg.DisableAfter)
-	var notice EndpointDisabled
+	if notice, ok := p.disable(ctx, d, log, DisabledFailing, reason, disableFailingSQL, p.cfg.DisableAfter); ok {
+		log.Error("endpoint disabled: failing for too long; its deliveries are held until it is enabled",
+			"reason", reason, "failing_since", notice.FailingSince.UTC().Format(time.RFC3339),
+			"consecutive_failures", notice.ConsecutiveFailures, "notified", p.cfg.OpsEndpointID != "" || p.onDisable != nil)
+	}
+}
+
+// disable disables d's endpoint for cause by sql, whose $1 is the
+// endpoint, $2 the reason, then args, and whose row is the endpoint's url,
+// tenant, failure run and the time; and, in the same transaction, enqueues
+// endpoint.disabled to the operator endpoint and runs OnDisable. The key —
+// the endpoint and the disable's time — makes it once per disable. It
+// reports whether it disabled the endpoint: sql's guard may find it
+// disabled already.
+func (p *Dispatcher) disable(ctx context.Context, d delivery, log *slog.Logger, cause, reason, sql string, args ...any) (EndpointDisabled, bool) {
+	notice := EndpointDisabled{OpsSubject: d.subject(), Reason: reason, Cause: cause}
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		var url string
-		err := tx.QueryRow(ctx, disableFailingSQL, d.endpointID, reason, p.cfg.DisableAfter).
-			Scan(&url, &notice.FailingSince, &notice.ConsecutiveFailures, &notice.DisabledAt)
+		var (
+			url          string
+			failingSince *time.Time
+		)
+		err := tx.QueryRow(ctx, sql, append([]any{d.endpointID, reason}, args...)...).
+			Scan(&url, &notice.Tenant, &failingSince, &notice.ConsecutiveFailures, &notice.DisabledAt)
 		if err != nil {
 			return err // pgx.ErrNoRows: a sibling disabled it first
 		}
-		notice.EndpointID, notice.URL, notice.Reason = d.endpointID, redactURL(url), reason
-		if ops := p.cfg.OpsEndpointID; ops != "" && ops != d.endpointID {
-			body, err := json.Marshal(notice)
-			if err != nil {
-				return err
-			}
-			// The key makes a retried disable notify once.
-			key := EventEndpointDisabled + ":" + d.endpointID + ":" + notice.FailingSince.UTC().Format(time.RFC3339Nano)
-			_, err = (Enqueuer{}).EnqueueEvent(ctx, tx, Event{
-				Type: EventEndpointDisabled, Payload: body, EndpointID: ops, IdempotencyKey: key,
-			})
-			switch {
-			case errors.Is(err, ErrInvalidEvent):
-				// The operator endpoint belongs to a tenant: the notice,
-				// which names another endpoint, is not sent to it, and the
-				// disable goes ahead.
-				p.logger.Error("operator notice not sent: "+EnvOpsEndpointID+" names an endpoint of a tenant; the operator's endpoint has none",
-					"ops_endpoint_id", ops, "endpoint_id", d.endpointID, "error", err.Error())
-			case err != nil:
-				return fmt.Errorf("enqueue the notice to the operator endpoint: %w", err)
-			}
+		notice.URL = redactURL(url)
+		if failingSince != nil {
+			notice.FailingSince = *failingSince
+		}
+		key := EventEndpointDisabled + ":" + d.endpointID + ":" + notice.DisabledAt.UTC().Format(time.RFC3339Nano)
+		if err := p.notifyOps(ctx, tx, EventEndpointDisabled, d.endpointID, key, notice); err != nil {
+			return err
 		}
 		if p.onDisable != nil {
 			if err := p.onDisable(ctx, tx, notice); err != nil {
@@ -156,12 +157,11 @@ func (p *Dispatcher) disableFailing(ctx context.Context, d delivery, log *slog.L
 	})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
+		return notice, false
 	case err != nil:
-		log.Error("disable failing endpoint", "error", err.Error())
-	default:
-		p.metrics.endpointDisabled("failing")
-		log.Error("endpoint disabled: failing for too long; its deliveries are held until it is enabled",
-			"reason", reason, "failing_since", notice.FailingSince.UTC().Format(time.RFC3339),
-			"consecutive_failures", notice.ConsecutiveFailures, "notified", p.cfg.OpsEndpointID != "" || p.onDisable != nil)
+		log.Error("disable endpoint", "cause", cause, "error", err.Error())
+		return notice, false
 	}
+	p.metrics.endpointDisabled(cause)
+	return notice, true
 }

@@ -383,7 +383,7 @@ func TestBreaker_ProbesPreferAttemptedDeliveries(t *testing.T) {
 }
 
 // A receiver failing past the window is disabled with a reason; the
-// postbox.endpoint.disabled notice, enqueued with the disable, reaches the
+// endpoint.disabled notice, enqueued with the disable, reaches the
 // operator endpoint (and no other); the held deliveries are not lost and go
 // out once the endpoint is enabled again.
 func TestBreaker_DisablesAfterWindowAndNotifies(t *testing.T) {
@@ -437,8 +437,11 @@ func TestBreaker_DisablesAfterWindowAndNotifies(t *testing.T) {
 	if err := json.Unmarshal(got[0].Body, &notice); err != nil {
 		t.Fatal(err)
 	}
-	if notice.Type != EventEndpointDisabled || notice.Data.EndpointID != failing.ID || notice.Data.Reason != b.Reason {
-		t.Fatalf("notice %+v, want %s for %s with the reason", notice, EventEndpointDisabled, failing.ID)
+	if notice.Type != EventEndpointDisabled || notice.Data.EndpointID != failing.ID || notice.Data.Reason != b.Reason ||
+		notice.Data.Cause != DisabledFailing || notice.Data.FailingSince.IsZero() || notice.Data.ConsecutiveFailures == 0 ||
+		count(t, pool, `SELECT count(*) FROM webhook_deliveries WHERE id::text = $1 AND event_id::text = $2 AND endpoint_id = $3`,
+			notice.Data.DeliveryID, notice.Data.EventID, failing.ID) != 1 {
+		t.Fatalf("notice %+v, want %s for %s with the reason, the failure run and the delivery", notice, EventEndpointDisabled, failing.ID)
 	}
 	if len(notified) != 1 || notified[0].EndpointID != failing.ID {
 		t.Fatalf("OnDisable saw %+v, want the one disable", notified)
@@ -473,10 +476,7 @@ func TestBreaker_DisablesWithoutNoticeToATenantsOpsEndpoint(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	opsRC := newReceiver(t, nil)
-	ops, err := CreateEndpoint(ctx, pool, Settings{}, EndpointParams{Tenant: "acme", URL: opsRC.URL, EventTypes: []string{"ops.only"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ops := endpointOf(t, pool, "acme", opsRC.URL, "ops.only")
 	rc, _ := newFailingReceiver(t, http.StatusBadGateway)
 	failing := createEndpoint(t, pool, rc.URL, "invoice.paid")
 	p := newDispatcher(t, pool, func(o *Config) {

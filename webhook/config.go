@@ -147,10 +147,10 @@ type Settings struct {
 	// before it is disabled. Zero means DefaultDisableAfter.
 	DisableAfter time.Duration
 
-	// OpsEndpointID, if set, is the endpoint sent a
-	// postbox.endpoint.disabled event (EventEndpointDisabled) whenever an
-	// endpoint is disabled for failing, enqueued in the disabling
-	// transaction.
+	// OpsEndpointID, if set, is the operator endpoint, one without a
+	// tenant: it is sent the operational events (opsevents.go) —
+	// endpoint.disabled, endpoint.recovered, delivery.exhausted — about
+	// every other endpoint.
 	OpsEndpointID string
 }
 

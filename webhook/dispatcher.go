@@ -65,11 +65,12 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 
 	// OnDisable, if set, runs inside the transaction that disables an
-	// endpoint for failing (after Settings.DisableAfter), after the
-	// postbox.endpoint.disabled event to Settings.OpsEndpointID is
-	// enqueued: e.g. an email to OPS_EMAIL through outbox.Enqueue, so the
-	// notice exists if and only if the endpoint was disabled. An error
-	// rolls the disable back; the next failure tries again.
+	// endpoint — for failing (after Settings.DisableAfter) or after a 410
+	// Gone — after the endpoint.disabled event to Settings.OpsEndpointID
+	// is enqueued: e.g. an email to OPS_EMAIL through outbox.Enqueue, so
+	// the notice exists if and only if the endpoint was disabled. An error
+	// rolls the disable back; the next failure, or the next 410, tries
+	// again.
 	OnDisable func(ctx context.Context, tx pgx.Tx, d EndpointDisabled) error
 }
 

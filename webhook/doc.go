@@ -115,10 +115,20 @@ Settings.BreakerFailureRate percent of at least Settings.BreakerMinRequests
 attempts in a Settings.BreakerWindow failed, for a cool-down that doubles
 with each reopening; half-open, probes — deliveries attempted before go
 first — test the endpoint, and Settings.BreakerProbes successes close it. An endpoint failing for Settings.DisableAfter is
-disabled with a reason, and the postbox.endpoint.disabled notice to
+disabled with a reason, and the endpoint.disabled notice to
 Settings.OpsEndpointID (and Config.OnDisable) commits with the disable. A
 disabled endpoint's deliveries are held, not failed: EnableEndpoint resumes
 them.
+
+# Operational events
+
+With Settings.OpsEndpointID set, the application's own endpoint is told,
+by events addressed to it, what became of its customers' endpoints and
+deliveries (opsevents.go): endpoint.disabled (EndpointDisabled),
+endpoint.recovered (EndpointRecovered) when a breaker closes, and
+delivery.exhausted (DeliveryExhausted) when a delivery fails for good —
+each with the tenant, the endpoint and the delivery, so the application
+can tell its customer.
 
 [RotateSecret] gives an endpoint a new secret and keeps the old one signing
 until it expires: the webhook-signature header then carries one signature

@@ -79,7 +79,18 @@ type Result struct {
 // did to the breaker, then the delivery it handed the key on to as the
 // attempt needs it (loadColumns, read in the same statement: one round
 // trip per event of a hot key, not two), NULL when it handed nothing on.
-var markSQL = `WITH attempt AS (
+var markSQL = markStatement("", "")
+
+// markExhaustedSQL is markSQL for a mark that fails a delivery for good
+// while an operator endpoint is set: its statement also enqueues
+// delivery.exhausted (exhaustedCTE), so the notice commits if and only if
+// the mark does, and says whether the operator endpoint refused it.
+var markExhaustedSQL = markStatement(exhaustedCTE, exhaustedColumns)
+
+// markStatement is markSQL with more CTEs after the mark's (ctes, each
+// starting with a comma) and more columns at the end of its row.
+func markStatement(ctes, columns string) string {
+	return `WITH attempt AS (
 	INSERT INTO webhook_delivery_attempts (delivery_id, attempt, status_code, duration_ms, error, response_excerpt)
 	SELECT $1::uuid, $2::int, NULLIF($3::int, 0), $4::int, NULLIF($5::text, ''), $6::text
 	WHERE $2::int > 0
@@ -94,12 +105,14 @@ marked AS (
 		delivered_at  = CASE WHEN $7 = 'succeeded' THEN now() END
 	WHERE id = $1 AND status = 'pending'
 	RETURNING id, endpoint_id, ordering_key, ordering_seq
-), ` + handOnCTE + `
+), ` + handOnCTE + ctes + `
 SELECT EXISTS (SELECT 1 FROM marked), coalesce((SELECT closes FROM breaker_success), false),
+	(SELECT breaker_window_at FROM breaker_success WHERE closes),
 	coalesce(f.trips, false), coalesce(f.requests, 0), coalesce(f.failures, 0), f.paused_until, coalesce(f.expire, false),
-	d.attempts, d.left, ` + loadColumns + `, d2.id::text, d2.attempts, d2.left
+	d.attempts, d.left, ` + loadColumns + `, d2.id::text, d2.attempts, d2.left` + columns + `
 FROM (SELECT 1) one LEFT JOIN breaker_failure f ON true LEFT JOIN handed d ON true LEFT JOIN handed_after d2 ON true
 LEFT JOIN webhook_events e ON e.id = d.event_id LEFT JOIN webhook_endpoints ep ON ep.id = d.endpoint_id`
+}
 
 // markBreakerParams are markSQL's breaker parameters.
 var markBreakerParams = breakerParams{probes: "$10", window: "$11", minRequests: "$13", rate: "$14",
@@ -180,6 +193,9 @@ var maxBreakerMinRequestsSQL = strconv.Itoa(maxBreakerMinRequests)
 // closing it, even one that arrives while it is open (the endpoint
 // answers). A success proves an unproven endpoint (proven_at). A proven
 // endpoint the breaker does not watch is neither locked nor written.
+// breaker_success returns whether it closes the breaker, and the window's
+// start, which for a breaker that closes is when it last opened (the
+// opening starts the trial's window).
 func breakerSuccessCTE(match string, b breakerParams) string {
 	return `breaker_old AS (
 	SELECT id, paused_until IS NOT NULL AS tripped, breaker_recovering AS recovering,
@@ -209,7 +225,7 @@ func breakerSuccessCTE(match string, b breakerParams) string {
 		breaker_window_at = CASE WHEN t.closes OR t.ended AND t.recovering AND NOT t.recovered THEN clock_timestamp()
 			WHEN t.ended THEN NULL ELSE t.breaker_window_at END
 	FROM breaker_t t WHERE ep.id = t.id
-	RETURNING t.closes
+	RETURNING t.closes, t.breaker_window_at
 )`
 }
 
@@ -220,6 +236,8 @@ func breakerSuccessCTE(match string, b breakerParams) string {
 //
 // It returns ErrStaleMark when the delivery was no longer pending
 // (the attempt is still logged). Callers log and count it; none discards it.
+// It counts nothing toward a breaker and tells the operator endpoint
+// nothing: those are a Dispatcher's marks'.
 func Mark(ctx context.Context, db DB, deliveryID string, m Result) error {
 	_, _, err := markDelivery(ctx, db, nil, deliveryID, m, nil)
 	return err
@@ -232,6 +250,7 @@ func Mark(ctx context.Context, db DB, deliveryID string, m Result) error {
 // leased ahead (ahead, their ids).
 type breakerCount struct {
 	endpointID string
+	url        string // the attempt's, which delivery.exhausted names (redacted)
 	counts     bool
 	settings   Settings
 	handOn     time.Duration
@@ -261,22 +280,32 @@ type markParams struct {
 	HandOn       time.Duration // $18: the lease of a hand-on; 0 hands nothing on
 	Ahead        []string      // $19: the deliveries the chain leased ahead
 	UnprovenCap  int           // $20
+
+	// markExhaustedSQL's alone: nil for markSQL.
+	OpsEndpointID *string // $21: the operator endpoint
+	URL           string  // $22: the endpoint's url, redacted
 }
 
 func (a markParams) args() []any {
-	return []any{a.DeliveryID, a.Attempt, a.StatusCode, a.DurationMS, a.Error,
+	args := []any{a.DeliveryID, a.Attempt, a.StatusCode, a.DurationMS, a.Error,
 		a.Excerpt, a.Status, a.RetryIn, a.EndpointID,
 		a.Probes, a.WindowSecs, a.Counts, a.MinRequests, a.FailureRate,
 		a.CooldownSecs, a.MaxCoolSecs, a.DisableAfter, a.HandOn, a.Ahead, a.UnprovenCap}
+	if a.OpsEndpointID != nil {
+		args = append(args, a.OpsEndpointID, a.URL)
+	}
+	return args
 }
 
 // deliveryMark is the claim.Mark of r for delivery id: the attempt's
 // log, the CAS, and — given b — the breaker's count and the hand-on, in
-// one statement (markSQL).
-func deliveryMark(id string, r Result, b *breakerCount) (*claim.Mark, error) {
+// one statement (markSQL). A failure for good of a delivery b's settings
+// tell the operator endpoint of also enqueues delivery.exhausted
+// (markExhaustedSQL): notices says so.
+func deliveryMark(id string, r Result, b *breakerCount) (m *claim.Mark, notices bool, err error) {
 	status := r.Outcome.status()
 	if status == "" {
-		return nil, fmt.Errorf("webhook: update delivery %s: unknown outcome %q", id, r.Outcome)
+		return nil, false, fmt.Errorf("webhook: update delivery %s: unknown outcome %q", id, r.Outcome)
 	}
 	s := Settings{}.withDefaults()
 	p := markParams{DeliveryID: id, Attempt: r.Attempt, StatusCode: r.StatusCode, DurationMS: max(r.Duration.Milliseconds(), 0),
@@ -290,12 +319,16 @@ func deliveryMark(id string, r Result, b *breakerCount) (*claim.Mark, error) {
 	}
 	p.Probes, p.WindowSecs, p.MinRequests, p.FailureRate = s.BreakerProbes, s.BreakerWindow.Seconds(), s.BreakerMinRequests, s.BreakerFailureRate
 	p.CooldownSecs, p.MaxCoolSecs, p.DisableAfter, p.UnprovenCap = s.BreakerCooldown.Seconds(), s.BreakerMaxCooldown.Seconds(), s.DisableAfter, s.Concurrency
-	m := &claim.Mark{Table: deliveriesTable, ID: id, Outcome: string(r.Outcome), SQL: markSQL, Args: p.args(), Until: r.Until,
+	sql := markSQL
+	if notices = b != nil && r.Outcome == OutcomeFailed && b.settings.notifies(b.endpointID); notices {
+		sql, p.OpsEndpointID, p.URL = markExhaustedSQL, &b.settings.OpsEndpointID, redactURL(b.url)
+	}
+	m = &claim.Mark{Table: deliveriesTable, ID: id, Outcome: string(r.Outcome), SQL: sql, Args: p.args(), Until: r.Until,
 		Wrap: func(err error) error { return fmt.Errorf("webhook: update delivery %s: %w", id, err) }}
 	if r.Outcome != OutcomeRetry {
 		m.Lands = string(status)
 	}
-	return m, nil
+	return m, notices, nil
 }
 
 // markDelivery is Mark through group (the Dispatcher's group commit; nil:
@@ -306,7 +339,7 @@ func deliveryMark(id string, r Result, b *breakerCount) (*claim.Mark, error) {
 // own lost commit (claim.Mark.Lands) hands nothing on: a delivery that
 // commit handed the key on to waits out its lease for the retry lane.
 func markDelivery(ctx context.Context, db DB, group *claim.Group, deliveryID string, r Result, b *breakerCount) (out breakerOutcome, next []handedOn, err error) {
-	m, err := deliveryMark(deliveryID, r, b)
+	m, notices, err := deliveryMark(deliveryID, r, b)
 	if err != nil {
 		return out, nil, err
 	}
@@ -319,8 +352,12 @@ func markDelivery(ctx context.Context, db DB, group *claim.Group, deliveryID str
 			l        loaded
 		)
 		out, next = breakerOutcome{}, nil
-		err := row.Scan(append(append([]any{&marked, &out.closed, &out.opened, &out.requests, &out.failures, &out.pausedUntil, &out.expire,
-			&n, &h.left}, l.targets()...), &id2, &n2, &after.left)...)
+		targets := append(append([]any{&marked, &out.closed, &out.closedPause, &out.opened, &out.requests, &out.failures, &out.pausedUntil, &out.expire,
+			&n, &h.left}, l.targets()...), &id2, &n2, &after.left)
+		if notices {
+			targets = append(targets, &out.opsRefused)
+		}
+		err := row.Scan(targets...)
 		if err == nil && l.id != nil {
 			// A delivery whose columns do not make an attempt is
 			// loaded again (loadHanded), which releases it if

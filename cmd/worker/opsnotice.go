@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,24 +12,32 @@ import (
 	"github.com/postbox/postbox/webhook"
 )
 
-// opsEmail is the email OPS_EMAIL gets when an endpoint is disabled for
-// failing. The customer id scopes its idempotency key: a retried disable
-// writes one email.
+// opsEmail is the email OPS_EMAIL gets when the dispatcher disables an
+// endpoint: failing for too long, or a 410 Gone. The customer id scopes
+// its idempotency key, the endpoint and the disable's time: a retried
+// disable writes one email.
 func opsEmail(to string, d webhook.EndpointDisabled) outbox.Email {
+	endpoint := d.EndpointID + " (" + d.URL + ")"
+	if d.Tenant != "" {
+		endpoint += " of tenant " + strconv.Quote(d.Tenant)
+	}
+	var run string
+	if !d.FailingSince.IsZero() {
+		run = fmt.Sprintf("It had failed %d times in a row since %s. ", d.ConsecutiveFailures, d.FailingSince.UTC().Format(time.RFC3339))
+	}
 	return outbox.Email{
 		Kind:       outbox.KindRaw,
 		CustomerID: "postbox-ops",
 		Payload: outbox.Payload{
 			To:      to,
 			Subject: "postbox: webhook endpoint " + d.EndpointID + " disabled",
-			Text: fmt.Sprintf("Webhook endpoint %s (%s) was disabled at %s: %s.\n\n"+
-				"It had failed %d times in a row since %s. Its pending deliveries are held, not lost: "+
+			Text: fmt.Sprintf("Webhook endpoint %s was disabled at %s: %s.\n\n"+
+				"%sIts pending deliveries are held, not lost: "+
 				"once the receiver is fixed, run\n\n    worker endpoints enable %s\n",
-				d.EndpointID, d.URL, d.DisabledAt.UTC().Format(time.RFC3339), d.Reason,
-				d.ConsecutiveFailures, d.FailingSince.UTC().Format(time.RFC3339), d.EndpointID),
+				endpoint, d.DisabledAt.UTC().Format(time.RFC3339), d.Reason, run, d.EndpointID),
 			Trigger: webhook.EventEndpointDisabled,
 		},
-		IdempotencyKey: webhook.EventEndpointDisabled + ":" + d.EndpointID + ":" + d.FailingSince.UTC().Format(time.RFC3339Nano),
+		IdempotencyKey: webhook.EventEndpointDisabled + ":" + d.EndpointID + ":" + d.DisabledAt.UTC().Format(time.RFC3339Nano),
 	}
 }
 

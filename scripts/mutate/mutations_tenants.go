@@ -117,7 +117,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "tenants: an operator endpoint of a tenant stops the disable it would be told of",
-			File:    "webhook/breaker.go",
+			File:    "webhook/opsevents.go",
 			Find:    "case errors.Is(err, ErrInvalidEvent):",
 			Replace: "case errors.Is(err, ErrInvalidEvent) && false:",
 			Pkg:     pkg,

@@ -222,8 +222,8 @@ func init() {
 		Mutation{
 			Name:    "auto-disable: no notice to the operator endpoint",
 			File:    "webhook/breaker.go",
-			Find:    "if ops := p.cfg.OpsEndpointID; ops != \"\" && ops != d.endpointID {",
-			Replace: "if ops := p.cfg.OpsEndpointID; false && ops != d.endpointID {",
+			Find:    "if err := p.notifyOps(ctx, tx, EventEndpointDisabled, d.endpointID, key, notice); err != nil {",
+			Replace: "_ = key; if err := error(nil); err != nil {",
 			Pkg:     "./webhook/",
 			Test:    "TestBreaker_DisablesAfterWindowAndNotifies",
 		},
