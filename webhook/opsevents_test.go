@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/postbox/postbox/internal/engine"
 	"github.com/postbox/postbox/internal/tooling/testsupport/eventually"
 	"github.com/postbox/postbox/internal/tooling/testsupport/logbuf"
 	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
@@ -390,5 +391,24 @@ func TestOpsEvents_NoneToAnOperatorEndpointOfATenant(t *testing.T) {
 		if !strings.Contains(logs.String(), `msg="operational event not sent: `+EnvOpsEndpointID+` names an endpoint of a tenant; the operator's endpoint has none" component=webhook event_type=`+eventType) {
 			t.Fatalf("no error logged for the %s not sent:\n%s", eventType, logs.String())
 		}
+	}
+}
+
+// delivery.exhausted is told once per failure: a second mark of the same
+// failure — a late writer whose lease expired, finding the delivery
+// already failed — is stale and tells nothing.
+func TestOpsEvents_StaleFailureMarkTellsNothing(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	pool := pgtest.NewPool(t)
+	ops := createEndpoint(t, pool, "https://ops.example.com/in", "ops.only")
+	p := newDispatcher(t, pool, func(o *Config) { o.Settings.OpsEndpointID = ops.ID })
+	d := bornDelivery(t, p, "https://hooks.example.com/in")
+	loaded := delivery{id: d.ID, eventID: d.EventID, endpointID: d.EndpointID, url: "https://hooks.example.com/in", attempt: 1}
+	for range 2 {
+		p.record(ctx, loaded, &Result{Attempt: 1, Error: "endpoint url unusable"}, classed{class: engine.Permanent}, false, false, nil)
+	}
+	if got := oneDelivery(t, pool, `id = $1`, d.ID); got.Status != "failed" || opsRows(t, pool) != 1 {
+		t.Fatalf("delivery %+v, %d operational events: want failed and told once", got, opsRows(t, pool))
 	}
 }
