@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,7 +21,7 @@ type Metrics struct {
 	deliveries        *prometheus.CounterVec // outcome: succeeded, failed, retried
 	endpointsDisabled *prometheus.CounterVec // reason: gone, failing
 	throttledTotal    *prometheus.CounterVec // endpoint_id
-	inFlight          *prometheus.GaugeVec   // endpoint_id
+	inFlight          *inFlightGauge         // endpoint_id
 	breakerOpens      prometheus.Counter
 	attemptsDeferred  prometheus.Counter
 	outboxPruned      prometheus.Counter
@@ -50,10 +51,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "postbox_webhook_throttled_total",
 			Help: "Due deliveries the retry claim held back for the endpoint's rate limit, in-flight cap or circuit breaker, without spending an attempt.",
 		}, []string{"endpoint_id"}),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "postbox_webhook_in_flight",
-			Help: "HTTP attempts this process has in flight, per endpoint; sum over replicas for the pool.",
-		}, []string{"endpoint_id"}),
+		inFlight: newInFlightGauge(),
 		breakerOpens: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "postbox_webhook_breaker_open_total",
 			Help: "Failed attempts that found an endpoint's circuit breaker open after counting them.",
@@ -136,9 +134,51 @@ func (m *Metrics) attemptInFlight(endpointID string) func() {
 	if m == nil {
 		return func() {}
 	}
-	g := m.inFlight.WithLabelValues(endpointID)
-	g.Inc()
-	return g.Dec
+	return m.inFlight.start(endpointID)
+}
+
+// inFlightGauge is postbox_webhook_in_flight: the HTTP attempts this
+// process has in flight, per endpoint, exported only for the endpoints
+// that have any. A GaugeVec would keep a series at zero for every endpoint
+// the process ever sent to — twenty thousand, for ten thousand tenants
+// with two each — for as long as it runs.
+type inFlightGauge struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	n    map[string]int // endpoint id → attempts in flight, never zero
+}
+
+func newInFlightGauge() *inFlightGauge {
+	return &inFlightGauge{
+		desc: prometheus.NewDesc("postbox_webhook_in_flight",
+			"HTTP attempts this process has in flight, per endpoint (only endpoints with any); sum over replicas for the pool.",
+			[]string{"endpoint_id"}, nil),
+		n: map[string]int{},
+	}
+}
+
+func (g *inFlightGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+
+func (g *inFlightGauge) Collect(ch chan<- prometheus.Metric) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, n := range g.n {
+		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(n), id)
+	}
+}
+
+// start counts one attempt to endpointID; the func it returns ends it.
+func (g *inFlightGauge) start(endpointID string) func() {
+	g.mu.Lock()
+	g.n[endpointID]++
+	g.mu.Unlock()
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.n[endpointID]--; g.n[endpointID] <= 0 {
+			delete(g.n, endpointID)
+		}
+	}
 }
 
 func (m *Metrics) breakerOpened() {

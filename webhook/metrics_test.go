@@ -37,4 +37,39 @@ func TestMetrics(t *testing.T) {
 	if got := counterValue(t, reg, "postbox_claimed_total", "webhook_deliveries"); got != 3 {
 		t.Fatalf("postbox_claimed_total{outbox=webhook_deliveries} = %v, want 3", got)
 	}
+
+	// In flight: a series per endpoint while it has attempts in flight,
+	// none once they end, so thousands of endpoints leave no series behind.
+	endA1, endA2, endB := a.attemptInFlight("ep-a"), b.attemptInFlight("ep-a"), a.attemptInFlight("ep-b")
+	if got := gaugeSeries(t, reg, "postbox_webhook_in_flight"); got["ep-a"] != 2 || got["ep-b"] != 1 || len(got) != 2 {
+		t.Fatalf("in flight = %v, want ep-a 2, ep-b 1", got)
+	}
+	endA1()
+	endB()
+	if got := gaugeSeries(t, reg, "postbox_webhook_in_flight"); got["ep-a"] != 1 || len(got) != 1 {
+		t.Fatalf("in flight after two ended = %v, want ep-a 1 and no series for ep-b", got)
+	}
+	endA2()
+	if got := gaugeSeries(t, reg, "postbox_webhook_in_flight"); len(got) != 0 {
+		t.Fatalf("in flight after all ended = %v, want no series", got)
+	}
+}
+
+// gaugeSeries reads every series of a gauge with one label from reg, by
+// label value.
+func gaugeSeries(t *testing.T, reg *prometheus.Registry, name string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				got[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return got
 }

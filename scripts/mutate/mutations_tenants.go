@@ -123,5 +123,13 @@ func init() {
 			Pkg:     pkg,
 			Test:    "TestBreaker_DisablesWithoutNoticeToATenantsOpsEndpoint",
 		},
+		Mutation{
+			Name:    "tenants: every endpoint ever sent to keeps an in-flight series",
+			File:    "webhook/metrics.go",
+			Find:    "if g.n[endpointID]--; g.n[endpointID] <= 0 {\n\t\t\tdelete(g.n, endpointID)\n\t\t}",
+			Replace: "g.n[endpointID]--",
+			Pkg:     pkg,
+			Test:    "TestMetrics",
+		},
 	)
 }
