@@ -91,6 +91,17 @@ func (p *proc) kill9() {
 	<-p.exited
 }
 
+// anyExited names the first of procs that no longer runs, with its log's
+// end, as an error of label; nil while every one runs.
+func anyExited(label string, procs []*proc) error {
+	for _, p := range procs {
+		if !p.alive() {
+			return fmt.Errorf("%s: %s exited (%v)\n%s", label, p.name, p.waitErr, p.tail())
+		}
+	}
+	return nil
+}
+
 // tail is the end of the process's log, for an error message.
 func (p *proc) tail() string {
 	data, _ := os.ReadFile(p.log)

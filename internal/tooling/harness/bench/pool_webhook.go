@@ -335,16 +335,12 @@ func (pr *poolRunner) waitHooks(ctx context.Context, hooks *receivers, want int,
 		if time.Now().After(nextLog) {
 			pr.logf("%s: %d of %d delivered", label, w.got, want)
 			nextLog = time.Now().Add(5 * time.Second)
-			for _, p := range procs {
-				if !p.alive() {
-					return w, fmt.Errorf("%s: %s exited (%v)\n%s", label, p.name, p.waitErr, p.tail())
-				}
+			if err := anyExited(label, procs); err != nil {
+				return w, err
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return w, ctx.Err()
-		case <-time.After(10 * time.Millisecond):
+		if err := sleepCtx(ctx, 10*time.Millisecond); err != nil {
+			return w, err
 		}
 	}
 }

@@ -96,10 +96,8 @@ func (pr *poolRunner) webhookRateLimitSection(ctx context.Context) error {
 		case <-time.After(time.Until(first.Add(pr.po.WebhookLoad + 500*time.Millisecond))):
 		}
 		cpu := machineBusy() - busy
-		for _, p := range procs {
-			if !p.alive() {
-				return fmt.Errorf("pool webhook ratelimit: %s exited (%v)\n%s", p.name, p.waitErr, p.tail())
-			}
+		if err := anyExited("pool webhook ratelimit", procs); err != nil {
+			return err
 		}
 		if total, distinct := hooks.counts(); total != distinct {
 			return checkf("pool webhook ratelimit %s: %d duplicates", label, total-distinct)

@@ -139,20 +139,28 @@ FROM generate_series(1, $1::int) AS i RETURNING id::text, tenant_id`, n-viaGo, t
 	if _, err := pgx.ForEachRow(rows, []any{&id, &tenant}, func() error { tenantOf[id] = tenant; return nil }); err != nil {
 		return nil, err
 	}
-	var enq webhook.Enqueuer
 	for i := range viaGo {
 		tenant := "t" + strconv.Itoa(i*7919%tenants)
-		err := pgx.BeginFunc(ctx, pr.ctl, func(tx pgx.Tx) error {
-			id, err := enq.EnqueueEvent(ctx, tx, webhook.Event{Tenant: tenant, Type: "invoice.paid",
-				Payload: fmt.Appendf(nil, `{"invoice_id":"in_go_%d","amount_due":12000,"currency":"eur"}`, i)})
-			tenantOf[id] = tenant
-			return err
-		})
+		id, err := pr.enqueueEvent(ctx, webhook.Event{Tenant: tenant, Type: "invoice.paid",
+			Payload: fmt.Appendf(nil, `{"invoice_id":"in_go_%d","amount_due":12000,"currency":"eur"}`, i)})
 		if err != nil {
 			return nil, err
 		}
+		tenantOf[id] = tenant
 	}
 	return tenantOf, nil
+}
+
+// enqueueEvent enqueues ev through webhook.EnqueueEvent in a transaction
+// of its own and returns its id.
+func (pr *poolRunner) enqueueEvent(ctx context.Context, ev webhook.Event) (string, error) {
+	var id string
+	err := pgx.BeginFunc(ctx, pr.ctl, func(tx pgx.Tx) error {
+		var err error
+		id, err = webhook.Enqueuer{}.EnqueueEvent(ctx, tx, ev)
+		return err
+	})
+	return id, err
 }
 
 // webhookTenantsExplain prints the plan of the fan-out of one event on

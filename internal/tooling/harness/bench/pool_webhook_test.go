@@ -137,6 +137,8 @@ func TestReceivers_Answers(t *testing.T) {
 		{"accepts", receiverOptions{}, []string{"a", "a"}, []int{204, 204}},
 		{"fails the first attempt of each delivery", receiverOptions{failFirst: true}, []string{"a", "b", "a", "a", "b"}, []int{500, 500, 204, 204, 204}},
 		{"always fails", receiverOptions{failAll: true}, []string{"a", "a"}, []int{500, 500}},
+		{"refuses what its function names", receiverOptions{refuse: func(k hookKey, nth int) bool { return k.id == "b" || nth == 2 }},
+			[]string{"a", "b", "a", "a"}, []int{204, 500, 500, 204}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

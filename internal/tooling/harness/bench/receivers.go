@@ -55,6 +55,9 @@ type receiverOptions struct {
 	seed      uint64
 	// failAll answers 500 to every request.
 	failAll bool
+	// refuse, when set, answers 500 to the nth request of delivery k
+	// when it returns true. It runs under the receivers' lock.
+	refuse func(k hookKey, nth int) bool
 	// byPath tells endpoints apart by the path /e/<i> rather than by
 	// server: one server stands for many endpoints.
 	byPath bool
@@ -91,7 +94,8 @@ func (rc *receivers) record(k hookKey, agent string, at time.Time) int {
 	switch {
 	case rc.opts.failAll,
 		rc.opts.failFirst && nth == 1,
-		rc.opts.failShare > 0 && rc.rng.Float64() < rc.opts.failShare:
+		rc.opts.failShare > 0 && rc.rng.Float64() < rc.opts.failShare,
+		rc.opts.refuse != nil && rc.opts.refuse(k, nth):
 		status = http.StatusInternalServerError
 	}
 	rc.hits = append(rc.hits, hit{key: k, agent: agent, at: at, status: status, nth: nth})
