@@ -14,7 +14,8 @@
 // --only selects the others (pool-scale, pool-retention, pool-pgbouncer,
 // pool-ratelimit, and the webhook sections pool-webhook,
 // pool-webhook-ratelimit, pool-webhook-retry, pool-webhook-breaker,
-// pool-webhook-ordered, pool-webhook-scale).
+// pool-webhook-ordered, pool-webhook-scale, pool-webhook-tenants,
+// pool-webhook-isolation).
 //
 // It is a program of its own so that the production binary does not link
 // the harness. Exit codes: 0 done; 1 a run or check failed; 2 bad flags.
@@ -82,6 +83,7 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 	tracing := fs.Bool("tracing", false, "pool-backlog: also run postbox with tracing on (every span sampled, OTLP/HTTP to a receiver in the bench process) beside it off")
 	retentionRows := fs.Int("retention-rows", 0, "pool-retention: rows seeded into each history log over 30 days (default 1000000; 100000 with --quick)")
 	webhookScaleEvents := fs.Int("webhook-scale-events", 0, "pool-webhook-scale: delivered events (each with its delivery and attempt) seeded into the kept-history database (default 2000000; 100000 with --quick)")
+	isolationEvents := fs.Int("isolation-events", 0, "pool-webhook-isolation: events enqueued at random tenants of 1,000 (default 20000; 2000 with --quick)")
 	webhookEvents := fs.Int("webhook-events", 0, "pool-webhook, pool-webhook-tenants: events of each backlog (default 3000; 600 with --quick)")
 	webhookEndpoints := fs.String("webhook-endpoints", "", "pool-webhook: endpoints per event, comma-separated, each in turn (default 1,10)")
 	webhookReplicas := fs.String("webhook-replicas", "", "pool-webhook*: worker processes, comma-separated, each in turn; the other webhook sections run the largest (default 1,3)")
@@ -162,7 +164,7 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 			}{{*n, &popts.N}, {*concurrency, &popts.Concurrency}, {*trials, &popts.Trials},
 				{*scaleRows, &popts.ScaleRows}, {*scaleRate, &popts.ScaleRate}, {*scaleBacklog, &popts.ScaleBacklog},
 				{*retentionRows, &popts.RetentionRows}, {*webhookEvents, &popts.WebhookEvents}, {*webhookConcurrency, &popts.WebhookConcurrency},
-				{*webhookScaleEvents, &popts.WebhookScaleEvents}} {
+				{*webhookScaleEvents, &popts.WebhookScaleEvents}, {*isolationEvents, &popts.IsolationEvents}} {
 				if f.v < 0 {
 					return program.Usagef("a count flag is %d: want 0 (the default) or more", f.v)
 				}

@@ -37,13 +37,14 @@ const (
 	SectionPoolWebhookOrdered   = "pool-webhook-ordered"
 	SectionPoolWebhookScale     = "pool-webhook-scale"
 	SectionPoolWebhookTenants   = "pool-webhook-tenants"
+	SectionPoolWebhookIsolation = "pool-webhook-isolation"
 )
 
 // PoolSections lists the pool sections in run order.
 var PoolSections = []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLeaderKill, SectionPoolScale, SectionPoolRetention,
 	SectionPoolPgBouncer, SectionPoolRateLimit,
 	SectionPoolWebhook, SectionPoolWebhookRateLimit, SectionPoolWebhookRetry, SectionPoolWebhookBreaker, SectionPoolWebhookOrdered,
-	SectionPoolWebhookScale, SectionPoolWebhookTenants}
+	SectionPoolWebhookScale, SectionPoolWebhookTenants, SectionPoolWebhookIsolation}
 
 // DefaultPoolSections are what --pool runs without --only: all but the
 // scale and retention sections, which seed millions of rows and run for
@@ -68,6 +69,7 @@ const (
 	titlePoolWebhookOrdered   = "pool webhook ordered delivery (webhook_outbox.ordering_key)"
 	titlePoolWebhookScale     = "pool webhook scale: kept history, held snapshot"
 	titlePoolWebhookTenants   = "pool webhook tenants: 10,000 tenants against one"
+	titlePoolWebhookIsolation = "pool webhook tenant isolation: 1,000 tenants, kill -9, recovery and replays"
 )
 
 // PoolOptions configure the pool sections. Zero fields take
@@ -142,6 +144,9 @@ type PoolOptions struct {
 	// and attempt) the pool-webhook-scale section seeds; it reuses
 	// ScaleRate, ScaleDuration and ScaleBacklog for its load.
 	WebhookScaleEvents int
+	// IsolationEvents is the events the pool-webhook-isolation section
+	// enqueues at random tenants of its 1,000.
+	IsolationEvents int
 
 	BodyBytes int
 	// Tracing adds a path to the backlog section: postbox with tracing on
@@ -185,6 +190,7 @@ func DefaultPool() PoolOptions {
 		WebhookSettle:      breakerSettle,
 		BreakerOff:         BreakerOffEnv,
 		WebhookScaleEvents: 2_000_000,
+		IsolationEvents:    20_000,
 	}
 }
 
@@ -204,6 +210,7 @@ func QuickPool() PoolOptions {
 	o.WebhookLoad = 15 * time.Second
 	o.WebhookSettle = 20 * time.Second
 	o.WebhookScaleEvents = 100_000
+	o.IsolationEvents = 2000
 	return o
 }
 
@@ -292,6 +299,9 @@ func (o PoolOptions) withDefaults() PoolOptions {
 	}
 	if o.WebhookScaleEvents <= 0 {
 		o.WebhookScaleEvents = d.WebhookScaleEvents
+	}
+	if o.IsolationEvents <= 0 {
+		o.IsolationEvents = d.IsolationEvents
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -388,6 +398,9 @@ func (o PoolOptions) String() string {
 	}
 	if o.want(SectionPoolWebhookScale) {
 		s += fmt.Sprintf("; webhook scale: %s delivered events seeded, %d events/s for %s, backlog %d", fmtCount(o.WebhookScaleEvents), o.ScaleRate, o.ScaleDuration, o.ScaleBacklog)
+	}
+	if o.want(SectionPoolWebhookIsolation) {
+		s += fmt.Sprintf("; webhook isolation: %s events at random tenants of 1,000", fmtCount(o.IsolationEvents))
 	}
 	return s
 }
@@ -488,6 +501,7 @@ func RunPoolURL(ctx context.Context, url string, opts PoolOptions) (rep *Report,
 		{opts.want(SectionPoolWebhookOrdered), pr.webhookOrderedSection},
 		{opts.want(SectionPoolWebhookScale), pr.webhookScaleSection},
 		{opts.want(SectionPoolWebhookTenants), pr.webhookTenantsSection},
+		{opts.want(SectionPoolWebhookIsolation), pr.webhookIsolationSection},
 	}
 	for _, s := range steps {
 		if !s.on {

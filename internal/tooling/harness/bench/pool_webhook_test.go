@@ -2,6 +2,7 @@ package bench
 
 import (
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -232,5 +233,53 @@ func TestReadOrder(t *testing.T) {
 					inv, hot.n, hot.rate(), other.n, tc.inversions, tc.hot, tc.hotRate, tc.other)
 			}
 		})
+	}
+}
+
+// TestIsoCheck: the isolation section's reading of the receiver's log —
+// a request counts against the tenant its event, or its clone's original,
+// was enqueued for; an original is reached directly or through a
+// recovery's clone, a replay only by itself.
+func TestIsoCheck(t *testing.T) {
+	t.Parallel()
+	// Tenant 0 owns endpoints 0 and 1, tenant 1 endpoints 2 and 3.
+	ledger := func() *isoLedger {
+		return &isoLedger{order: []string{"a", "b"}, tenantOf: map[string]int{"a": 0, "b": 1},
+			addressed: map[string]int{"b": 3}, replayOf: map[string]string{"ra": "a"}}
+	}
+	ok := func(e int, id string) hit { return hit{key: hookKey{e, id}, status: 204} }
+	refused := func(e int, id string) hit { return hit{key: hookKey{e, id}, status: 500} }
+	all := []hit{ok(0, "a"), refused(1, "a"), ok(1, "a"), ok(3, "b"), ok(0, "ra"), ok(1, "ra")}
+	for _, tc := range []struct {
+		name   string
+		hits   []hit
+		rootOf map[string]string
+		want   isoChecked
+	}{
+		{"every delivery", all, map[string]string{"ra": "a"}, isoChecked{refused: 1, delivered: 5}},
+		{"a recovery's clone stands in for its original", []hit{ok(0, "a"), ok(1, "ca"), ok(3, "b"), ok(0, "ra"), ok(1, "ra")},
+			map[string]string{"ra": "a", "ca": "a"}, isoChecked{delivered: 5, recovered: 1}},
+		{"a request to another tenant's endpoint, even refused", append(all, refused(2, "a"), ok(1, "b")), map[string]string{"ra": "a"},
+			isoChecked{crossed: 2, refused: 2, delivered: 6}},
+		{"a clone's tenant is its original's", append(all, ok(2, "ra")), map[string]string{"ra": "a"}, isoChecked{crossed: 1, refused: 1, delivered: 6}},
+		{"an addressed event at its tenant's other endpoint", append(all, ok(2, "b")), map[string]string{"ra": "a"}, isoChecked{stray: 1, refused: 1, delivered: 6}},
+		{"an event the bench did not enqueue", append(all, ok(0, "x")), map[string]string{"ra": "a"}, isoChecked{unknown: 1, refused: 1, delivered: 6}},
+		{"missing and duplicated", []hit{ok(0, "a"), ok(0, "a"), ok(3, "b"), ok(0, "ra")}, map[string]string{"ra": "a"},
+			isoChecked{missing: 2, dups: 1, delivered: 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := isoCheck(ledger(), tc.hits, tc.rootOf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got.hits, got.replays = nil, nil
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("isoCheck = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+	if _, err := isoCheck(ledger(), all, map[string]string{"ra": "b"}); err == nil {
+		t.Error("a replay whose replay_of names another original passed")
 	}
 }
