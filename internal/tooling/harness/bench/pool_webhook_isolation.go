@@ -20,9 +20,10 @@ import (
 	"github.com/postbox/postbox/webhook"
 )
 
-// The pool-webhook-isolation section: issue #42's isolation target as a
-// bench check, beside the test (webhook/tenant_isolation_test.go) that
-// holds it with in-process dispatchers. isoTenants tenants with two proven
+// The pool-webhook-isolation section: the tenants' isolation
+// (docs/design/outbox-transport.md, Tenants) as a bench check, beside
+// the test (webhook/tenant_isolation_test.go) that holds it with
+// in-process dispatchers. isoTenants tenants with two proven
 // endpoints each; IsolationEvents events, each for a tenant drawn at
 // random, by plain SQL and webhook.EnqueueEvent, some addressed to one of
 // their tenant's endpoints, some ordered, enqueued while isoReplicas
