@@ -371,7 +371,7 @@ func (r *runner) truncate(ctx context.Context) error {
 	}
 	defer pool.Close()
 	_, err = pool.Exec(ctx, `TRUNCATE email_outbox, email_attempts, email_events, email_requeues, email_suppressions,
-webhook_delivery_attempts, webhook_deliveries, webhook_events, webhook_outbox, webhook_endpoint_secrets, webhook_endpoints,
+webhook_delivery_attempts, webhook_deliveries, webhook_events, webhook_outbox, webhook_endpoint_secrets, webhook_endpoints, webhook_event_types,
 river_job, river_leader`)
 	if err != nil {
 		return fmt.Errorf("truncate: %w", err)

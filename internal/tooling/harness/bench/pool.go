@@ -38,13 +38,14 @@ const (
 	SectionPoolWebhookScale     = "pool-webhook-scale"
 	SectionPoolWebhookTenants   = "pool-webhook-tenants"
 	SectionPoolWebhookIsolation = "pool-webhook-isolation"
+	SectionPoolWebhookSchemas   = "pool-webhook-schemas"
 )
 
 // PoolSections lists the pool sections in run order.
 var PoolSections = []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLeaderKill, SectionPoolScale, SectionPoolRetention,
 	SectionPoolPgBouncer, SectionPoolRateLimit,
 	SectionPoolWebhook, SectionPoolWebhookRateLimit, SectionPoolWebhookRetry, SectionPoolWebhookBreaker, SectionPoolWebhookOrdered,
-	SectionPoolWebhookScale, SectionPoolWebhookTenants, SectionPoolWebhookIsolation}
+	SectionPoolWebhookScale, SectionPoolWebhookTenants, SectionPoolWebhookIsolation, SectionPoolWebhookSchemas}
 
 // DefaultPoolSections are what --pool runs without --only: all but the
 // scale and retention sections, which seed millions of rows and run for
@@ -70,6 +71,7 @@ const (
 	titlePoolWebhookScale     = "pool webhook scale: kept history, held snapshot"
 	titlePoolWebhookTenants   = "pool webhook tenants: 10,000 tenants against one"
 	titlePoolWebhookIsolation = "pool webhook tenant isolation: 1,000 tenants, kill -9, recovery and replays"
+	titlePoolWebhookSchemas   = "pool webhook schemas: enqueue with a catalog of schemas"
 )
 
 // PoolOptions configure the pool sections. Zero fields take
@@ -502,6 +504,7 @@ func RunPoolURL(ctx context.Context, url string, opts PoolOptions) (rep *Report,
 		{opts.want(SectionPoolWebhookScale), pr.webhookScaleSection},
 		{opts.want(SectionPoolWebhookTenants), pr.webhookTenantsSection},
 		{opts.want(SectionPoolWebhookIsolation), pr.webhookIsolationSection},
+		{opts.want(SectionPoolWebhookSchemas), pr.webhookSchemasSection},
 	}
 	for _, s := range steps {
 		if !s.on {

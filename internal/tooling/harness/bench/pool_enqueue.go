@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox/postbox/outbox"
 )
@@ -101,8 +102,35 @@ func (pr *poolRunner) enqueueRun(ctx context.Context, rc int, on bool) (float64,
 	}
 
 	pr.logf("pool enqueue: %s: %d goroutines for %s", label, g, pr.po.EnqueueDuration)
+	var enq outbox.Enqueuer
+	n, elapsed, lat, err := enqueueFor(ctx, app, g, pr.po.EnqueueDuration, func(ctx context.Context, tx pgx.Tx, i int) error {
+		_, err := enq.Enqueue(ctx, tx, pr.message(i))
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pool enqueue %s: %w", label, err)
+	}
+	var rows int
+	if err := pr.ctl.QueryRow(ctx, `SELECT count(*) FROM email_outbox`).Scan(&rows); err != nil {
+		return 0, err
+	}
+	if rows != n {
+		return 0, checkf("pool enqueue %s: %d rows in email_outbox, %d enqueues committed", label, rows, n)
+	}
+	rate := perSecond(n, elapsed)
+	ps := percentiles(lat, 50, 99)
+	pr.add(Row{Section: titlePoolEnqueue, Path: label, Figure: fmtRate(rate), Unit: "tx/s", Value: rate,
+		Notes: fmt.Sprintf("%d txs by %d goroutines in %.1f s, %d worker process(es) running; per tx p50 %s ms, p99 %s ms; %d delivered meanwhile",
+			n, g, elapsed.Seconds(), rc, fmtMs(ps[0]), fmtMs(ps[1]), rs.total())})
+	return rate, nil
+}
+
+// enqueueFor calls enqueue, each call in a transaction of its own on app,
+// from g goroutines until d has passed, and stops them all at the first
+// error. It returns how many transactions committed, in how long, and
+// each one's latency.
+func enqueueFor(ctx context.Context, app *pgxpool.Pool, g int, d time.Duration, enqueue func(ctx context.Context, tx pgx.Tx, i int) error) (int, time.Duration, []time.Duration, error) {
 	var (
-		enq   outbox.Enqueuer
 		next  atomic.Int64
 		count atomic.Int64
 		wg    sync.WaitGroup
@@ -113,7 +141,7 @@ func (pr *poolRunner) enqueueRun(ctx context.Context, rc int, on bool) (float64,
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	start := time.Now()
-	deadline := start.Add(pr.po.EnqueueDuration)
+	deadline := start.Add(d)
 	for range g {
 		wg.Go(func() {
 			var mine []time.Duration
@@ -121,10 +149,7 @@ func (pr *poolRunner) enqueueRun(ctx context.Context, rc int, on bool) (float64,
 			for time.Now().Before(deadline) && runCtx.Err() == nil {
 				i := int(next.Add(1))
 				t0 := time.Now()
-				err := pgx.BeginFunc(runCtx, app, func(tx pgx.Tx) error {
-					_, err := enq.Enqueue(runCtx, tx, pr.message(i))
-					return err
-				})
+				err := pgx.BeginFunc(runCtx, app, func(tx pgx.Tx) error { return enqueue(runCtx, tx, i) })
 				if err != nil {
 					mu.Lock()
 					if first == nil {
@@ -140,22 +165,5 @@ func (pr *poolRunner) enqueueRun(ctx context.Context, rc int, on bool) (float64,
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	if first != nil {
-		return 0, fmt.Errorf("pool enqueue %s: %w", label, first)
-	}
-	n := int(count.Load())
-	var rows int
-	if err := pr.ctl.QueryRow(ctx, `SELECT count(*) FROM email_outbox`).Scan(&rows); err != nil {
-		return 0, err
-	}
-	if rows != n {
-		return 0, checkf("pool enqueue %s: %d rows in email_outbox, %d enqueues committed", label, rows, n)
-	}
-	rate := perSecond(n, elapsed)
-	ps := percentiles(lat, 50, 99)
-	pr.add(Row{Section: titlePoolEnqueue, Path: label, Figure: fmtRate(rate), Unit: "tx/s", Value: rate,
-		Notes: fmt.Sprintf("%d txs by %d goroutines in %.1f s, %d worker process(es) running; per tx p50 %s ms, p99 %s ms; %d delivered meanwhile",
-			n, g, elapsed.Seconds(), rc, fmtMs(ps[0]), fmtMs(ps[1]), rs.total())})
-	return rate, nil
+	return int(count.Load()), time.Since(start), lat, first
 }
