@@ -116,9 +116,9 @@ func fanOutSQL(rows, counted, checked, unproven string) string {
 	INSERT INTO webhook_events (id, event_type, payload, outbox_id, traceparent, ordering_key, ordering_seq, endpoint_id, tenant_id)
 	SELECT id, event_type, payload, id, traceparent, ordering_key, coalesce(ordering_seq, nextval('postbox_ordering_seq')), endpoint_id, tenant_id FROM claimed
 	WHERE status = 'dispatched'
-	RETURNING id, created_at, ordering_seq
+	RETURNING id, created_at, ordering_key, ordering_seq
 ), ev AS (
-	SELECT c.id, c.event_type, c.tenant_id, c.ordering_key, i.ordering_seq, c.endpoint_id AS target
+	SELECT c.id, c.event_type, c.tenant_id, i.ordering_key, i.ordering_seq, c.endpoint_id AS target
 	FROM inserted i JOIN claimed c ON c.id = i.id
 ), ` + bornSQL("ev", "$2", unproven) + `
 SELECT c.status = 'pending', CASE WHEN c.status = 'pending' THEN (SELECT t.schema_digest FROM webhook_event_types t WHERE t.name = c.event_type) END, c.attempts,

@@ -230,8 +230,8 @@ func init() {
 		Mutation{
 			Name:    "auto-disable: the notice is broadcast, not addressed",
 			File:    "webhook/outbox.go",
-			Find:    "SELECT c.id, c.event_type, c.tenant_id, c.ordering_key, i.ordering_seq, c.endpoint_id AS target",
-			Replace: "SELECT c.id, c.event_type, c.tenant_id, c.ordering_key, i.ordering_seq, NULL::uuid AS target",
+			Find:    "SELECT c.id, c.event_type, c.tenant_id, i.ordering_key, i.ordering_seq, c.endpoint_id AS target",
+			Replace: "SELECT c.id, c.event_type, c.tenant_id, i.ordering_key, i.ordering_seq, NULL::uuid AS target",
 			Pkg:     "./webhook/",
 			Test:    "TestBreaker_DisablesAfterWindowAndNotifies",
 		},
