@@ -90,8 +90,10 @@ const (
 	enqueueSQL = `INSERT INTO webhook_outbox (event_type, payload, idempotency_key, endpoint_id, traceparent, next_attempt_at, ordering_key, tenant_id)
 VALUES ($1, $2, NULLIF($3::text, ''), NULLIF($5::text, '')::uuid, NULLIF($6::text, ''), greatest(coalesce($4::timestamptz, now()), now()), NULLIF($7::text, ''), NULLIF($8::text, ''))
 ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-RETURNING id, coalesce((SELECT schema_digest FROM webhook_event_types WHERE name = $1), '')`
+RETURNING id, ` + typeDigestSQL
 	enqueueExistingSQL = `SELECT id FROM webhook_outbox WHERE idempotency_key = $1 AND coalesce(tenant_id, '') = $2`
+	// typeDigestSQL is the schema digest of event type $1 now, '' for none.
+	typeDigestSQL = `coalesce((SELECT schema_digest FROM webhook_event_types WHERE name = $1), '')`
 )
 
 // Enqueue inserts one event into webhook_outbox using tx. The payload must
@@ -201,7 +203,7 @@ func checkSchema(ctx context.Context, tx pgx.Tx, eventType string, payload []byt
 	if !errors.Is(err, ErrPayloadSchema) && !errors.Is(err, errSchemaGone) {
 		return "", fmt.Errorf("webhook: enqueue %s: %w", eventType, err)
 	}
-	if err := tx.QueryRow(ctx, `SELECT coalesce((SELECT schema_digest FROM webhook_event_types WHERE name = $1), '')`, eventType).Scan(&digest); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT `+typeDigestSQL, eventType).Scan(&digest); err != nil {
 		return "", fmt.Errorf("webhook: enqueue %s: read its event type: %w", eventType, err)
 	}
 	schemas.saw(eventType, digest)

@@ -278,9 +278,7 @@ func (p *Dispatcher) checkedFanOut(ctx context.Context, unchecked []uncheckedRow
 
 // fanOutRows fans out the given rows (rowFanOutSQL), each checked against
 // the schema of the digest at the same place in digests.
-func (p *Dispatcher) fanOutRows(ctx context.Context, db interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, ids, digests []string) (fanOut, error) {
+func (p *Dispatcher) fanOutRows(ctx context.Context, db DB, ids, digests []string) (fanOut, error) {
 	sent := time.Now()
 	q, err := db.Query(ctx, rowFanOutSQL, ids, p.lc.BirthLeaseWindow, p.cfg.Concurrency, digests)
 	if err != nil {

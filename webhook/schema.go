@@ -75,9 +75,7 @@ var errSchemaGone = errors.New("the event type's schema changed while it was rea
 
 // schema is the compiled schema of digest, read from db when this process
 // has not compiled it yet.
-func (c *schemaCache) schema(ctx context.Context, db interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, digest string) (*jsonschema.Schema, error) {
+func (c *schemaCache) schema(ctx context.Context, db DB, digest string) (*jsonschema.Schema, error) {
 	c.mu.Lock()
 	s, ok := c.compiled[digest]
 	c.mu.Unlock()
@@ -107,9 +105,7 @@ func (c *schemaCache) schema(ctx context.Context, db interface {
 
 // check is nil when payload matches the schema digest names ("" none), or
 // the refusal that says where it does not.
-func (c *schemaCache) check(ctx context.Context, db interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}, eventType, digest string, payload []byte) error {
+func (c *schemaCache) check(ctx context.Context, db DB, eventType, digest string, payload []byte) error {
 	if digest == "" {
 		return nil
 	}

@@ -25,8 +25,8 @@ func init() {
 		Mutation{
 			Name:    "idempotency webhook: no ON CONFLICT (a duplicate key errors)",
 			File:    "webhook/enqueue.go",
-			Find:    "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING\nRETURNING id, coalesce(",
-			Replace: "RETURNING id, coalesce(",
+			Find:    "ON CONFLICT (tenant_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING\nRETURNING id, ` + typeDigestSQL",
+			Replace: "RETURNING id, ` + typeDigestSQL",
 			Pkg:     "./webhook/",
 			Test:    "TestEnqueue_IdempotencyKeyConcurrent",
 		},
