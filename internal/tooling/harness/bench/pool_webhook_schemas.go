@@ -3,10 +3,10 @@ package bench
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/postbox/postbox/internal/tooling/testsupport/invoice"
 	"github.com/postbox/postbox/webhook"
 )
 
@@ -22,30 +22,6 @@ const (
 	hookSchemaTypes    = 50
 	hookSchemaAimRatio = 0.95
 )
-
-// hookSchema is each catalog type's schema: the payload's shape, field by
-// field, as an application would write it.
-const hookSchema = `{"type": "object", "required": ["invoice_id", "customer", "amount_due", "currency", "lines", "memo"],
-"additionalProperties": false,
-"properties": {
-	"invoice_id": {"type": "string", "pattern": "^in_[0-9]+$"},
-	"customer": {"type": "string", "minLength": 1, "maxLength": 64},
-	"amount_due": {"type": "integer", "minimum": 0},
-	"currency": {"enum": ["eur", "usd", "gbp"]},
-	"lines": {"type": "array", "maxItems": 100, "items": {"type": "object", "required": ["sku", "quantity", "unit_amount"],
-		"properties": {"sku": {"type": "string"}, "quantity": {"type": "integer", "minimum": 1}, "unit_amount": {"type": "integer"}}}},
-	"memo": {"type": "string", "maxLength": 2000}
-}}`
-
-// schemaPayload is the i-th event's payload, about 1 KB.
-func schemaPayload(i int) []byte {
-	var lines []string
-	for l := range 6 {
-		lines = append(lines, fmt.Sprintf(`{"sku":"sku_%d_%d","quantity":%d,"unit_amount":%d}`, i, l, l+1, 1000+l))
-	}
-	return fmt.Appendf(nil, `{"invoice_id":"in_%d","customer":"cus_%d","amount_due":12000,"currency":"eur","lines":[%s],"memo":"%s"}`,
-		i, i%977, strings.Join(lines, ","), strings.Repeat("m", 560))
-}
 
 func (pr *poolRunner) webhookSchemasSection(ctx context.Context) error {
 	cases := []bool{false, true}
@@ -92,7 +68,7 @@ func (pr *poolRunner) webhookSchemasRun(ctx context.Context, rc int, catalog boo
 		var types []webhook.EventType
 		for i := range hookSchemaTypes {
 			types = append(types, webhook.EventType{Name: fmt.Sprintf("bench.type_%d", i), Description: "a bench type",
-				Schema: []byte(hookSchema), Example: schemaPayload(0)})
+				Schema: []byte(invoice.Schema), Example: invoice.Payload(0)})
 		}
 		if _, err := webhook.SyncEventTypes(ctx, pr.ctl, types); err != nil {
 			return 0, fmt.Errorf("%s: catalog: %w", label, err)
@@ -116,7 +92,7 @@ func (pr *poolRunner) webhookSchemasRun(ctx context.Context, rc int, catalog boo
 	pr.logf("pool webhook schemas: %s: %d goroutines for %s", label, g, pr.po.EnqueueDuration)
 	var enq webhook.Enqueuer
 	n, elapsed, _, err := enqueueFor(ctx, app, g, pr.po.EnqueueDuration, func(ctx context.Context, tx pgx.Tx, i int) error {
-		_, err := enq.EnqueueEvent(ctx, tx, webhook.Event{Tenant: "t0", Type: fmt.Sprintf("bench.type_%d", i%hookSchemaTypes), Payload: schemaPayload(i)})
+		_, err := enq.EnqueueEvent(ctx, tx, webhook.Event{Tenant: "t0", Type: fmt.Sprintf("bench.type_%d", i%hookSchemaTypes), Payload: invoice.Payload(i)})
 		return err
 	})
 	if err != nil {
