@@ -254,10 +254,13 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		}
 	}
 	var (
-		errs     []error
-		due      = true // claim at once: rows may be waiting since before this run
-		backlog  = false
-		hotUntil = time.Now().Add(l.cfg.HotFor)
+		errs    []error
+		due     = true // claim at once: rows may be waiting since before this run
+		backlog = false
+		// Cold until a claim finds rows or a wake-up comes: a run that
+		// started hot would poll at HotPoll for HotFor at every shift and
+		// retry pass, ~100 empty claims each on an idle replica.
+		hotUntil time.Time
 		again    time.Duration // the Source's limit holds rows back this long
 		timer    = time.NewTimer(0)
 	)

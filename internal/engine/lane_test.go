@@ -58,3 +58,24 @@ func TestLane_DrainSweepsFirst(t *testing.T) {
 		t.Fatalf("%d sweeps, %d claims before the first; want one sweep, first", src.sweeps.Load(), src.claimsBeforeSweep.Load())
 	}
 }
+
+// A Run starts cold: its first claim is at once, and when it finds
+// nothing the next waits for a wake-up or the Poll, not the hot poll — a
+// shift or retry pass that began hot would claim every HotPoll for HotFor
+// on an idle replica. A wake-up makes it hot.
+func TestLane_StartsCold(t *testing.T) {
+	t.Parallel()
+	src := &laneSource{}
+	wake := make(chan struct{}, 1)
+	lane := engine.NewLane(engine.LaneConfig{Name: "t", Source: src, Slots: engine.NewSlots(1), Wake: wake,
+		Poll: never, HotPoll: time.Millisecond, HotFor: never})
+	stop := runLane(t, lane)
+	src.waitClaims(t, 1)
+	time.Sleep(settle) // simulates: time passing in which a cold lane makes no claim
+	if n := len(src.claims()); n != 1 {
+		t.Fatalf("%d claims after an empty first one, with Poll an hour; want 1: the run started hot", n)
+	}
+	wake <- struct{}{}
+	src.waitClaims(t, 4) // the wake-up's claim, then hot polls
+	stop()
+}

@@ -15,6 +15,14 @@ func init() {
 		checks    = "TestCheckConstraints_RefuseAndAccept"
 	)
 	register(
+		Mutation{
+			Name:    "engine: a run starts hot, polling at HotPoll with nothing found",
+			File:    laneGo,
+			Find:    "\t\thotUntil time.Time\n",
+			Replace: "\t\thotUntil = time.Now().Add(l.cfg.HotFor)\n",
+			Pkg:     laneTests,
+			Test:    "TestLane_StartsCold",
+		},
 		// Slots.
 		Mutation{
 			Name:    "engine: the slots a claim did not fill are kept, and the lane's share shrinks",
