@@ -213,13 +213,12 @@ func TestLane_ShortClaimLeavesTheRestForTheNextClaim(t *testing.T) {
 
 // When a Lane claims again, by the rule in Run: at once after a full claim
 // (more is due); at HotPoll while hot, that is for HotFor after a claim
-// that found rows, or after a wake-up; at Poll when cold; and after a
-// failed claim, at the next poll, never at once. Every case but the first
-// and the last starts cold: its first claim outlasts the HotFor a Run
-// starts with, so only the rule under test can make the lane hot again.
+// that found rows, or after a wake-up; at Poll when cold, as a Run starts
+// and once HotFor has passed; and after a failed claim, at the next poll,
+// never at once.
 func TestLane_WhenItClaimsAgain(t *testing.T) {
 	t.Parallel()
-	const hotFor = 2 * time.Second // outlasted once per case; far longer than one turn of the loop
+	const hotFor = 2 * time.Second // outlasted once, by a claim; far longer than one turn of the loop
 	type answer struct {
 		rows int
 		full bool
@@ -228,7 +227,7 @@ func TestLane_WhenItClaimsAgain(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		poll, hotPoll time.Duration
-		cold          bool   // the first claim outlasts the Run's initial HotFor
+		outlast       bool   // the second claim outlasts HotFor
 		first         answer // later claims find nothing
 		want          int    // claims that follow without a wake-up
 		quiet         bool   // and then none, with the polls as they are
@@ -237,22 +236,24 @@ func TestLane_WhenItClaimsAgain(t *testing.T) {
 		{name: "full claim: again at once, though both polls are an hour",
 			poll: never, hotPoll: never, first: answer{rows: 4, full: true}, want: 2, quiet: true},
 		{name: "full claim: hot afterwards",
-			poll: never, hotPoll: time.Millisecond, cold: true, first: answer{rows: 4, full: true}, want: 3},
+			poll: never, hotPoll: time.Millisecond, first: answer{rows: 4, full: true}, want: 3},
 		{name: "rows found: hot, polled at HotPoll, not Poll",
-			poll: never, hotPoll: time.Millisecond, cold: true, first: answer{rows: 1}, want: 3},
+			poll: never, hotPoll: time.Millisecond, first: answer{rows: 1}, want: 3},
+		{name: "rows found, then HotFor passes: cold again, waits for Poll",
+			poll: never, hotPoll: time.Millisecond, first: answer{rows: 1}, outlast: true, want: 2, quiet: true},
 		{name: "nothing found, cold: waits for Poll; a wake-up claims and makes it hot",
-			poll: never, hotPoll: time.Millisecond, cold: true, first: answer{}, want: 1, quiet: true, wakeThenWant: 3},
+			poll: never, hotPoll: time.Millisecond, first: answer{}, want: 1, quiet: true, wakeThenWant: 3},
 		{name: "failed claim: retried at the poll, not at once",
 			poll: never, hotPoll: never, first: answer{err: errors.New("connection refused")}, want: 1, quiet: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			src := &laneSource{answer: func(i, n int) (engine.Claim, error) {
+				if i == 1 && tc.outlast {
+					time.Sleep(hotFor + 10*time.Millisecond) // simulates: time passing for HotFor: a claim that outlasts the hot spell the first began
+				}
 				if i > 0 {
 					return engine.Claim{}, nil
-				}
-				if tc.cold {
-					time.Sleep(hotFor + 10*time.Millisecond) // simulates: time passing for HotFor: a first claim that outlasts the Run's initial hot spell
 				}
 				c := engine.Claim{Rows: tc.first.rows, Full: tc.first.full}
 				if tc.first.rows > 0 {
