@@ -214,11 +214,12 @@ func TestLane_ShortClaimLeavesTheRestForTheNextClaim(t *testing.T) {
 // When a Lane claims again, by the rule in Run: at once after a full claim
 // (more is due); at HotPoll while hot, that is for HotFor after a claim
 // that found rows, or after a wake-up; at Poll when cold, as a Run starts
-// and once HotFor has passed; and after a failed claim, at the next poll,
-// never at once.
+// (TestLane_StartsCold) and once HotFor has passed
+// (TestLane_ColdOnceHotForHasPassed); and after a failed claim, at the
+// next poll, never at once.
 func TestLane_WhenItClaimsAgain(t *testing.T) {
 	t.Parallel()
-	const hotFor = 2 * time.Second // outlasted once, by a claim; far longer than one turn of the loop
+	const hotFor = 2 * time.Second // far longer than one turn of the loop
 	type answer struct {
 		rows int
 		full bool
@@ -227,7 +228,6 @@ func TestLane_WhenItClaimsAgain(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
 		poll, hotPoll time.Duration
-		outlast       bool   // the second claim outlasts HotFor
 		first         answer // later claims find nothing
 		want          int    // claims that follow without a wake-up
 		quiet         bool   // and then none, with the polls as they are
@@ -239,8 +239,6 @@ func TestLane_WhenItClaimsAgain(t *testing.T) {
 			poll: never, hotPoll: time.Millisecond, first: answer{rows: 4, full: true}, want: 3},
 		{name: "rows found: hot, polled at HotPoll, not Poll",
 			poll: never, hotPoll: time.Millisecond, first: answer{rows: 1}, want: 3},
-		{name: "rows found, then HotFor passes: cold again, waits for Poll",
-			poll: never, hotPoll: time.Millisecond, first: answer{rows: 1}, outlast: true, want: 2, quiet: true},
 		{name: "nothing found, cold: waits for Poll; a wake-up claims and makes it hot",
 			poll: never, hotPoll: time.Millisecond, first: answer{}, want: 1, quiet: true, wakeThenWant: 3},
 		{name: "failed claim: retried at the poll, not at once",
@@ -249,9 +247,6 @@ func TestLane_WhenItClaimsAgain(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			src := &laneSource{answer: func(i, n int) (engine.Claim, error) {
-				if i == 1 && tc.outlast {
-					time.Sleep(hotFor + 10*time.Millisecond) // simulates: time passing for HotFor: a claim that outlasts the hot spell the first began
-				}
 				if i > 0 {
 					return engine.Claim{}, nil
 				}
@@ -343,4 +338,24 @@ func TestLane_BacklogWaitsForRefillFreeSlots(t *testing.T) {
 			stop()
 		})
 	}
+}
+
+// A lane made hot by a claim that found rows is cold again once HotFor has
+// passed: it asks when the next row is due, which only a cold lane does.
+// HotFor is a nanosecond, passed by the time the lane next looks; a lane
+// that stayed hot would poll every millisecond and never ask.
+func TestLane_ColdOnceHotForHasPassed(t *testing.T) {
+	t.Parallel()
+	src := &scheduledSource{laneSource: laneSource{answer: func(i, n int) (engine.Claim, error) {
+		if i > 0 {
+			return engine.Claim{}, nil
+		}
+		return engine.Claim{Units: quickUnits(1), Rows: 1}, nil
+	}}}
+	lane := engine.NewLane(engine.LaneConfig{Name: "t", Source: src, Slots: engine.NewSlots(4),
+		Poll: never, HotPoll: time.Millisecond, HotFor: time.Nanosecond})
+	stop := runLane(t, lane)
+	src.waitClaims(t, 1)
+	eventually.Until(t, "the lane asks when the next row is due, as a cold lane does", patience, func() bool { return src.asked.Load() >= 1 })
+	stop()
 }

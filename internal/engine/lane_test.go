@@ -59,21 +59,34 @@ func TestLane_DrainSweepsFirst(t *testing.T) {
 	}
 }
 
+// scheduledSource is a laneSource that is Scheduled: a Lane asks NextDue
+// only when it is cold, so each call is the event of the lane having gone
+// cold. Nothing is pending (zero): the lane then waits for its Poll.
+type scheduledSource struct {
+	laneSource
+	asked atomic.Int32
+}
+
+func (s *scheduledSource) NextDue(context.Context) time.Duration {
+	s.asked.Add(1)
+	return 0
+}
+
 // A Run starts cold: its first claim is at once, and when it finds
-// nothing the next waits for a wake-up or the Poll, not the hot poll — a
-// shift or retry pass that began hot would claim every HotPoll for HotFor
-// on an idle replica. A wake-up makes it hot.
+// nothing the lane goes cold — it asks when the next row is due and waits
+// for that, a wake-up or the Poll, not the hot poll. A shift or retry pass
+// that began hot would claim every HotPoll for HotFor on an idle replica,
+// and never ask. A wake-up makes it hot.
 func TestLane_StartsCold(t *testing.T) {
 	t.Parallel()
-	src := &laneSource{}
+	src := &scheduledSource{}
 	wake := make(chan struct{}, 1)
 	lane := engine.NewLane(engine.LaneConfig{Name: "t", Source: src, Slots: engine.NewSlots(1), Wake: wake,
 		Poll: never, HotPoll: time.Millisecond, HotFor: never})
 	stop := runLane(t, lane)
-	src.waitClaims(t, 1)
-	time.Sleep(settle) // simulates: time passing in which a cold lane makes no claim
+	eventually.Until(t, "the lane asks when the next row is due, as a cold lane does", patience, func() bool { return src.asked.Load() >= 1 })
 	if n := len(src.claims()); n != 1 {
-		t.Fatalf("%d claims after an empty first one, with Poll an hour; want 1: the run started hot", n)
+		t.Fatalf("%d claims before the lane went cold, with Poll an hour; want 1: the run started hot", n)
 	}
 	wake <- struct{}{}
 	src.waitClaims(t, 4) // the wake-up's claim, then hot polls

@@ -103,7 +103,7 @@ func init() {
 			Find:    "if time.Now().Before(hotUntil) {",
 			Replace: "if !hotUntil.IsZero() {",
 			Pkg:     laneTests,
-			Test:    when,
+			Test:    "TestLane_ColdOnceHotForHasPassed",
 		},
 		Mutation{
 			Name:    "engine: a failed claim is retried at once, hammering a failing database",
