@@ -78,6 +78,9 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 	keep := fs.Bool("keep", false, "keep the postbox_bench_* database")
 	scaleRows := fs.Int("scale-rows", 0, "pool-scale: sent rows (and attempts) seeded into the kept-history database (default 10000000; 200000 with --quick)")
 	scaleRate := fs.Int("scale-rate", 0, "pool-scale, pool-webhook-scale: the steady load, msg/s (default 200)")
+	lowRates := fs.String("low-rates", "", "pool-lowrate: the steady loads, msg/s, comma-separated (default 1,20,200; 20 with --quick)")
+	lowDuration := fs.Duration("low-duration", 0, "pool-lowrate: length of each steady load (default 60s; 10s with --quick)")
+	idleFor := fs.Duration("idle", 0, "pool-lowrate: how long each product is counted idle (default 60s; 10s with --quick)")
 	scaleDuration := fs.Duration("scale-duration", 0, "pool-scale, pool-webhook-scale: length of each steady-load run (default 120s; 20s with --quick)")
 	scaleBacklog := fs.Int("scale-backlog", 0, "pool-scale, pool-webhook-scale: rows of the backlog drains (default 20000; 5000 with --quick)")
 	tracing := fs.Bool("tracing", false, "pool-backlog: also run postbox with tracing on (every span sampled, OTLP/HTTP to a receiver in the bench process) beside it off")
@@ -175,6 +178,12 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 			if *scaleDuration > 0 {
 				popts.ScaleDuration = *scaleDuration
 			}
+			if *lowDuration > 0 {
+				popts.LowRateDuration = *lowDuration
+			}
+			if *idleFor > 0 {
+				popts.IdleFor = *idleFor
+			}
 			if *receiverDelay >= 0 {
 				popts.ReceiverDelay = *receiverDelay
 			}
@@ -190,7 +199,8 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 			for _, l := range []struct {
 				flag, v string
 				dst     *[]int
-			}{{"--webhook-endpoints", *webhookEndpoints, &popts.WebhookFanouts}, {"--webhook-replicas", *webhookReplicas, &popts.WebhookReplicas}} {
+			}{{"--webhook-endpoints", *webhookEndpoints, &popts.WebhookFanouts}, {"--webhook-replicas", *webhookReplicas, &popts.WebhookReplicas},
+				{"--low-rates", *lowRates, &popts.LowRates}} {
 				if l.v == "" {
 					continue
 				}

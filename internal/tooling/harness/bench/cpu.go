@@ -137,3 +137,54 @@ func machineBusy() time.Duration {
 	}
 	return time.Duration(busy) * clockTick
 }
+
+// procsCPU is the CPU time the processes ps have used so far (Linux
+// /proc; zero where it cannot be read).
+func procsCPU(ps []*proc) time.Duration {
+	var total time.Duration
+	for _, p := range ps {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid()))
+		if err != nil {
+			continue
+		}
+		line := string(data)
+		closing := strings.LastIndexByte(line, ')')
+		fields := strings.Fields(line[closing+1:])
+		if len(fields) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(fields[11], 10, 64)
+		st, _ := strconv.ParseInt(fields[12], 10, 64)
+		total += time.Duration(ut+st) * clockTick
+	}
+	return total
+}
+
+// cpuSplit is where a span's machine CPU went: the product's processes,
+// the Postgres backends serving the bench database (the load's included),
+// this bench process (the load generator and the relays), and the rest —
+// Postgres's shared writers, the kernel, the machine's other tenants.
+type cpuSplit struct {
+	machine, product, postgres, bench time.Duration
+}
+
+// splitFrom starts counting a span: call the returned func at its end.
+func splitFrom(ctx context.Context, ctl *pgxpool.Pool, ps []*proc) func() cpuSplit {
+	pids := backends(ctx, ctl)
+	m, prod, s := machineBusy(), procsCPU(ps), sampleCPU(pids)
+	return func() cpuSplit {
+		u := s.until(sampleCPU(pids))
+		return cpuSplit{machine: machineBusy() - m, product: procsCPU(ps) - prod, postgres: u.postgres, bench: u.self}
+	}
+}
+
+// perMessage formats the split per message, e.g. "worker 2.40, Postgres
+// backends 3.10, bench 0.90, rest 1.20 ms".
+func (c cpuSplit) perMessage(product string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) / float64(n) }
+	return fmt.Sprintf("%s %.2f, Postgres backends %.2f, bench (load, relay) %.2f, rest %.2f ms",
+		product, ms(c.product), ms(c.postgres), ms(c.bench), ms(c.machine-c.product-c.postgres-c.bench))
+}

@@ -29,6 +29,7 @@ const (
 	SectionPoolRetention  = "pool-retention"
 	SectionPoolPgBouncer  = "pool-pgbouncer"
 	SectionPoolRateLimit  = "pool-ratelimit"
+	SectionPoolLowRate    = "pool-lowrate"
 
 	SectionPoolWebhook          = "pool-webhook"
 	SectionPoolWebhookRateLimit = "pool-webhook-ratelimit"
@@ -43,7 +44,7 @@ const (
 
 // PoolSections lists the pool sections in run order.
 var PoolSections = []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLeaderKill, SectionPoolScale, SectionPoolRetention,
-	SectionPoolPgBouncer, SectionPoolRateLimit,
+	SectionPoolPgBouncer, SectionPoolRateLimit, SectionPoolLowRate,
 	SectionPoolWebhook, SectionPoolWebhookRateLimit, SectionPoolWebhookRetry, SectionPoolWebhookBreaker, SectionPoolWebhookOrdered,
 	SectionPoolWebhookScale, SectionPoolWebhookTenants, SectionPoolWebhookIsolation, SectionPoolWebhookSchemas}
 
@@ -62,6 +63,7 @@ const (
 	titlePoolRetention = "pool retention: weeks dropped under load"
 	titlePoolPgBouncer = "pool through PgBouncer, transaction mode"
 	titlePoolRateLimit = "pool email rate limit (EMAIL_RATE_LIMIT)"
+	titlePoolLowRate   = "pool low rate: machine CPU per message, 1 replica, relay 0"
 
 	titlePoolWebhook          = "pool webhooks"
 	titlePoolWebhookRateLimit = "pool webhook rate limit (webhook_endpoints.rate_limit)"
@@ -97,6 +99,11 @@ type PoolOptions struct {
 	Rates []int
 	// Duration is the length of each latency run.
 	Duration time.Duration
+	// The low-rate section: each of LowRates msg/s for LowRateDuration,
+	// then each product idle for IdleFor.
+	LowRates        []int
+	LowRateDuration time.Duration
+	IdleFor         time.Duration
 	// Trials is how often each section runs; the table shows the median.
 	Trials int
 	// Sections to run; nil means PoolSections.
@@ -170,6 +177,9 @@ func DefaultPool() PoolOptions {
 		N:                 5000,
 		Rates:             []int{200, 1000},
 		Duration:          10 * time.Second,
+		LowRates:          []int{1, 20, 200},
+		LowRateDuration:   60 * time.Second,
+		IdleFor:           60 * time.Second,
 		Trials:            1,
 		EnqueueGoroutines: 30,
 		EnqueueDuration:   5 * time.Second,
@@ -202,6 +212,9 @@ func QuickPool() PoolOptions {
 	o.N = 1000
 	o.Rates = []int{200}
 	o.Duration = 3 * time.Second
+	o.LowRates = []int{20}
+	o.LowRateDuration = 10 * time.Second
+	o.IdleFor = 10 * time.Second
 	o.EnqueueDuration = 3 * time.Second
 	o.KillLoad = 15 * time.Second
 	o.ScaleRows = 200_000
@@ -235,6 +248,15 @@ func (o PoolOptions) withDefaults() PoolOptions {
 	}
 	if o.Duration <= 0 {
 		o.Duration = d.Duration
+	}
+	if len(o.LowRates) == 0 {
+		o.LowRates = d.LowRates
+	}
+	if o.LowRateDuration <= 0 {
+		o.LowRateDuration = d.LowRateDuration
+	}
+	if o.IdleFor <= 0 {
+		o.IdleFor = d.IdleFor
 	}
 	if o.Trials <= 0 {
 		o.Trials = d.Trials
@@ -333,7 +355,7 @@ func (o PoolOptions) Validate() error {
 			return fmt.Errorf("breaker-off setting %q: want WEBHOOK_NAME=value", kv)
 		}
 	}
-	for _, r := range o.Rates {
+	for _, r := range append(slices.Clone(o.Rates), o.LowRates...) {
 		if r <= 0 {
 			return fmt.Errorf("rate %d: must be positive", r)
 		}
@@ -496,6 +518,7 @@ func RunPoolURL(ctx context.Context, url string, opts PoolOptions) (rep *Report,
 		{opts.want(SectionPoolRetention), pr.retentionSection},
 		{opts.want(SectionPoolPgBouncer), pr.pgbouncerSection},
 		{opts.want(SectionPoolRateLimit), pr.rateLimitSection},
+		{opts.want(SectionPoolLowRate), pr.lowRateSection},
 		{opts.want(SectionPoolWebhook), pr.webhookSection},
 		{opts.want(SectionPoolWebhookRateLimit), pr.webhookRateLimitSection},
 		{opts.want(SectionPoolWebhookRetry), pr.webhookRetrySection},
@@ -705,6 +728,14 @@ func (p path) notes(po PoolOptions) string {
 		return fmt.Sprintf("EMAIL_CONCURRENCY=%d per process", po.Concurrency)
 	}
 	return fmt.Sprintf("MaxWorkers %d per process, FetchCooldown %s, FetchPollInterval %s", p.peerWorkers(po), p.peer.effCooldown, p.peer.effPoll)
+}
+
+// processName names p's processes in a CPU split.
+func (p path) processName() string {
+	if p.peer != nil {
+		return "riverpeer"
+	}
+	return "worker"
 }
 
 // start starts replicas processes of path p, process i sending to sink i,

@@ -43,28 +43,12 @@ func killSettleFor(lc leases.Config) time.Duration {
 
 func (pr *poolRunner) leaderKillRun(ctx context.Context, _ int, rc int) error {
 	label := fmt.Sprintf("%skill -9 the leader at %d msg/s", rp(rc), pr.po.KillRate)
-	if err := pr.truncate(ctx); err != nil {
-		return err
-	}
-	app, err := pr.pool(ctx, appConns)
+	w, err := pr.startWarm(ctx, latencyVariant{p: pathPostbox}, rc, "pool leader kill: "+label)
 	if err != nil {
 		return err
 	}
-	defer app.Close()
-	fn := func(ctx context.Context, i int) (string, error) { return pr.plainInsert(ctx, app, i) }
-	rs, err := pr.relays(rc)
-	if err != nil {
-		return err
-	}
-	defer rs.close()
-	procs, _, err := pr.start(ctx, pathPostbox, rs, rc, "leaderkill "+label)
-	if err != nil {
-		return fmt.Errorf("pool leader kill: %w", err)
-	}
-	defer pr.stop(procs)
-	if err := pr.warmUp(ctx, fn, rs, procs, "pool leader kill"); err != nil {
-		return err
-	}
+	defer w.close(pr)
+	fn, rs, procs := w.fn, w.rs, w.procs
 
 	total := int(float64(pr.po.KillRate) * (pr.po.KillAfter + pr.po.KillLoad).Seconds())
 	pr.logf("pool leader kill: %s: %d msg/s for %s, SIGKILL of the leader after %s", label, pr.po.KillRate, pr.po.KillAfter+pr.po.KillLoad, pr.po.KillAfter)

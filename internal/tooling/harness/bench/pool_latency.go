@@ -113,63 +113,115 @@ func (pr *poolRunner) warmUp(ctx context.Context, fn load, rs *relaySet, procs [
 
 func (pr *poolRunner) latencyRun(ctx context.Context, v latencyVariant, rc, rate int) error {
 	label := fmt.Sprintf("%s%d msg/s, %s", rp(rc), rate, v.name)
-	if err := pr.truncate(ctx); err != nil {
-		return err
-	}
-	app, err := pr.pool(ctx, appConns)
+	st, err := pr.steadyRun(ctx, v, rc, rate, pr.po.Duration, "pool latency: "+label)
 	if err != nil {
 		return err
 	}
-	defer app.Close()
-	fn, err := pr.loadFor(v, app)
-	if err != nil {
-		return err
-	}
-	rs, err := pr.relays(rc)
-	if err != nil {
-		return err
-	}
-	defer rs.close()
-	procs, _, err := pr.start(ctx, v.p, rs, rc, "latency "+label)
-	if err != nil {
-		return fmt.Errorf("pool latency %s: %w", label, err)
-	}
-	defer pr.stop(procs)
-	if err := pr.warmUp(ctx, fn, rs, procs, "pool latency: "+label); err != nil {
-		return err
-	}
+	ps := percentiles(st.lat, 50, 95, 99, 100)
+	shares, _ := fmtShares(st.perSink)
+	pr.add(Row{Section: titlePoolLatency, Path: label,
+		Figure: fmtMs(ps[0]) + " / " + fmtMs(ps[1]) + " / " + fmtMs(ps[2]), Unit: "ms p50/p95/p99", Value: float64(ps[2]) / float64(time.Millisecond),
+		Notes: fmt.Sprintf("includes the relay's %s per message; max %s ms; %d committed over %s (achieved %.0f/s; the relay's limit is %.0f msg/s), %d received, 0 duplicates, 0 lost; per replica %s; %s",
+			pr.po.RelayDelay, fmtMs(ps[3]), len(st.lat), pr.po.Duration, st.achieved, pr.po.relayLimit(rc), len(st.lat), shares, v.p.notes(pr.po))})
+	return nil
+}
 
-	total := max(1, int(float64(rate)*pr.po.Duration.Seconds()))
-	pr.logf("pool latency: %s for %s", label, pr.po.Duration)
+// steady is what one steady load measured: each message's commit →
+// DATA accepted, and what the machine and the database did meanwhile.
+type steady struct {
+	lat      []time.Duration
+	achieved float64
+	perSink  []int
+	cpu      time.Duration // the machine's busy time, from the load's start to the last arrival
+	split    cpuSplit      // the same, by who spent it
+	elapsed  time.Duration
+	stmts    statements // the database's work over the same span
+}
+
+// steadyRun offers rate msg/s for d through variant v on rc fresh
+// processes, idle and warmed up first, and waits for every message: one
+// missing or sent twice fails the run.
+func (pr *poolRunner) steadyRun(ctx context.Context, v latencyVariant, rc, rate int, d time.Duration, label string) (steady, error) {
+	w, err := pr.startWarm(ctx, v, rc, label)
+	if err != nil {
+		return steady{}, err
+	}
+	defer w.close(pr)
+	fn, rs, procs := w.fn, w.rs, w.procs
+
+	total := max(1, int(float64(rate)*d.Seconds()))
+	pr.logf("%s for %s", label, d)
+	began, busy, stmts, split := time.Now(), machineBusy(), pr.statements(ctx), splitFrom(ctx, pr.ctl, procs)
 	commits, achieved, err := openLoop(ctx, rate, total, appConns, fn)
 	if err != nil {
-		return fmt.Errorf("pool latency %s: %w", label, err)
+		return steady{}, fmt.Errorf("%s: %w", label, err)
 	}
 	ids := make([]string, 0, len(commits))
 	for id := range commits {
 		ids = append(ids, id)
 	}
-	t, all, err := pr.waitAll(ctx, rs, ids, 60*time.Second, "pool latency: "+label, procs)
+	t, all, err := pr.waitAll(ctx, rs, ids, 60*time.Second, label, procs)
 	if err != nil {
-		return err
+		return steady{}, err
 	}
+	st := steady{achieved: achieved, perSink: t.perSink, cpu: machineBusy() - busy, split: split(), elapsed: time.Since(began)}
+	st.stmts = pr.statements(ctx).since(stmts)
 	if !all {
-		return checkf("pool latency %s: %d of %d messages arrived within 60 s after the load ended", label, t.received, total)
+		return steady{}, checkf("%s: %d of %d messages arrived within 60 s after the load ended", label, t.received, total)
 	}
 	if t.dups != 0 {
-		return checkf("pool latency %s: %d duplicates among %d messages", label, t.dups, total)
+		return steady{}, checkf("%s: %d duplicates among %d messages", label, t.dups, total)
 	}
-	lat := make([]time.Duration, 0, total)
+	st.lat = make([]time.Duration, 0, total)
 	for id, c := range commits {
-		lat = append(lat, first(t.byID[id]).at.Sub(c))
+		st.lat = append(st.lat, first(t.byID[id]).at.Sub(c))
 	}
-	ps := percentiles(lat, 50, 95, 99, 100)
-	shares, _ := fmtShares(t.perSink)
-	pr.add(Row{Section: titlePoolLatency, Path: label,
-		Figure: fmtMs(ps[0]) + " / " + fmtMs(ps[1]) + " / " + fmtMs(ps[2]), Unit: "ms p50/p95/p99", Value: float64(ps[2]) / float64(time.Millisecond),
-		Notes: fmt.Sprintf("includes the relay's %s per message; max %s ms; %d committed over %s (achieved %.0f/s; the relay's limit is %.0f msg/s), %d received, 0 duplicates, 0 lost; per replica %s; %s",
-			pr.po.RelayDelay, fmtMs(ps[3]), total, pr.po.Duration, achieved, pr.po.relayLimit(rc), t.received, shares, v.p.notes(pr.po))})
-	return nil
+	return st, nil
+}
+
+// warm is a phase's processes up, idle and warmed up, and its load on a
+// pool of its own.
+type warm struct {
+	app   *pgxpool.Pool
+	fn    load
+	rs    *relaySet
+	procs []*proc
+}
+
+// startWarm truncates the tables and starts rc processes of v's path, each
+// with its relay, warmed up by one message of v's load.
+func (pr *poolRunner) startWarm(ctx context.Context, v latencyVariant, rc int, label string) (*warm, error) {
+	if err := pr.truncate(ctx); err != nil {
+		return nil, err
+	}
+	w := &warm{}
+	var err error
+	if w.app, err = pr.pool(ctx, appConns); err != nil {
+		return nil, err
+	}
+	if w.fn, err = pr.loadFor(v, w.app); err == nil {
+		w.rs, err = pr.relays(rc)
+	}
+	if err != nil {
+		w.app.Close()
+		return nil, err
+	}
+	if w.procs, _, err = pr.start(ctx, v.p, w.rs, rc, label); err != nil {
+		w.rs.close()
+		w.app.Close()
+		return nil, fmt.Errorf("%s: %w", label, err)
+	}
+	if err := pr.warmUp(ctx, w.fn, w.rs, w.procs, label); err != nil {
+		w.close(pr)
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *warm) close(pr *poolRunner) {
+	pr.stop(w.procs)
+	w.rs.close()
+	w.app.Close()
 }
 
 // openLoop offers total loads at rate a second, open-loop: the i-th is due

@@ -30,8 +30,11 @@ func TestRunPool_TinyPreset(t *testing.T) {
 		N:               200,
 		Rates:           []int{50},
 		Duration:        2 * time.Second,
-		Sections:        []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue},
+		Sections:        []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLowRate},
 		EnqueueDuration: time.Second,
+		LowRates:        []int{20},
+		LowRateDuration: time.Second,
+		IdleFor:         time.Second,
 		Progress:        testWriter{t, time.Now()},
 	}
 	rep, err := RunPoolURL(ctx, url, opts)
@@ -53,6 +56,11 @@ func TestRunPool_TinyPreset(t *testing.T) {
 		{titlePoolEnqueue, "R=2 outbox.Enqueue, wake trigger enabled", "2 worker process(es) running"},
 		{titlePoolEnqueue, "R=2 outbox.Enqueue, wake trigger disabled", "2 worker process(es) running"},
 		{titlePoolEnqueue, "R=2 wake-up cost: with / without", ""},
+		{titlePoolLowRate, "idle, nothing running (the machine itself)", ""},
+		{titlePoolLowRate, "20 msg/s, postbox, plain SQL INSERT", "20 committed over 1s"},
+		{titlePoolLowRate, "20 msg/s, River peer, defaults, InsertTx", "20 committed over 1s"},
+		{titlePoolLowRate, "idle, postbox, plain SQL INSERT", "worker"},
+		{titlePoolLowRate, "idle, River peer, defaults, InsertTx", "riverpeer"},
 	})
 	if row, _ := rep.Find(titlePoolBacklog, "R=2 postbox worker run: share per replica"); strings.Count(row.Figure, "(") != 2 {
 		t.Errorf("shares %q: want one per replica", row.Figure)
