@@ -184,6 +184,10 @@ func NewDispatcher(pool DB, opts Config) (*Dispatcher, error) {
 	p.retryLane = engine.NewLane(engine.LaneConfig{
 		Name: deliveriesTable.Name, Source: retrySource{p}, Slots: p.slots, Wake: p.retryWake, Poll: opts.Poll, Logger: p.logger,
 		Metrics: opts.Metrics.engine(), SweepGate: sweepGate(deliveriesTable), Tracer: p.tracer,
+		// Its claim skips, unseen, the due rows of an endpoint whose
+		// in-flight cap is full: a claim that found rows is followed by
+		// hot polls that take them as the cap frees.
+		HotFor: engine.DefaultHotFor,
 	})
 	return p, nil
 }

@@ -11,7 +11,7 @@ import (
 
 // An idle retry lane comes back when the next back-off ends, not at its
 // poll: with a poll of an hour, a delivery that comes due after the lane
-// has gone idle (its hot polls over) is attempted in the same window. The
+// has gone idle (cold after a claim that found nothing) is attempted in the same window. The
 // delivery is written before the lane starts, so no wake-up tells of it.
 func TestRetry_IdleLaneWakesWhenTheNextRetryIsDue(t *testing.T) {
 	t.Parallel()
@@ -24,7 +24,8 @@ func TestRetry_IdleLaneWakesWhenTheNextRetryIsDue(t *testing.T) {
 	})
 	ep := createEndpoint(t, pool, rc.URL)
 	p = newDispatcher(t, pool, func(c *Config) { c.Poll = time.Hour })
-	// Due after the lane's hot polls (engine.DefaultHotFor) have ended.
+	// Due after the lane has gone cold: its first claim and the one at
+	// HotPoll find nothing long before.
 	if _, err := pool.Exec(ctx, `WITH ev AS (INSERT INTO webhook_events (event_type, payload) VALUES ('invoice.paid', '{}') RETURNING id)
 INSERT INTO webhook_deliveries (event_id, endpoint_id, attempts, next_retry_at) SELECT id, $1, 1, now() + interval '3 seconds' FROM ev`, ep.ID); err != nil {
 		t.Fatal(err)

@@ -21,14 +21,23 @@ const (
 	// idle replica runs one claim per Lane per DefaultPoll.
 	DefaultPoll = time.Second
 
-	// DefaultHotPoll is how often a Lane claims while it is hot: for
-	// DefaultHotFor after a claim found rows or a wake-up arrived. The
-	// wake-up trigger lets at most one transaction per 10 ms slot notify,
-	// so a row whose transaction skipped the notify is found by the next
-	// notifier or by this poll, whichever comes first.
+	// DefaultHotPoll is how soon a Lane claims once more after a wake-up's
+	// claim, or a claim that found rows. The wake-up trigger lets one
+	// transaction per table and 10 ms slot notify; another that inserted
+	// in the same slot and committed just after the notifier is not seen
+	// by the notifier's claim, and this one claim finds it. One, not a
+	// stream: a Lane that polled on for seconds after any activity was
+	// never cold at a few messages a second, and spent most of its
+	// claims finding nothing.
 	DefaultHotPoll = 20 * time.Millisecond
 
-	// DefaultHotFor is how long a Lane stays hot after activity.
+	// DefaultHotFor is how long a Lane without wake-ups (Wake nil: behind
+	// a transaction pooler with no direct URL to LISTEN on) goes on
+	// claiming at HotPoll after a claim that found rows: no wake-up will
+	// tell it of the next row, so under a steady load its hot poll, not
+	// its idle one, is what a row waits for. A Source that holds due rows
+	// back where no claim sees them (the webhook retry claim skips an
+	// endpoint's rows while its in-flight cap is full) sets it too.
 	DefaultHotFor = 2 * time.Second
 
 	// DefaultSweepEvery is how often a Sweeper's sweep runs, pool-wide
@@ -138,8 +147,10 @@ type LaneConfig struct {
 	// means the Lane polls only.
 	Wake <-chan struct{}
 
-	// Poll, HotPoll and HotFor: zero means DefaultPoll, DefaultHotPoll
-	// and DefaultHotFor.
+	// Poll and HotPoll: zero means DefaultPoll and DefaultHotPoll.
+	// HotFor, if set, keeps the Lane claiming at HotPoll that long after
+	// a claim that found rows, not just once; zero means DefaultHotFor
+	// for a Lane with no Wake, and none for one with.
 	Poll, HotPoll, HotFor time.Duration
 
 	// SweepEvery is how often a Sweeper Source is swept; zero means
@@ -182,7 +193,7 @@ func NewLane(cfg LaneConfig) *Lane {
 	if cfg.HotPoll <= 0 {
 		cfg.HotPoll = DefaultHotPoll
 	}
-	if cfg.HotFor <= 0 {
+	if cfg.HotFor <= 0 && cfg.Wake == nil {
 		cfg.HotFor = DefaultHotFor
 	}
 	if cfg.Refill <= 0 {
@@ -257,10 +268,14 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		errs    []error
 		due     = true // claim at once: rows may be waiting since before this run
 		backlog = false
-		// Cold until a claim finds rows or a wake-up comes: a run that
-		// started hot would poll at HotPoll for HotFor at every shift and
-		// retry pass, ~100 empty claims each on an idle replica.
-		hotUntil time.Time
+		// hot: claim once more after HotPoll (DefaultHotPoll says why),
+		// set by a claim that found rows or followed a wake-up. A run
+		// starts cold, and a claim that finds nothing without a wake-up
+		// makes it cold: the Lane then waits for a wake-up, a freed
+		// slot's claim, the next due row or its Poll.
+		hot      bool
+		woke     bool          // a wake-up came since the last claim
+		hotUntil time.Time     // with HotFor: hot till then
 		again    time.Duration // the Source's limit holds rows back this long
 		timer    = time.NewTimer(0)
 	)
@@ -278,7 +293,7 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		}
 		if !due {
 			wait := l.cfg.Poll
-			if time.Now().Before(hotUntil) {
+			if hot {
 				wait = l.cfg.HotPoll
 			} else if s, ok := l.cfg.Source.(Scheduled); ok {
 				if next := s.NextDue(claimCtx); next > 0 {
@@ -288,7 +303,7 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 			timer.Reset(wait)
 			select {
 			case <-l.cfg.Wake:
-				hotUntil = time.Now().Add(l.cfg.HotFor)
+				woke = true
 			case <-timer.C:
 			case <-claimCtx.Done():
 				continue
@@ -308,6 +323,9 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		c, err := l.cfg.Source.Claim(claimCtx, n)
 		l.cfg.Slots.Release(n - min(len(c.Units), n))
 		r.claimed(c)
+		if c.Rows > 0 && l.cfg.HotFor > 0 {
+			hotUntil = time.Now().Add(l.cfg.HotFor)
+		}
 		unitCtx := r.ctx
 		if c.Rows > 0 {
 			var span trace.Span
@@ -328,20 +346,16 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 			errs = append(errs, err)
 			r.noteError(err)
 			l.logger.Warn("claim failed; retrying at the next poll", "outbox", l.cfg.Name, "error", err.Error())
-			due, backlog = false, false
+			due, backlog, hot = false, false, false
 		case c.Full:
 			due, backlog = true, true
-			hotUntil = time.Now().Add(l.cfg.HotFor)
 		case c.Again > 0:
 			// Rows are due but the Source's limit says not yet: wait for
 			// it, even in a drain, which ends only when nothing is due.
 			due, backlog, again = false, false, c.Again
-			hotUntil = time.Now().Add(l.cfg.HotFor)
 		default:
 			due, backlog = false, false
-			if c.Rows > 0 {
-				hotUntil = time.Now().Add(l.cfg.HotFor)
-			}
+			hot = c.Rows > 0 || woke || time.Now().Before(hotUntil)
 			if opts.UntilIdle {
 				cancel()
 			}
@@ -349,6 +363,7 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		if err != nil && opts.UntilIdle {
 			cancel()
 		}
+		woke = false
 	}
 	if opts.ClaimsDone != nil {
 		opts.ClaimsDone()

@@ -18,9 +18,7 @@ import (
 // claims and with how many slots, whatever the table behind it. None of
 // them measures a duration: a poll the lane must not take is an hour, one
 // it must take is a millisecond, and waits end on what the lane did, with
-// patience to spare on a loaded machine. The one use of the clock is to
-// let a lane go cold (a claim that outlasts HotFor), and HotFor is then
-// seconds, where one turn of the lane's loop takes microseconds.
+// patience to spare on a loaded machine.
 
 // patience bounds every wait for something the lane must do. A lane that
 // is right does it in milliseconds; only a broken one uses this up.
@@ -212,14 +210,14 @@ func TestLane_ShortClaimLeavesTheRestForTheNextClaim(t *testing.T) {
 }
 
 // When a Lane claims again, by the rule in Run: at once after a full claim
-// (more is due); at HotPoll while hot, that is for HotFor after a claim
-// that found rows, or after a wake-up; at Poll when cold, as a Run starts
-// (TestLane_StartsCold) and once HotFor has passed
-// (TestLane_ColdOnceHotForHasPassed); and after a failed claim, at the
-// next poll, never at once.
+// (more is due); once more at HotPoll after a claim that found rows or
+// followed a wake-up; at Poll when cold — as a Run starts
+// (TestLane_StartsCold) and after a claim that found nothing without a
+// wake-up (TestLane_ColdAfterAnEmptyClaim); and after a failed claim, at
+// the next poll, never at once. "Quiet" is checked with HotPoll a
+// millisecond: a lane that went on polling hot would claim again.
 func TestLane_WhenItClaimsAgain(t *testing.T) {
 	t.Parallel()
-	const hotFor = 2 * time.Second // far longer than one turn of the loop
 	type answer struct {
 		rows int
 		full bool
@@ -231,15 +229,15 @@ func TestLane_WhenItClaimsAgain(t *testing.T) {
 		first         answer // later claims find nothing
 		want          int    // claims that follow without a wake-up
 		quiet         bool   // and then none, with the polls as they are
-		wakeThenWant  int    // if set: one wake-up, then at least this many claims in all
+		wakeThenWant  int    // if set: one wake-up, then this many claims in all, and then none
 	}{
 		{name: "full claim: again at once, though both polls are an hour",
 			poll: never, hotPoll: never, first: answer{rows: 4, full: true}, want: 2, quiet: true},
-		{name: "full claim: hot afterwards",
-			poll: never, hotPoll: time.Millisecond, first: answer{rows: 4, full: true}, want: 3},
-		{name: "rows found: hot, polled at HotPoll, not Poll",
-			poll: never, hotPoll: time.Millisecond, first: answer{rows: 1}, want: 3},
-		{name: "nothing found, cold: waits for Poll; a wake-up claims and makes it hot",
+		{name: "full claim, then an empty one: cold, no hot poll",
+			poll: never, hotPoll: time.Millisecond, first: answer{rows: 4, full: true}, want: 2, quiet: true},
+		{name: "rows found: one more claim at HotPoll, not Poll, then cold",
+			poll: never, hotPoll: time.Millisecond, first: answer{rows: 1}, want: 2, quiet: true},
+		{name: "nothing found, cold: waits for Poll; a wake-up claims, and once more at HotPoll",
 			poll: never, hotPoll: time.Millisecond, first: answer{}, want: 1, quiet: true, wakeThenWant: 3},
 		{name: "failed claim: retried at the poll, not at once",
 			poll: never, hotPoll: never, first: answer{err: errors.New("connection refused")}, want: 1, quiet: true},
@@ -259,7 +257,7 @@ func TestLane_WhenItClaimsAgain(t *testing.T) {
 			wake := make(chan struct{}, 1)
 			lane := engine.NewLane(engine.LaneConfig{
 				Name: "t", Source: src, Slots: engine.NewSlots(4), Wake: wake,
-				Poll: tc.poll, HotPoll: tc.hotPoll, HotFor: hotFor,
+				Poll: tc.poll, HotPoll: tc.hotPoll,
 			})
 			stop := runLane(t, lane)
 			src.waitClaims(t, tc.want)
@@ -272,6 +270,10 @@ func TestLane_WhenItClaimsAgain(t *testing.T) {
 			if tc.wakeThenWant > 0 {
 				wake <- struct{}{}
 				src.waitClaims(t, tc.wakeThenWant)
+				time.Sleep(settle) // simulates: time passing in which a right lane makes no claim
+				if n := len(src.claims()); n != tc.wakeThenWant {
+					t.Fatalf("%d claims after the wake-up, want %d and then none: the lane stayed hot", n, tc.wakeThenWant)
+				}
 			}
 			stop()
 		})
@@ -340,11 +342,11 @@ func TestLane_BacklogWaitsForRefillFreeSlots(t *testing.T) {
 	}
 }
 
-// A lane made hot by a claim that found rows is cold again once HotFor has
-// passed: it asks when the next row is due, which only a cold lane does.
-// HotFor is a nanosecond, passed by the time the lane next looks; a lane
-// that stayed hot would poll every millisecond and never ask.
-func TestLane_ColdOnceHotForHasPassed(t *testing.T) {
+// A lane made hot by a claim that found rows claims once more at HotPoll,
+// and when that claim finds nothing it is cold: it asks when the next row
+// is due, which only a cold lane does, and makes no third claim. A lane
+// that stayed hot would claim every millisecond and never ask.
+func TestLane_ColdAfterAnEmptyClaim(t *testing.T) {
 	t.Parallel()
 	src := &scheduledSource{laneSource: laneSource{answer: func(i, n int) (engine.Claim, error) {
 		if i > 0 {
@@ -352,10 +354,46 @@ func TestLane_ColdOnceHotForHasPassed(t *testing.T) {
 		}
 		return engine.Claim{Units: quickUnits(1), Rows: 1}, nil
 	}}}
-	lane := engine.NewLane(engine.LaneConfig{Name: "t", Source: src, Slots: engine.NewSlots(4),
-		Poll: never, HotPoll: time.Millisecond, HotFor: time.Nanosecond})
+	lane := engine.NewLane(engine.LaneConfig{Name: "t", Source: src, Slots: engine.NewSlots(4), Wake: make(chan struct{}),
+		Poll: never, HotPoll: time.Millisecond})
 	stop := runLane(t, lane)
-	src.waitClaims(t, 1)
 	eventually.Until(t, "the lane asks when the next row is due, as a cold lane does", patience, func() bool { return src.asked.Load() >= 1 })
+	if n := len(src.claims()); n != 2 {
+		t.Errorf("%d claims before the lane went cold, want 2: the one that found a row and one at HotPoll", n)
+	}
 	stop()
+}
+
+// A lane with no wake-ups (behind a pooler with nothing to LISTEN on) goes
+// on claiming at HotPoll after a claim that found rows, though the claims
+// after it find nothing: no wake-up will tell it of the next row of a
+// steady load. So does a lane given HotFor (the webhook retry lane, whose
+// claim cannot see the rows an endpoint's in-flight cap holds back). With
+// Poll an hour only the hot poll can bring the claims that follow; the
+// default HotFor is seconds, where a turn of the loop takes microseconds.
+func TestLane_HotForAfterRowsWithoutWakeUps(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		wake   chan struct{}
+		hotFor time.Duration
+	}{
+		{"no wake-ups: DefaultHotFor", nil, 0},
+		{"wake-ups and HotFor set", make(chan struct{}), never},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			src := &laneSource{answer: func(i, n int) (engine.Claim, error) {
+				if i > 0 {
+					return engine.Claim{}, nil
+				}
+				return engine.Claim{Units: quickUnits(1), Rows: 1}, nil
+			}}
+			lane := engine.NewLane(engine.LaneConfig{Name: "t", Source: src, Slots: engine.NewSlots(4), Wake: tc.wake,
+				Poll: never, HotPoll: time.Millisecond, HotFor: tc.hotFor})
+			stop := runLane(t, lane)
+			src.waitClaims(t, 4)
+			stop()
+		})
+	}
 }

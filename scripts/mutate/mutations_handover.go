@@ -48,6 +48,14 @@ func init() {
 			Test:    "TestPasses_OnePassPoolWideAtATime",
 		},
 		Mutation{
+			Name:    "retry lane: cold after its first empty claim, the rows an in-flight cap held back left to the poll",
+			File:    "webhook/dispatcher.go",
+			Find:    "\t\tHotFor: engine.DefaultHotFor,\n",
+			Replace: "",
+			Pkg:     "./webhook/",
+			Test:    "TestMaxInFlight_HoldsAcrossDispatchers",
+		},
+		Mutation{
 			Name:    "retry lane: no wake at the next due delivery (the idle poll alone)",
 			File:    "webhook/retry.go",
 			Find:    "func (s retrySource) NextDue(ctx context.Context) time.Duration { return s.p.nextRetry(ctx) }",
