@@ -12,7 +12,7 @@
 // the River peer from this module and runs the pool sections (pool-backlog,
 // pool-latency, pool-enqueue, pool-leaderkill), counting from process start;
 // --only selects the others (pool-scale, pool-retention, pool-pgbouncer,
-// pool-ratelimit, and the webhook sections pool-webhook,
+// pool-ratelimit, pool-lowrate, and the webhook sections pool-webhook,
 // pool-webhook-ratelimit, pool-webhook-retry, pool-webhook-breaker,
 // pool-webhook-ordered, pool-webhook-scale, pool-webhook-tenants,
 // pool-webhook-isolation).

@@ -63,6 +63,13 @@
 //     inversion fails the run), the ratio of ordered to unordered, the hot
 //     key's pace against its receiver's and the other keys' rate beside it,
 //     with the River peer (one job per delivery, unordered) in each trial.
+//   - pool-lowrate (only with --only): one replica, the relay answering at
+//     once, 1, 20 and 200 msg/s by plain SQL for a minute each, then each
+//     product idle, postbox beside one River job per message (defaults):
+//     the machine's CPU per message and who spent it (the product's
+//     processes, their Postgres backends, the bench, the rest),
+//     statements per message (pg_stat_statements where the server
+//     preloads it, else transactions), p99 and the slowest message.
 //
 // Nothing here asserts a timing: the test runs a tiny preset and checks only
 // the correctness counts.

@@ -9,18 +9,28 @@ import (
 // The low-rate section measures what most installations spend most hours
 // doing: a few messages a second, or none. One replica, the relay
 // answering at once, rows by plain SQL (the peer: InsertTx), postbox and
-// one River job per message (River's defaults) in the same trial. Per
-// message it reports the machine's CPU over the whole run — the idle
-// machine and the idle pool included, which is the point — and the
-// database's statements; then each product idle for IdleFor, per second.
+// one River job per message (River's defaults, MaxWorkers 100) in the
+// same trial. Per message it reports the machine's CPU over the whole run
+// — the idle machine and the idle pool included, which is the point — and
+// the database's statements; then each product idle for IdleFor, per
+// second.
 var lowRateVariants = []latencyVariant{
 	{name: "postbox, plain SQL INSERT", p: pathPostbox},
 	{name: "River peer, defaults, InsertTx", p: pathPeerDefaults},
 }
 
+// lowRatePeerWorkers is the River peer's MaxWorkers here, unless
+// --peer-workers says otherwise.
+const lowRatePeerWorkers = 100
+
 func (pr *poolRunner) lowRateSection(ctx context.Context) error {
-	defer func(d time.Duration) { pr.po.RelayDelay = d }(pr.po.RelayDelay)
+	defer func(d time.Duration, w int) { pr.po.RelayDelay, pr.po.PeerWorkers = d, w }(pr.po.RelayDelay, pr.po.PeerWorkers)
 	pr.po.RelayDelay = 0
+	if pr.po.PeerWorkers == 0 {
+		// River fetches at most MaxWorkers jobs per FetchCooldown (100 ms):
+		// at 16 it falls behind 200 msg/s. 100, as in River's examples.
+		pr.po.PeerWorkers = lowRatePeerWorkers
+	}
 	_ = pr.enableStatements(ctx)
 	if err := pr.idleBaseline(ctx); err != nil {
 		return err
