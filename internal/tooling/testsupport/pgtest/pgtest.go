@@ -191,8 +191,13 @@ func setup() {
 
 // ensureTemplate returns the name of a template database migrated to this
 // binary's schema, building it if no process has yet.
+//
+// The template is named after the week too: migrating makes the history
+// tables' weeks from the current one ahead, so a template made in an
+// earlier week lacks weeks a replica booting now would make, and in time
+// the week its marks need.
 func ensureTemplate(ctx context.Context, logger *slog.Logger) (string, error) {
-	name := "pbtpl_" + schemaHash()
+	name := "pbtpl_" + schemaHash() + "_" + weekOf(time.Now())
 	var exists bool
 	if err := adminQueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", []any{name}, &exists); err != nil {
 		return "", err
@@ -229,6 +234,13 @@ func migrate(ctx context.Context, url string, logger *slog.Logger) error {
 	}
 	defer m.Close()
 	return m.Up(ctx)
+}
+
+// weekOf is the Monday (UTC) that starts t's week, as Postgres's
+// date_trunc('week', …) counts weeks, e.g. "20261207".
+func weekOf(t time.Time) string {
+	t = t.UTC()
+	return t.AddDate(0, 0, -((int(t.Weekday()) + 6) % 7)).Format("20060102")
 }
 
 // schemaHash names the template after the embedded migrations, so a schema
