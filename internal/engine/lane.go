@@ -149,8 +149,8 @@ type LaneConfig struct {
 
 	// Poll and HotPoll: zero means DefaultPoll and DefaultHotPoll.
 	// HotFor, if set, keeps the Lane claiming at HotPoll that long after
-	// a claim that found rows, not just once; zero means DefaultHotFor
-	// for a Lane with no Wake, and none for one with.
+	// a claim that found rows or a wake-up, not just once; zero means
+	// DefaultHotFor for a Lane with no Wake, and none for one with.
 	Poll, HotPoll, HotFor time.Duration
 
 	// SweepEvery is how often a Sweeper Source is swept; zero means
@@ -275,7 +275,7 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		// slot's claim, the next due row or its Poll.
 		hot      bool
 		woke     bool          // a wake-up came since the last claim
-		hotUntil time.Time     // with HotFor: hot till then
+		hotUntil time.Time     // with HotFor: hot till then, after rows or a wake-up
 		again    time.Duration // the Source's limit holds rows back this long
 		timer    = time.NewTimer(0)
 	)
@@ -323,7 +323,7 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		c, err := l.cfg.Source.Claim(claimCtx, n)
 		l.cfg.Slots.Release(n - min(len(c.Units), n))
 		r.claimed(c)
-		if c.Rows > 0 && l.cfg.HotFor > 0 {
+		if (c.Rows > 0 || woke) && l.cfg.HotFor > 0 {
 			hotUntil = time.Now().Add(l.cfg.HotFor)
 		}
 		unitCtx := r.ctx

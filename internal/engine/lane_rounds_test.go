@@ -397,3 +397,21 @@ func TestLane_HotForAfterRowsWithoutWakeUps(t *testing.T) {
 		})
 	}
 }
+
+// A wake-up makes a lane given HotFor hot for HotFor, though its claims
+// find nothing: the retry lane is woken when deliveries are born held
+// for it, which its claim may not take at once. The lane finds nothing
+// from the start; with Poll an hour, only hot polls bring more than the
+// wake-up's claim and the one after it.
+func TestLane_HotForAfterAWakeUp(t *testing.T) {
+	t.Parallel()
+	src := &laneSource{answer: func(int, int) (engine.Claim, error) { return engine.Claim{}, nil }}
+	wake := make(chan struct{}, 1)
+	lane := engine.NewLane(engine.LaneConfig{Name: "t", Source: src, Slots: engine.NewSlots(4), Wake: wake,
+		Poll: never, HotPoll: time.Millisecond, HotFor: never})
+	stop := runLane(t, lane)
+	src.waitClaims(t, 1)
+	wake <- struct{}{}
+	src.waitClaims(t, 5)
+	stop()
+}

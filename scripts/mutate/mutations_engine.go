@@ -124,10 +124,18 @@ func init() {
 		Mutation{
 			Name:    "engine: HotFor is ignored, every lane going cold after its first empty claim",
 			File:    laneGo,
-			Find:    "if c.Rows > 0 && l.cfg.HotFor > 0 {",
+			Find:    "if (c.Rows > 0 || woke) && l.cfg.HotFor > 0 {",
 			Replace: "if false {",
 			Pkg:     laneTests,
 			Test:    "TestLane_HotForAfterRowsWithoutWakeUps",
+		},
+		Mutation{
+			Name:    "engine: a wake-up does not make a lane given HotFor hot for it",
+			File:    laneGo,
+			Find:    "if (c.Rows > 0 || woke) && l.cfg.HotFor > 0 {",
+			Replace: "if c.Rows > 0 && l.cfg.HotFor > 0 {",
+			Pkg:     laneTests,
+			Test:    "TestLane_HotForAfterAWakeUp",
 		},
 		Mutation{
 			Name:    "engine: a lane with wake-ups stays hot for DefaultHotFor too",
