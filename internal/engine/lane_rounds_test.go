@@ -244,7 +244,8 @@ func TestLane_WhenItClaimsAgain(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			src := &laneSource{answer: func(i, n int) (engine.Claim, error) {
+			// Scheduled, so that the lane's going cold is an event (NextDue).
+			src := &scheduledSource{laneSource: laneSource{answer: func(i, n int) (engine.Claim, error) {
 				if i > 0 {
 					return engine.Claim{}, nil
 				}
@@ -253,7 +254,7 @@ func TestLane_WhenItClaimsAgain(t *testing.T) {
 					c.Units = quickUnits(min(n, tc.first.rows))
 				}
 				return c, tc.first.err
-			}}
+			}}}
 			wake := make(chan struct{}, 1)
 			lane := engine.NewLane(engine.LaneConfig{
 				Name: "t", Source: src, Slots: engine.NewSlots(4), Wake: wake,
@@ -268,9 +269,11 @@ func TestLane_WhenItClaimsAgain(t *testing.T) {
 				}
 			}
 			if tc.wakeThenWant > 0 {
+				eventually.Until(t, "the lane cold before the wake-up", patience, func() bool { return src.asked.Load() >= 1 })
+				asked := src.asked.Load()
 				wake <- struct{}{}
 				src.waitClaims(t, tc.wakeThenWant)
-				time.Sleep(settle) // simulates: time passing in which a right lane makes no claim
+				eventually.Until(t, "the lane cold again after the wake-up's claims", patience, func() bool { return src.asked.Load() > asked })
 				if n := len(src.claims()); n != tc.wakeThenWant {
 					t.Fatalf("%d claims after the wake-up, want %d and then none: the lane stayed hot", n, tc.wakeThenWant)
 				}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -53,30 +52,10 @@ func sampleCPU(pids map[int]bool) cpuSample {
 		self:     time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
 		postgres: map[int]time.Duration{},
 	}
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, path := range stats {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			continue
+	for pid := range pids {
+		if comm, cpu, ok := procStat(pid); ok && comm == "postgres" {
+			s.postgres[pid] = cpu
 		}
-		// pid (comm) state ppid … utime(14) stime(15): comm may hold spaces,
-		// so split after its closing parenthesis.
-		line := string(data)
-		open, closing := strings.IndexByte(line, '('), strings.LastIndexByte(line, ')')
-		if open < 0 || closing < open || line[open+1:closing] != "postgres" {
-			continue
-		}
-		fields := strings.Fields(line[closing+1:])
-		if len(fields) < 13 {
-			continue
-		}
-		ut, _ := strconv.ParseInt(fields[11], 10, 64)
-		st, _ := strconv.ParseInt(fields[12], 10, 64)
-		pid, _ := strconv.Atoi(strings.TrimSpace(line[:open]))
-		if !pids[pid] {
-			continue
-		}
-		s.postgres[pid] = time.Duration(ut+st) * clockTick
 	}
 	return s
 }
@@ -143,21 +122,34 @@ func machineBusy() time.Duration {
 func procsCPU(ps []*proc) time.Duration {
 	var total time.Duration
 	for _, p := range ps {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid()))
-		if err != nil {
-			continue
+		if _, cpu, ok := procStat(p.pid()); ok {
+			total += cpu
 		}
-		line := string(data)
-		closing := strings.LastIndexByte(line, ')')
-		fields := strings.Fields(line[closing+1:])
-		if len(fields) < 13 {
-			continue
-		}
-		ut, _ := strconv.ParseInt(fields[11], 10, 64)
-		st, _ := strconv.ParseInt(fields[12], 10, 64)
-		total += time.Duration(ut+st) * clockTick
 	}
 	return total
+}
+
+// procStat reads process pid's command name and the CPU time it has used
+// (user and system) from /proc/pid/stat.
+func procStat(pid int) (comm string, cpu time.Duration, ok bool) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", 0, false
+	}
+	// pid (comm) state ppid … utime(14) stime(15): comm may hold spaces,
+	// so split after its closing parenthesis.
+	line := string(data)
+	open, closing := strings.IndexByte(line, '('), strings.LastIndexByte(line, ')')
+	if open < 0 || closing < open {
+		return "", 0, false
+	}
+	fields := strings.Fields(line[closing+1:])
+	if len(fields) < 13 {
+		return "", 0, false
+	}
+	ut, _ := strconv.ParseInt(fields[11], 10, 64)
+	st, _ := strconv.ParseInt(fields[12], 10, 64)
+	return line[open+1 : closing], time.Duration(ut+st) * clockTick, true
 }
 
 // cpuSplit is where a span's machine CPU went: the product's processes,

@@ -132,8 +132,7 @@ type steady struct {
 	lat      []time.Duration
 	achieved float64
 	perSink  []int
-	cpu      time.Duration // the machine's busy time, from the load's start to the last arrival
-	split    cpuSplit      // the same, by who spent it
+	split    cpuSplit // the machine's busy time, from the load's start to the last arrival, by who spent it
 	elapsed  time.Duration
 	stmts    statements // the database's work over the same span
 }
@@ -151,7 +150,7 @@ func (pr *poolRunner) steadyRun(ctx context.Context, v latencyVariant, rc, rate 
 
 	total := max(1, int(float64(rate)*d.Seconds()))
 	pr.logf("%s for %s", label, d)
-	began, busy, stmts, split := time.Now(), machineBusy(), pr.statements(ctx), splitFrom(ctx, pr.ctl, procs)
+	began, stmts, split := time.Now(), pr.statements(ctx), splitFrom(ctx, pr.ctl, procs)
 	commits, achieved, err := openLoop(ctx, rate, total, appConns, fn)
 	if err != nil {
 		return steady{}, fmt.Errorf("%s: %w", label, err)
@@ -164,7 +163,7 @@ func (pr *poolRunner) steadyRun(ctx context.Context, v latencyVariant, rc, rate 
 	if err != nil {
 		return steady{}, err
 	}
-	st := steady{achieved: achieved, perSink: t.perSink, cpu: machineBusy() - busy, split: split(), elapsed: time.Since(began)}
+	st := steady{achieved: achieved, perSink: t.perSink, split: split(), elapsed: time.Since(began)}
 	st.stmts = pr.statements(ctx).since(stmts)
 	if !all {
 		return steady{}, checkf("%s: %d of %d messages arrived within 60 s after the load ended", label, t.received, total)
