@@ -49,3 +49,72 @@ WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objsubid = 2
 		}
 	}
 }
+
+// A transaction that finds its slot's lock taken notifies for the next
+// slot instead (migration 00032, postbox_wake_notify): a row committed
+// just after the slot's notifier would otherwise go without a wake-up.
+// Another session holds the lock of every even slot of the next minute;
+// inserts follow until one has run inside an even slot from start to end.
+// That one must hold the next, odd, slot's lock, the one an odd-slot
+// insert takes being its own. Nothing is timed: each insert's slot is
+// read from the clock before and after it, and one that straddles two
+// slots proves nothing and is skipped.
+func TestWake_ATakenSlotNotifiesForTheNext(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	const slotNow = `SELECT floor(extract(epoch FROM clock_timestamp()) * 100)::bigint`
+	holder, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = holder.Rollback(ctx) }()
+	var first int64
+	if err := holder.QueryRow(ctx, slotNow).Scan(&first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('postbox_wake:email_outbox'), (s % 2147483647)::int)
+FROM generate_series($1::bigint, $1::bigint + 6000) AS s WHERE s % 2 = 0`, first); err != nil {
+		t.Fatal(err)
+	}
+	var sawEven, sawOdd bool
+	for i := 0; !(sawEven && sawOdd); i++ {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var before, after int64
+		var held []int64
+		err = tx.QueryRow(ctx, slotNow).Scan(&before)
+		if err == nil {
+			_, err = tx.Exec(ctx, `INSERT INTO email_outbox (customer_id, payload) VALUES ('cus_1', '{"to":"ada@example.com","subject":"Hi","text":"x"}')`)
+		}
+		if err == nil {
+			err = tx.QueryRow(ctx, slotNow).Scan(&after)
+		}
+		if err == nil {
+			err = tx.QueryRow(ctx, `SELECT coalesce(array_agg(objid::bigint), '{}') FROM pg_locks
+WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND objsubid = 2
+	AND classid = (hashtext('postbox_wake:email_outbox')::bigint & 4294967295)::oid`).Scan(&held)
+		}
+		_ = tx.Rollback(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after >= first+6000 {
+			t.Fatalf("after %d inserts no even and odd slot seen whole within the minute held", i)
+		}
+		if before != after {
+			continue
+		}
+		want := before
+		if before%2 == 0 {
+			want, sawEven = before+1, true
+		} else {
+			sawOdd = true
+		}
+		if len(held) != 1 || held[0] != want%2147483647 {
+			t.Fatalf("insert in slot %d (held by another: %t) took the wake-up locks %v, want slot %d's", before, before%2 == 0, held, want)
+		}
+	}
+}
