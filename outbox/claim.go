@@ -108,18 +108,25 @@ func (s emailSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 		return engine.Claim{Again: wait}, nil
 	}
 	// Decoding (JSON, and opening sealed fields) is most of a claim's CPU;
-	// done per batch in parallel it does not hold back the first sends.
+	// done per batch in parallel it does not hold back the first sends. A
+	// claim of one batch — every claim at a low rate — decodes it here:
+	// a goroutine would only add a hand-off.
 	chunks := deal(rows, n)
-	var wg sync.WaitGroup
-	for _, chunk := range chunks {
-		wg.Go(func() {
-			for i := range chunk {
-				chunk[i].leaseEnd = leaseEnd
-				d.decode(&chunk[i])
-			}
-		})
+	decode := func(chunk []Row) {
+		for i := range chunk {
+			chunk[i].leaseEnd = leaseEnd
+			d.decode(&chunk[i])
+		}
 	}
-	wg.Wait()
+	if len(chunks) == 1 {
+		decode(chunks[0])
+	} else {
+		var wg sync.WaitGroup
+		for _, chunk := range chunks {
+			wg.Go(func() { decode(chunk) })
+		}
+		wg.Wait()
+	}
 	supp := d.loadSuppressions(ctx, rows)
 	units := make([]engine.Unit, 0, len(chunks))
 	for _, chunk := range chunks {
