@@ -52,24 +52,16 @@ func (b *batch) Run(ctx context.Context) Tally {
 		}
 		res, span := d.attemptRow(batchCtx, row, b.supp)
 		b.next++
-		// The mark is the attempt's last step: its span ends after it. A
-		// row's mark runs beside the next row's send; the last row's, which
-		// Run waits for anyway, runs here, without a hand-off.
-		markCtx := trace.ContextWithSpan(ctx, span)
-		if b.next == len(b.rows) {
-			b.finish(markCtx, row, res)
-			break
-		}
-		marks.Go(func() { b.finish(markCtx, row, res) })
+		// The mark is the attempt's last step: its span ends after it.
+		marks.Go(func() { b.finish(trace.ContextWithSpan(ctx, span), row, res) })
 	}
 	marks.Wait()
 	return b.snapshot()
 }
 
 // finish records one attempted row and counts it, on the mark's own
-// goroutine, which no River job guards (the last row's on the batch's):
-// a panic in the bookkeeping is that row's transient failure, recorded
-// with the panic value, wherever it runs.
+// goroutine, which no River job guards: a panic in the bookkeeping is that
+// row's transient failure, recorded with the panic value.
 func (b *batch) finish(ctx context.Context, row *Row, res Result) {
 	defer func() {
 		if v := recover(); v != nil {

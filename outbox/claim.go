@@ -108,25 +108,18 @@ func (s emailSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 		return engine.Claim{Again: wait}, nil
 	}
 	// Decoding (JSON, and opening sealed fields) is most of a claim's CPU;
-	// done per batch in parallel it does not hold back the first sends. A
-	// claim of one batch — every claim at a low rate — decodes it here:
-	// a goroutine would only add a hand-off.
+	// done per batch in parallel it does not hold back the first sends.
 	chunks := deal(rows, n)
-	decode := func(chunk []Row) {
-		for i := range chunk {
-			chunk[i].leaseEnd = leaseEnd
-			d.decode(&chunk[i])
-		}
+	var wg sync.WaitGroup
+	for _, chunk := range chunks {
+		wg.Go(func() {
+			for i := range chunk {
+				chunk[i].leaseEnd = leaseEnd
+				d.decode(&chunk[i])
+			}
+		})
 	}
-	if len(chunks) == 1 {
-		decode(chunks[0])
-	} else {
-		var wg sync.WaitGroup
-		for _, chunk := range chunks {
-			wg.Go(func() { decode(chunk) })
-		}
-		wg.Wait()
-	}
+	wg.Wait()
 	supp := d.loadSuppressions(ctx, rows)
 	units := make([]engine.Unit, 0, len(chunks))
 	for _, chunk := range chunks {

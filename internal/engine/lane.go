@@ -21,13 +21,14 @@ const (
 	// idle replica runs one claim per Lane per DefaultPoll.
 	DefaultPoll = time.Second
 
-	// DefaultHotPoll is how often a Lane given HotFor claims while it is
-	// hot. A Lane with wake-ups and no HotFor is never hot: each commit
-	// that inserts wakes it (the insert trigger lets one transaction per
-	// table and 10 ms slot notify, and one that finds its slot taken
-	// notifies for the next), so a claim after its wake-up's would find
-	// nothing. It claimed once more at HotPoll after every wake-up, and at
-	// a few messages a second those claims were half of all it made.
+	// DefaultHotPoll is how soon a Lane claims once more after a wake-up's
+	// claim, or a claim that found rows. The wake-up trigger lets one
+	// transaction per table and 10 ms slot notify; another that inserted
+	// in the same slot and committed just after the notifier is not seen
+	// by the notifier's claim, and this one claim finds it. One, not a
+	// stream: a Lane that polled on for seconds after any activity was
+	// never cold at a few messages a second, and spent most of its
+	// claims finding nothing.
 	DefaultHotPoll = 20 * time.Millisecond
 
 	// DefaultHotFor is how long a Lane without wake-ups (Wake nil: behind
@@ -36,8 +37,7 @@ const (
 	// tell it of the next row, so under a steady load its hot poll, not
 	// its idle one, is what a row waits for. A Source that holds due rows
 	// back where no claim sees them (the webhook retry claim skips an
-	// endpoint's rows while its in-flight cap is full) sets it too, and is
-	// hot for it after a wake-up as well.
+	// endpoint's rows while its in-flight cap is full) sets it too.
 	DefaultHotFor = 2 * time.Second
 
 	// DefaultSweepEvery is how often a Sweeper's sweep runs, pool-wide
@@ -149,9 +149,8 @@ type LaneConfig struct {
 
 	// Poll and HotPoll: zero means DefaultPoll and DefaultHotPoll.
 	// HotFor, if set, keeps the Lane claiming at HotPoll that long after
-	// a claim that found rows or a wake-up; zero means DefaultHotFor for a
-	// Lane with no Wake, and for one with Wake never: it claims on its
-	// wake-ups, its next due row and its Poll.
+	// a claim that found rows or a wake-up, not just once; zero means
+	// DefaultHotFor for a Lane with no Wake, and none for one with.
 	Poll, HotPoll, HotFor time.Duration
 
 	// SweepEvery is how often a Sweeper Source is swept; zero means
@@ -269,14 +268,14 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		errs    []error
 		due     = true // claim at once: rows may be waiting since before this run
 		backlog = false
-		// hot: claim again after HotPoll, not Poll — until hotUntil, which
-		// a claim that found rows or followed a wake-up moves HotFor ahead
-		// (DefaultHotFor says which lanes have one). A run starts cold, and
-		// a lane without HotFor is never hot: it waits for a wake-up, a
-		// freed slot's claim, the next due row or its Poll.
+		// hot: claim once more after HotPoll (DefaultHotPoll says why),
+		// set by a claim that found rows or followed a wake-up. A run
+		// starts cold, and a claim that finds nothing without a wake-up
+		// makes it cold: the Lane then waits for a wake-up, a freed
+		// slot's claim, the next due row or its Poll.
 		hot      bool
 		woke     bool          // a wake-up came since the last claim
-		hotUntil time.Time     // with HotFor: hot till then
+		hotUntil time.Time     // with HotFor: hot till then, after rows or a wake-up
 		again    time.Duration // the Source's limit holds rows back this long
 		timer    = time.NewTimer(0)
 	)
@@ -356,7 +355,7 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 			due, backlog, again = false, false, c.Again
 		default:
 			due, backlog = false, false
-			hot = time.Now().Before(hotUntil)
+			hot = c.Rows > 0 || woke || time.Now().Before(hotUntil)
 			if opts.UntilIdle {
 				cancel()
 			}

@@ -209,14 +209,13 @@ func TestLane_ShortClaimLeavesTheRestForTheNextClaim(t *testing.T) {
 	}
 }
 
-// When a Lane with wake-ups claims again, by the rule in Run: at once
-// after a full claim (more is due); on a wake-up; else at Poll (or its
-// next due row) — after a claim that found rows, one that followed a
-// wake-up, one that found nothing, and as a Run starts
-// (TestLane_StartsCold); and after a failed claim, at the next poll, never
-// at once. Only a lane given HotFor polls hot (TestLane_HotForAfter…).
-// "Quiet" is checked with HotPoll a millisecond: a lane that polled hot
-// would claim again.
+// When a Lane claims again, by the rule in Run: at once after a full claim
+// (more is due); once more at HotPoll after a claim that found rows or
+// followed a wake-up; at Poll when cold — as a Run starts
+// (TestLane_StartsCold) and after a claim that found nothing without a
+// wake-up (TestLane_ColdAfterAnEmptyClaim); and after a failed claim, at
+// the next poll, never at once. "Quiet" is checked with HotPoll a
+// millisecond: a lane that went on polling hot would claim again.
 func TestLane_WhenItClaimsAgain(t *testing.T) {
 	t.Parallel()
 	type answer struct {
@@ -236,10 +235,10 @@ func TestLane_WhenItClaimsAgain(t *testing.T) {
 			poll: never, hotPoll: never, first: answer{rows: 4, full: true}, want: 2, quiet: true},
 		{name: "full claim, then an empty one: cold, no hot poll",
 			poll: never, hotPoll: time.Millisecond, first: answer{rows: 4, full: true}, want: 2, quiet: true},
-		{name: "rows found: cold, no claim at HotPoll",
-			poll: never, hotPoll: time.Millisecond, first: answer{rows: 1}, want: 1, quiet: true},
-		{name: "nothing found, cold: waits for Poll; a wake-up claims once, not again at HotPoll",
-			poll: never, hotPoll: time.Millisecond, first: answer{}, want: 1, quiet: true, wakeThenWant: 2},
+		{name: "rows found: one more claim at HotPoll, not Poll, then cold",
+			poll: never, hotPoll: time.Millisecond, first: answer{rows: 1}, want: 2, quiet: true},
+		{name: "nothing found, cold: waits for Poll; a wake-up claims, and once more at HotPoll",
+			poll: never, hotPoll: time.Millisecond, first: answer{}, want: 1, quiet: true, wakeThenWant: 3},
 		{name: "failed claim: retried at the poll, not at once",
 			poll: never, hotPoll: never, first: answer{err: errors.New("connection refused")}, want: 1, quiet: true},
 	} {
@@ -346,11 +345,11 @@ func TestLane_BacklogWaitsForRefillFreeSlots(t *testing.T) {
 	}
 }
 
-// A lane with wake-ups whose claim found rows is cold at once: it asks
-// when the next row is due, which only a cold lane does, and makes no
-// second claim. A lane that polled hot would claim every millisecond and
-// not ask until that claim found nothing.
-func TestLane_ColdAfterRowsFound(t *testing.T) {
+// A lane made hot by a claim that found rows claims once more at HotPoll,
+// and when that claim finds nothing it is cold: it asks when the next row
+// is due, which only a cold lane does, and makes no third claim. A lane
+// that stayed hot would claim every millisecond and never ask.
+func TestLane_ColdAfterAnEmptyClaim(t *testing.T) {
 	t.Parallel()
 	src := &scheduledSource{laneSource: laneSource{answer: func(i, n int) (engine.Claim, error) {
 		if i > 0 {
@@ -362,8 +361,8 @@ func TestLane_ColdAfterRowsFound(t *testing.T) {
 		Poll: never, HotPoll: time.Millisecond})
 	stop := runLane(t, lane)
 	eventually.Until(t, "the lane asks when the next row is due, as a cold lane does", patience, func() bool { return src.asked.Load() >= 1 })
-	if n := len(src.claims()); n != 1 {
-		t.Errorf("%d claims before the lane went cold, want 1: the one that found a row", n)
+	if n := len(src.claims()); n != 2 {
+		t.Errorf("%d claims before the lane went cold, want 2: the one that found a row and one at HotPoll", n)
 	}
 	stop()
 }
@@ -417,24 +416,5 @@ func TestLane_HotForAfterAWakeUp(t *testing.T) {
 	src.waitClaims(t, 1)
 	wake <- struct{}{}
 	src.waitClaims(t, 5)
-	stop()
-}
-
-// A lane given HotFor is cold again once HotFor has passed since the
-// last claim that found rows or followed a wake-up: it asks when the next
-// row is due, which only a cold lane does. One that stayed hot would
-// claim every HotPoll for good and never ask. Its claims find nothing;
-// HotFor and HotPoll are a millisecond, Poll an hour.
-func TestLane_ColdOnceHotForHasPassed(t *testing.T) {
-	t.Parallel()
-	src := &scheduledSource{}
-	wake := make(chan struct{}, 1)
-	lane := engine.NewLane(engine.LaneConfig{Name: "t", Source: src, Slots: engine.NewSlots(4), Wake: wake,
-		Poll: never, HotPoll: time.Millisecond, HotFor: time.Millisecond})
-	stop := runLane(t, lane)
-	eventually.Until(t, "the lane cold after its first claim", patience, func() bool { return src.asked.Load() >= 1 })
-	wake <- struct{}{}
-	src.waitClaims(t, 2)
-	eventually.Until(t, "the lane cold again once HotFor has passed", patience, func() bool { return src.asked.Load() >= 2 })
 	stop()
 }

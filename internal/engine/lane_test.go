@@ -74,36 +74,25 @@ func (s *scheduledSource) NextDue(context.Context) time.Duration {
 
 // A Run starts cold: its first claim is at once, and when it finds
 // nothing the lane goes cold — it asks when the next row is due and waits
-// for that, a wake-up or the Poll, not the hot poll — a lane given HotFor
-// too. A shift or retry pass that began hot would claim again at HotPoll
-// on every start, on an idle replica. A wake-up of a lane without HotFor
-// claims once and leaves it cold.
+// for that, a wake-up or the Poll, not the hot poll. A shift or retry pass
+// that began hot would claim again at HotPoll on every start, on an idle
+// replica. A wake-up claims, once more at HotPoll, and leaves it cold.
 func TestLane_StartsCold(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		name   string
-		hotFor time.Duration
-	}{{"wake-ups, no HotFor", 0}, {"wake-ups and HotFor", never}} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			src := &scheduledSource{}
-			wake := make(chan struct{}, 1)
-			lane := engine.NewLane(engine.LaneConfig{Name: "t", Source: src, Slots: engine.NewSlots(1), Wake: wake,
-				Poll: never, HotPoll: time.Millisecond, HotFor: tc.hotFor})
-			stop := runLane(t, lane)
-			eventually.Until(t, "the lane asks when the next row is due, as a cold lane does", patience, func() bool { return src.asked.Load() >= 1 })
-			if n := len(src.claims()); n != 1 {
-				t.Fatalf("%d claims before the lane went cold, with Poll an hour; want 1: the run started hot", n)
-			}
-			if tc.hotFor == 0 {
-				wake <- struct{}{}
-				src.waitClaims(t, 2) // the wake-up's claim
-				eventually.Until(t, "the lane cold again after the wake-up's claim", patience, func() bool { return src.asked.Load() >= 2 })
-				if n := len(src.claims()); n != 2 {
-					t.Errorf("%d claims in all, want 2: the first and the wake-up's", n)
-				}
-			}
-			stop()
-		})
+	src := &scheduledSource{}
+	wake := make(chan struct{}, 1)
+	lane := engine.NewLane(engine.LaneConfig{Name: "t", Source: src, Slots: engine.NewSlots(1), Wake: wake,
+		Poll: never, HotPoll: time.Millisecond})
+	stop := runLane(t, lane)
+	eventually.Until(t, "the lane asks when the next row is due, as a cold lane does", patience, func() bool { return src.asked.Load() >= 1 })
+	if n := len(src.claims()); n != 1 {
+		t.Fatalf("%d claims before the lane went cold, with Poll an hour; want 1: the run started hot", n)
 	}
+	wake <- struct{}{}
+	src.waitClaims(t, 3) // the wake-up's claim, then one at HotPoll
+	eventually.Until(t, "the lane cold again after the wake-up's claims", patience, func() bool { return src.asked.Load() >= 2 })
+	if n := len(src.claims()); n != 3 {
+		t.Errorf("%d claims in all, want 3: the first, the wake-up's, one at HotPoll", n)
+	}
+	stop()
 }

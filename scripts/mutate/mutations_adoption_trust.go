@@ -106,9 +106,9 @@ func init() {
 		},
 		Mutation{
 			Name:    "wake-ups: the insert trigger's notify slot is a second, not 10 ms",
-			File:    "migrations/sql/00032_wake_next_slot.sql",
-			Find:    "slot bigint := floor(extract(epoch FROM clock_timestamp()) * 100)::bigint;",
-			Replace: "slot bigint := floor(extract(epoch FROM clock_timestamp()) * 1)::bigint;",
+			File:    "migrations/sql/00005_wake_gates.sql",
+			Find:    "(floor(extract(epoch FROM clock_timestamp()) * 100)::bigint % 2147483647)::int",
+			Replace: "(floor(extract(epoch FROM clock_timestamp()) * 1)::bigint % 2147483647)::int",
 			Pkg:     "./jobs/",
 			Test:    "TestWake_InsertNotifiesOncePerTenMillisecondSlot",
 		},

@@ -97,7 +97,7 @@ func init() {
 		},
 		Mutation{
 			Name:    "ordering: a resolved head leaves the next delivery of its key behind the claim window",
-			File:    "migrations/sql/00032_wake_next_slot.sql", // 00023's trigger as it is now
+			File:    migration,
 			Find:    "    UPDATE webhook_deliveries SET next_retry_at = now()\n    WHERE id = (",
 			Replace: "    UPDATE webhook_deliveries SET next_retry_at = next_retry_at\n    WHERE id = (",
 			Pkg:     pkg,

@@ -9,7 +9,7 @@ func init() {
 		laneGo    = "internal/engine/lane.go"
 		gateGo    = "internal/engine/gate.go"
 		slotsGo   = "internal/engine/slots.go"
-		wakeSQL   = "migrations/sql/00032_wake_next_slot.sql" // the wake-up triggers as they are now
+		wakeSQL   = "migrations/sql/00005_wake_gates.sql"
 		shiftGo   = "jobs/shift.go"
 		claimGo   = "internal/engine/claim/claim.go"
 		panicTest = "TestDrain_PanicAtEverySiteIsRecordedAndCounted"
@@ -44,7 +44,7 @@ func init() {
 		Mutation{
 			Name:    "wake-up: the insert trigger notifies nobody",
 			File:    wakeSQL,
-			Find:    "PERFORM pg_notify('postbox_wake', tbl);",
+			Find:    "PERFORM pg_notify('postbox_wake', TG_TABLE_NAME);",
 			Replace: "NULL;",
 			Pkg:     "./outbox/",
 			Test:    "TestRun_PlainInsertWakesTheLane",
@@ -66,18 +66,10 @@ func init() {
 			Test:    "TestRun_PlainInsertWakesTheLane",
 		},
 		Mutation{
-			Name:    "wake-up: a transaction whose slot is taken does not try the next",
-			File:    wakeSQL,
-			Find:    "        OR pg_try_advisory_xact_lock(hashtext('postbox_wake:' || tbl), ((slot + 1) % 2147483647)::int)\n",
-			Replace: "",
-			Pkg:     "./jobs/",
-			Test:    "TestWake_ATakenSlotNotifiesForTheNext",
-		},
-		Mutation{
 			Name:    "wake-up: every inserting transaction notifies (their commits serialise)",
 			File:    wakeSQL,
-			Find:    "IF pg_try_advisory_xact_lock(hashtext('postbox_wake:' || tbl)",
-			Replace: "IF true OR pg_try_advisory_xact_lock(hashtext('postbox_wake:' || tbl)",
+			Find:    "IF pg_try_advisory_xact_lock(",
+			Replace: "IF true OR pg_try_advisory_xact_lock(",
 			Pkg:     "./internal/engine/",
 			Test:    "TestWakeTrigger_RateLimitedAndNeverWaits",
 		},

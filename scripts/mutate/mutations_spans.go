@@ -39,8 +39,8 @@ func init() {
 		Mutation{
 			Name:    "spans: an email mark is not its attempt's child",
 			File:    "outbox/batch.go",
-			Find:    "markCtx := trace.ContextWithSpan(ctx, span)",
-			Replace: "markCtx := ctx; _ = span",
+			Find:    "b.finish(trace.ContextWithSpan(ctx, span), row, res)",
+			Replace: "b.finish(ctx, row, res); _ = span",
 			Pkg:     "./outbox/",
 			Test:    "TestTracing_EmailAttemptAndMarkJoinTheEnqueueTrace",
 		},

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -22,9 +21,9 @@ import (
 // to the database. Marks that are ready at the same moment — other sends
 // finishing while a commit is on the wire — go out together as one pipeline
 // of their statements under one commit, instead of a round trip and a
-// commit each. No mark waits for anything but the commits ahead of it:
-// when fewer than its writers are busy the marking goroutine writes at
-// once itself, and nothing is held back to fill a group.
+// commit each. No mark waits for anything but the commits ahead of it: a
+// writer starts at once when fewer than its writers are busy, and nothing
+// is held back to fill a group.
 //
 // One commit per row was a drain's largest cost (docs/PERFORMANCE.md).
 // Sharing a commit does not tie rows' fates together: a statement error
@@ -137,24 +136,19 @@ func (g *Group) Run(ctx context.Context, m *Mark) error {
 	g.mu.Lock()
 	g.queue = append(g.queue, m)
 	if g.writers < g.maxWriters {
-		// The caller writes, as far as its own mark: a writer goroutine
-		// would add two hand-offs to every mark, which is every mark at a
-		// few messages a second.
 		g.writers++
-		g.write(m)
-		return m.err
+		go g.write()
 	}
 	g.mu.Unlock()
 	<-m.done
 	return m.err
 }
 
-// write commits groups from the queue, called with g.mu held, until mark
-// own is done (nil: until the queue is empty); then, if marks are still
-// queued, a writer goroutine takes them on. A writer leaves only when it
-// sees the queue empty under the lock, so a mark queued while all writers
-// are busy is always picked up.
-func (g *Group) write(own *Mark) {
+// write commits groups from the queue until it is empty. A writer leaves
+// only when it sees the queue empty under the lock, so a mark queued while
+// all writers are busy is always picked up.
+func (g *Group) write() {
+	g.mu.Lock()
 	for len(g.queue) > 0 {
 		n := min(len(g.queue), g.maxGroup)
 		group := make([]*Mark, n)
@@ -166,14 +160,6 @@ func (g *Group) write(own *Mark) {
 			close(m.done)
 		}
 		g.mu.Lock()
-		if own != nil && slices.Contains(group, own) && len(g.queue) > 0 {
-			go func() {
-				g.mu.Lock()
-				g.write(nil)
-			}()
-			g.mu.Unlock()
-			return
-		}
 	}
 	g.writers--
 	g.mu.Unlock()
