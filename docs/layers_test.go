@@ -24,7 +24,7 @@ var tiers = []struct {
 	{"engine", []string{"leases", "internal/engine"}},
 	{"transport", []string{"smtp", "outbox", "webhook", "migrations"}},
 	{"wiring", []string{"jobs"}},
-	{"operator", []string{"internal/operator"}},
+	{"operator", []string{"internal/operator", "portal"}},
 	{"command", []string{"cmd"}},
 	{"tooling", []string{"internal/tooling", "scripts", "deploy", "docs"}},
 }

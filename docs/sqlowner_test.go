@@ -34,6 +34,8 @@ var tableOwners = map[string]string{
 	"postbox_gates":             "internal/engine",
 	"postbox_history_dropped":   "internal/engine/history",
 	"postbox_rate_buckets":      "internal/engine/claim",
+	"portal_audit":              "internal/operator/portalsite",
+	"portal_link_uses":          "internal/operator/portalsite",
 }
 
 // sqlElsewhere are the string literals allowed to name a table outside

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -17,6 +18,10 @@ import (
 type Endpoint struct {
 	ID  string `json:"id"`
 	URL string `json:"url"`
+
+	// Description is free text the endpoint's owner writes for itself
+	// (the receiving service, whom to call): at most MaxDescriptionBytes.
+	Description string `json:"description,omitempty"`
 
 	// Tenant is whose the endpoint is (tenant.go): it receives only that
 	// tenant's events. Empty: events without a tenant. Set at creation,
@@ -75,6 +80,7 @@ type Breaker struct {
 type EndpointParams struct {
 	Tenant          string // whose the endpoint is; empty for none
 	URL             string
+	Description     string   // at most MaxDescriptionBytes
 	EventTypes      []string // empty: every event type
 	Secret          string   // empty: NewSecret generates one
 	SendTraceparent bool     // attempts carry a traceparent header
@@ -87,6 +93,9 @@ func CreateEndpoint(ctx context.Context, db DB, cfg Settings, p EndpointParams) 
 		return Endpoint{}, fmt.Errorf("%w: %v", ErrInvalidEndpoint, err)
 	}
 	if err := ValidateURL(p.URL, cfg.Production); err != nil {
+		return Endpoint{}, err
+	}
+	if err := validateDescription(p.Description); err != nil {
 		return Endpoint{}, err
 	}
 	types, err := normalizeEventTypes(p.EventTypes)
@@ -105,9 +114,10 @@ func CreateEndpoint(ctx context.Context, db DB, cfg Settings, p EndpointParams) 
 		return Endpoint{}, err
 	}
 
-	e := Endpoint{Tenant: p.Tenant, URL: p.URL, Secret: secret, EventTypes: types, Enabled: true, SendTraceparent: p.SendTraceparent, OrderOnFailure: OrderBlock}
-	err = db.QueryRow(ctx, `INSERT INTO webhook_endpoints (url, secret, event_types, send_traceparent, tenant_id)
-VALUES ($1, $2, $3, $4, NULLIF($5::text, '')) RETURNING id, created_at, updated_at`, p.URL, secret, types, p.SendTraceparent, p.Tenant).
+	e := Endpoint{Tenant: p.Tenant, URL: p.URL, Description: p.Description, Secret: secret, EventTypes: types, Enabled: true,
+		SendTraceparent: p.SendTraceparent, OrderOnFailure: OrderBlock}
+	err = db.QueryRow(ctx, `INSERT INTO webhook_endpoints (url, secret, event_types, send_traceparent, tenant_id, description)
+VALUES ($1, $2, $3, $4, NULLIF($5::text, ''), $6) RETURNING id, created_at, updated_at`, p.URL, secret, types, p.SendTraceparent, p.Tenant, p.Description).
 		Scan(&e.ID, &e.CreatedAt, &e.UpdatedAt)
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("webhook: create endpoint: %w", err)
@@ -124,13 +134,13 @@ const endpointColumns = `id, url, event_types, enabled, coalesce(disabled_reason
 		WHEN paused_until IS NOT NULL THEN 'half-open'
 		WHEN breaker_recovering THEN 'recovering'
 		WHEN proven_at IS NULL THEN 'new'
-		ELSE 'closed' END, send_traceparent, order_on_failure, coalesce(tenant_id, '')`
+		ELSE 'closed' END, send_traceparent, order_on_failure, coalesce(tenant_id, ''), description`
 
 func scanEndpoint(row pgx.CollectableRow) (Endpoint, error) {
 	var e Endpoint
 	err := row.Scan(&e.ID, &e.URL, &e.EventTypes, &e.Enabled, &e.DisabledReason, &e.CreatedAt, &e.UpdatedAt,
 		&e.RateLimit, &e.MaxInFlight, &e.Breaker.ConsecutiveFailures, &e.Breaker.FailingSince, &e.Breaker.PausedUntil,
-		&e.Breaker.State, &e.SendTraceparent, &e.OrderOnFailure, &e.Tenant)
+		&e.Breaker.State, &e.SendTraceparent, &e.OrderOnFailure, &e.Tenant, &e.Description)
 	return e, err
 }
 
@@ -160,8 +170,9 @@ func listEndpoints(ctx context.Context, db DB, tenant *string) ([]Endpoint, erro
 // EndpointUpdate is what UpdateEndpoint changes; a nil field is left as it
 // is. The tenant never changes.
 type EndpointUpdate struct {
-	URL        *string
-	EventTypes *[]string // empty: every event type
+	URL         *string
+	Description *string
+	EventTypes  *[]string // empty: every event type
 }
 
 // UpdateEndpoint changes endpoint id's URL or subscriptions and returns
@@ -177,6 +188,11 @@ func UpdateEndpoint(ctx context.Context, db DB, cfg Settings, id string, u Endpo
 			return Endpoint{}, err
 		}
 	}
+	if u.Description != nil {
+		if err := validateDescription(*u.Description); err != nil {
+			return Endpoint{}, err
+		}
+	}
 	var types []string
 	if u.EventTypes != nil {
 		var err error
@@ -188,8 +204,8 @@ func UpdateEndpoint(ctx context.Context, db DB, cfg Settings, id string, u Endpo
 		}
 	}
 	rows, _ := db.Query(ctx, `UPDATE webhook_endpoints SET url = coalesce($2, url),
-	event_types = CASE WHEN $3 THEN $4::text[] ELSE event_types END, updated_at = now()
-WHERE id = $1 RETURNING `+endpointColumns, id, u.URL, u.EventTypes != nil, types)
+	event_types = CASE WHEN $3 THEN $4::text[] ELSE event_types END, description = coalesce($5, description), updated_at = now()
+WHERE id = $1 RETURNING `+endpointColumns, id, u.URL, u.EventTypes != nil, types, u.Description)
 	e, err := pgx.CollectExactlyOneRow(rows, scanEndpoint)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
@@ -332,6 +348,18 @@ func normalizeEventTypes(in []string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// MaxDescriptionBytes bounds an endpoint's Description (migration 00032's
+// CHECK holds it for plain SQL).
+const MaxDescriptionBytes = 4096
+
+// validateDescription names the field, as every endpoint check does.
+func validateDescription(d string) error {
+	if len(d) > MaxDescriptionBytes || !utf8.ValidString(d) {
+		return fmt.Errorf("%w: description must be at most %d bytes of UTF-8 (got %d bytes)", ErrInvalidEndpoint, MaxDescriptionBytes, len(d))
+	}
+	return nil
 }
 
 // validateID refuses a malformed id before Postgres does, with an error a

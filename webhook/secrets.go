@@ -111,3 +111,21 @@ func signAll(keys [][]byte, msgID string, ts time.Time, body []byte) string {
 	}
 	return strings.Join(sigs, " ")
 }
+
+// EndpointSecret returns endpoint id's primary signing secret, for its
+// owner to give the receiver again: the one read that shows a secret after
+// CreateEndpoint. Listings and pages never carry it unasked.
+func EndpointSecret(ctx context.Context, db DB, id string) (string, error) {
+	if err := validateID(id); err != nil {
+		return "", err
+	}
+	var secret string
+	err := db.QueryRow(ctx, `SELECT secret FROM webhook_endpoints WHERE id = $1`, id).Scan(&secret)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", fmt.Errorf("%w: endpoint %s", ErrNotFound, id)
+	case err != nil:
+		return "", fmt.Errorf("webhook: read the secret of endpoint %s: %w", id, err)
+	}
+	return secret, nil
+}

@@ -127,6 +127,15 @@ func (s TenantScope) RotateSecret(ctx context.Context, db DB, id, secret string,
 	return RotateSecret(ctx, db, id, secret, keep)
 }
 
+// EndpointSecret returns the signing secret of one of the tenant's
+// endpoints (EndpointSecret).
+func (s TenantScope) EndpointSecret(ctx context.Context, db DB, id string) (string, error) {
+	if err := s.owns(ctx, db, "endpoint", id); err != nil {
+		return "", err
+	}
+	return EndpointSecret(ctx, db, id)
+}
+
 // GetEvent returns one of the tenant's events with its deliveries
 // (GetEvent).
 func (s TenantScope) GetEvent(ctx context.Context, db DB, id string) (EventRecord, error) {

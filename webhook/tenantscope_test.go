@@ -92,6 +92,13 @@ func TestTenantScope_ReachesOnlyItsOwnRows(t *testing.T) {
 			_, err := acme.RotateSecret(ctx, pool, ep, "", time.Hour)
 			return err
 		},
+		"EndpointSecret": func(ep, _, _ string) error {
+			secret, err := acme.EndpointSecret(ctx, pool, ep)
+			if secret != "" {
+				t.Errorf("EndpointSecret of another's endpoint %s returned a secret", ep)
+			}
+			return err
+		},
 		"GetEvent":    func(_, ev, _ string) error { _, err := acme.GetEvent(ctx, pool, ev); return err },
 		"GetDelivery": func(_, _, d string) error { _, err := acme.GetDelivery(ctx, pool, d); return err },
 		"ListDeliveries": func(ep, _, _ string) error {
@@ -158,8 +165,12 @@ func TestTenantScope_ReachesOnlyItsOwnRows(t *testing.T) {
 	if err := acme.EnableEndpoint(ctx, pool, acmeEP.ID); err != nil {
 		t.Error(err)
 	}
-	if _, err := acme.RotateSecret(ctx, pool, acmeEP.ID, "", 0); err != nil {
+	rot, err := acme.RotateSecret(ctx, pool, acmeEP.ID, "", 0)
+	if err != nil {
 		t.Error(err)
+	}
+	if secret, err := acme.EndpointSecret(ctx, pool, acmeEP.ID); err != nil || secret != rot.Secret {
+		t.Errorf("EndpointSecret of its own after a rotation: %v; want the new secret", err)
 	}
 	if err := acme.DeleteEndpoint(ctx, pool, acmeEP.ID); err != nil {
 		t.Error(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/postbox/postbox/cmd/worker/internal/telemetry"
 	"github.com/postbox/postbox/internal/engine/history"
 	"github.com/postbox/postbox/internal/operator/devserver/pgserver"
+	"github.com/postbox/postbox/internal/operator/portalsite"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/migrations"
 	"github.com/postbox/postbox/outbox"
@@ -76,6 +77,10 @@ type Config struct {
 	// Pooling is what DATABASE_URL reaches, a session or a transaction
 	// pooler, and DATABASE_DIRECT_URL (internal/pooling).
 	Pooling pooling.Config
+
+	// Portal is the tenant portal's (PORTAL_*): served under /portal/
+	// when PORTAL_SIGNING_KEY is set.
+	Portal portalsite.Settings
 }
 
 // Production reports APP_ENV=production.
@@ -188,6 +193,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if c.History, err = history.RetentionFromEnv(lookup); err != nil {
 		return c, err
 	}
+	if c.Portal, err = portalsite.SettingsFromEnv(lookup); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -195,7 +203,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 // names a file holding NAME's value (Docker and Kubernetes secrets), read
 // once at start with its trailing newline removed.
 var fileVars = []string{"DATABASE_URL", pooling.EnvDirectURL, "SMTP_PASSWORD", "RIVERUI_PASSWORD",
-	mailevents.EnvPostmarkPassword, mailevents.EnvGenericSecret}
+	mailevents.EnvPostmarkPassword, mailevents.EnvGenericSecret, "PORTAL_SIGNING_KEY"}
 
 // withFileVars reads the fileVars given as NAME_FILE and returns a lookup
 // that answers NAME with the file's content. Setting both NAME and

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -71,13 +75,46 @@ func TestRunBootsServesAndStopsOnSIGTERM(t *testing.T) {
 	t.Parallel()
 	addr := freeAddr(t)
 	base := "http://" + addr
+	dbURL := pgtest.URL(t)
+	portalKey := filepath.Join(t.TempDir(), "portal-key")
+	const portalSecret = "portal-key-0123456789-0123456789-0123456789"
+	if err := os.WriteFile(portalKey, []byte(portalSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cmd, stderr := startWorker(t, []string{
-		"DATABASE_URL=" + pgtest.URL(t), "HTTP_ADDR=" + addr, "SMTP_TLS=none", "SMTP_PORT=2525",
+		"DATABASE_URL=" + dbURL, "HTTP_ADDR=" + addr, "SMTP_TLS=none", "SMTP_PORT=2525",
 		"RIVERUI_USERNAME=admin", "RIVERUI_PASSWORD=s3cret", "SHUTDOWN_TIMEOUT=10s",
 		"POSTMARK_WEBHOOK_USERNAME=postmark", "POSTMARK_WEBHOOK_PASSWORD=pm-s3cret",
 		"EMAIL_CONCURRENCY=7", "EMAIL_CONCURENCY=4", "SMPT_HOST=y", "EMAIL_RATE_LIMIT=50",
+		"PORTAL_SIGNING_KEY_FILE=" + portalKey,
 	}, "run")
 	waitReady(t, base, stderr)
+
+	// The tenant portal is on: a link `worker portal link` mints with the
+	// same key opens it, once.
+	var linkOut, linkErr bytes.Buffer
+	cli := map[string]string{"DATABASE_URL": dbURL, "PORTAL_SIGNING_KEY": portalSecret, "LOG_LEVEL": "error"}
+	if code := runMain([]string{"portal", "link", "acme", "--base", base}, func(k string) (string, bool) { v, ok := cli[k]; return v, ok },
+		&linkOut, &linkErr); code != 0 || !strings.HasPrefix(linkOut.String(), base+"/portal/open?token=") {
+		t.Fatalf("worker portal link: exit %d, %q %q", code, linkOut.String(), linkErr.String())
+	}
+	portalLink := strings.TrimSpace(linkOut.String())
+	parsed, _ := url.Parse(portalLink)
+	linkToken := parsed.Query().Get("token")
+	noRedirect := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for i, want := range []int{http.StatusSeeOther, http.StatusForbidden} {
+		resp, err := noRedirect.Get(portalLink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("opening the portal link, try %d: %d, want %d", i+1, resp.StatusCode, want)
+		}
+	}
+	if code, _ := get(t, base+"/portal/"); code != http.StatusUnauthorized {
+		t.Errorf("/portal/ without a session = %d, want 401", code)
+	}
 
 	// The delivery-event endpoints are mounted: Postmark's asks for its
 	// credentials, an unconfigured one is absent.
@@ -121,6 +158,9 @@ func TestRunBootsServesAndStopsOnSIGTERM(t *testing.T) {
 	}
 
 	stopWorker(t, cmd, stderr)
+	if strings.Contains(stderr.String(), portalSecret) || strings.Contains(stderr.String(), linkToken) {
+		t.Errorf("the log shows the portal key or a link's token:\n%s", stderr)
+	}
 	if !strings.Contains(stderr.String(), "postbox worker stopped") {
 		t.Errorf("no clean-stop log line; output:\n%s", stderr)
 	}

@@ -16,6 +16,7 @@ import (
 	"riverqueue.com/riverui"
 
 	"github.com/postbox/postbox/internal/operator/console"
+	"github.com/postbox/postbox/internal/operator/portalsite"
 	"github.com/postbox/postbox/jobs"
 	"github.com/postbox/postbox/migrations"
 	"github.com/postbox/postbox/outbox"
@@ -71,6 +72,17 @@ func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], repla
 	}
 	mux.Handle(consolePrefix+"/", operatorAuth(env.Config, env.Logger, "the console", con))
 	mux.Handle("GET "+consolePrefix, http.RedirectHandler(consolePrefix+"/", http.StatusMovedPermanently))
+
+	// The tenant portal has its own sign-in (a link the application
+	// minted), so it is not behind the operator's basic auth.
+	if len(env.Config.Portal.Keys) > 0 {
+		tenants, err := portalsite.New(portalsite.Config{DB: pool, Settings: env.Config.Portal, Webhook: env.Config.Webhook, Logger: env.Logger})
+		if err != nil {
+			return nil, nil, err
+		}
+		mux.Handle(portalsite.Prefix+"/", tenants)
+		env.Logger.Info("tenant portal on", "path", portalsite.Prefix+"/")
+	}
 
 	srv := &http.Server{
 		Addr:              env.Config.HTTPAddr,

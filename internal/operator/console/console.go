@@ -15,6 +15,7 @@ import (
 
 	"github.com/postbox/postbox/internal/engine/claim"
 	"github.com/postbox/postbox/internal/operator/backlog"
+	"github.com/postbox/postbox/internal/operator/htmlpage"
 	"github.com/postbox/postbox/internal/operator/story"
 	"github.com/postbox/postbox/webhook"
 )
@@ -65,7 +66,7 @@ type Console struct {
 	csrfKey  []byte
 	every    time.Duration
 	now      func() time.Time
-	tmpl     map[string]*template.Template
+	pages    *htmlpage.Set
 	mux      *http.ServeMux
 	samples  *samples
 }
@@ -106,15 +107,9 @@ func New(cfg Config) (*Console, error) {
 var pages = []string{"home", "story", "failed", "endpoints", "confirm", "problem"}
 
 func (c *Console) parseTemplates() error {
-	c.tmpl = map[string]*template.Template{}
-	for _, p := range pages {
-		t, err := template.New("layout.html").Funcs(c.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
-		if err != nil {
-			return fmt.Errorf("console: template %s: %w", p, err)
-		}
-		c.tmpl[p] = t
-	}
-	return nil
+	var err error
+	c.pages, err = htmlpage.Parse("console", templateFS, c.funcs(), c.logger, pages...)
+	return err
 }
 
 func (c *Console) routes() {
@@ -179,15 +174,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	if msg := r.URL.Query().Get("done"); c.verify(msg, r.URL.Query().Get("sig")) {
 		v.Flash = msg
 	}
-	var b strings.Builder
-	if err := c.tmpl[page].Execute(&b, v); err != nil {
-		c.logger.Error("console: render failed", "page", page, "error", err.Error())
-		http.Error(w, "console: render failed", http.StatusInternalServerError)
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(b.String()))
+	c.pages.Render(w, status, page, v)
 }
 
 // problem renders an error page: bad input, nothing found, a refusal.
@@ -203,18 +190,7 @@ func (c *Console) funcs() template.FuncMap {
 		"due":          story.Due,
 		"breakerCount": story.BreakerCount,
 		"ordering":     story.OrderingLine,
-		"ts": func(t any) string {
-			switch t := t.(type) {
-			case time.Time:
-				return t.UTC().Format("2006-01-02 15:04:05Z")
-			case *time.Time:
-				if t == nil {
-					return "—"
-				}
-				return t.UTC().Format("2006-01-02 15:04:05Z")
-			}
-			return ""
-		},
+		"ts":           htmlpage.Timestamp,
 		"dur": func(d time.Duration) string {
 			switch {
 			case d <= 0:

@@ -6,20 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"net/http"
+
+	"github.com/postbox/postbox/internal/operator/csrf"
 )
 
-// CSRF protection is a double-submit token bound to its session: each
-// browser gets a random cookie, and every form carries
-// HMAC(key, cookie ‖ user). A forged cross-site POST carries the cookie
-// (SameSite=Strict keeps even that out of most browsers) but cannot read it
-// to compute the token; a token lifted from one user's page fails for
-// another user or another browser. The key is random per process unless
-// configured, so a restart invalidates open forms: reload and resubmit.
+// CSRF protection (package csrf) binds every form's token to the
+// browser's session cookie and the basic-auth user. The key is random per
+// process unless configured, so a restart invalidates open forms: reload
+// and resubmit.
 
 const csrfCookie = "postbox_console_session"
-
-// csrfField is the form field the token travels in.
-const csrfField = "csrf"
 
 // session returns the browser's session value, setting a new cookie when
 // it has none.
@@ -37,11 +33,7 @@ func (c *Console) session(w http.ResponseWriter, r *http.Request) string {
 
 // token is the CSRF token for a session and user.
 func (c *Console) token(session, user string) string {
-	m := hmac.New(sha256.New, c.csrfKey)
-	m.Write([]byte(session))
-	m.Write([]byte{0})
-	m.Write([]byte(user))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	return csrf.Token(c.csrfKey, session, user)
 }
 
 // checkCSRF reports whether a POST carries the token of its session and
@@ -51,9 +43,7 @@ func (c *Console) checkCSRF(r *http.Request) bool {
 	if err != nil || len(ck.Value) < 32 {
 		return false
 	}
-	got := r.PostFormValue(csrfField)
-	want := c.token(ck.Value, user(r))
-	return got != "" && hmac.Equal([]byte(got), []byte(want))
+	return csrf.Valid(c.csrfKey, ck.Value, user(r), r.PostFormValue(csrf.Field))
 }
 
 // sign and verify protect the one-line result an action redirects with,

@@ -1,0 +1,237 @@
+package portalsite
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/postbox/postbox/webhook"
+)
+
+// Every route that takes an endpoint id, given another tenant's, answers
+// byte for byte as for an id no endpoint has, shows nothing of the other
+// tenant's and changes nothing of it. The routes come from Routes, so one
+// added there is covered here without being named.
+func TestIsolation_AnotherTenantsEndpointIsNoEndpoint(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	acme := f.signIn(t, "acme")
+	token := acme.csrfOf()
+	ctx := context.Background()
+	globexSecret, err := webhook.EndpointSecret(ctx, f.pool, f.globex.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshot := func() string {
+		t.Helper()
+		var s string
+		if err := f.pool.QueryRow(ctx, `SELECT string_agg(concat_ws('|', id, url, secret, description, event_types, enabled, disabled_reason, updated_at), ';')
+			|| (SELECT count(*) FROM webhook_endpoint_secrets)::text FROM webhook_endpoints WHERE tenant_id = 'globex'`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	form := url.Values{"csrf": {token}, "url": {"https://moved.example/x"}, "description": {"moved"}, "event_types": {""}, "confirm": {"yes"}}
+	const none = "00000000-0000-4000-8000-000000000000"
+	tried := 0
+	for _, rt := range Routes {
+		method, path, _ := strings.Cut(rt.Pattern, " ")
+		if !strings.Contains(path, "{id}") {
+			continue
+		}
+		actions := []string{""}
+		if strings.Contains(path, "{action}") {
+			actions = Actions
+		}
+		for _, action := range actions {
+			at := func(id string) (int, string) {
+				p := strings.Replace(strings.Replace(path, "{id}", id, 1), "{action}", action, 1)
+				if method == http.MethodGet {
+					return acme.get(p)
+				}
+				return acme.post(p, form)
+			}
+			name := rt.Pattern + " " + action
+			before := snapshot()
+			codeOther, bodyOther := at(f.globex.ID)
+			codeNone, bodyNone := at(none)
+			tried++
+			if codeOther != http.StatusNotFound || codeOther != codeNone || bodyOther != strings.ReplaceAll(bodyNone, none, f.globex.ID) {
+				t.Errorf("%s: another tenant's endpoint answered %d, one that does not exist %d:\n%s\n---\n%s", name, codeOther, codeNone, bodyOther, bodyNone)
+			}
+			for _, leak := range []string{"hooks.globex.example", "globex private", globexSecret, "globex"} {
+				if strings.Contains(bodyOther, leak) {
+					t.Errorf("%s: the answer shows %q of another tenant's", name, leak)
+				}
+			}
+			if after := snapshot(); after != before {
+				t.Errorf("%s changed another tenant's endpoint:\n%s\n%s", name, before, after)
+			}
+		}
+	}
+	if tried < 7 {
+		t.Fatalf("only %d routes with an id were tried", tried)
+	}
+	// The list shows the tenant's own endpoint and no one else's.
+	_, page := acme.get(Prefix + "/")
+	if !strings.Contains(page, "hooks.acme.example") || strings.Contains(page, "globex") {
+		t.Errorf("the list is not acme's alone:\n%s", page)
+	}
+	if n := count(t, f.pool, `SELECT count(*) FROM portal_audit WHERE tenant_id = 'acme' AND action <> 'session.open'`); n != 0 {
+		t.Errorf("%d actions were audited, but none happened", n)
+	}
+}
+
+// Each form does what it says to the tenant's own endpoint, as the page
+// renders it, and each change is audited with the session that made it.
+func TestActions_ChangeTheTenantsOwnEndpointAndAreAudited(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	acme := f.signIn(t, "acme")
+	ctx := context.Background()
+	page := Prefix + "/endpoints/" + f.acme.ID
+
+	code, body := acme.submit(Prefix+"/", "create", url.Values{"url": {"https://new.acme.example/hooks"}, "description": {"the new one"}, "event_types": {"invoice.paid, invoice.voided"}})
+	secret := shownSecret(body)
+	if code != http.StatusCreated || !strings.HasPrefix(secret, "whsec_") {
+		t.Fatalf("create: %d, want 201 with the secret:\n%s", code, body)
+	}
+	var created webhook.Endpoint
+	if eps, err := mustScope(t, "acme").ListEndpoints(ctx, f.pool); err != nil || len(eps) != 2 {
+		t.Fatalf("after create acme has %d endpoints (%v), want 2", len(eps), err)
+	} else {
+		created = eps[1]
+	}
+	if created.Description != "the new one" || strings.Join(created.EventTypes, ",") != "invoice.paid,invoice.voided" || created.Tenant != "acme" {
+		t.Errorf("created %+v", created)
+	}
+	if got, _ := webhook.EndpointSecret(ctx, f.pool, created.ID); got != secret {
+		t.Errorf("the page showed a secret that is not the endpoint's: %q vs %q (%s)", got, secret, created.ID)
+	}
+
+	if code, body := acme.submit(page, "edit", url.Values{"url": {"https://hooks.acme.example/v2"}, "description": {"edited"}, "event_types": {""}}); code != http.StatusOK || !strings.Contains(body, "Saved.") {
+		t.Fatalf("edit: %d:\n%s", code, body)
+	}
+	if code, body := acme.submit(page, "disable", nil); code != http.StatusOK || !strings.Contains(body, "disabled in the portal") {
+		t.Fatalf("disable: %d:\n%s", code, body)
+	}
+	if code, body := acme.submit(page, "enable", nil); code != http.StatusOK || !strings.Contains(body, "Endpoint enabled.") {
+		t.Fatalf("enable: %d:\n%s", code, body)
+	}
+	code, body = acme.submit(page, "reveal", nil)
+	if want, _ := webhook.EndpointSecret(ctx, f.pool, f.acme.ID); code != http.StatusOK || shownSecret(body) != want {
+		t.Fatalf("reveal: %d, want the secret:\n%s", code, body)
+	}
+	code, body = acme.submit(page, "rotate", nil)
+	rotated, _ := webhook.EndpointSecret(ctx, f.pool, f.acme.ID)
+	if code != http.StatusOK || rotated == f.acme.Secret || shownSecret(body) != rotated || !strings.Contains(body, "keeps signing beside it") {
+		t.Fatalf("rotate: %d, want the new secret and the old one's overlap:\n%s", code, body)
+	}
+	if code, body := acme.submit(page, "delete", nil); code != http.StatusBadRequest || !strings.Contains(body, "Not deleted") {
+		t.Fatalf("delete without the box ticked: %d:\n%s", code, body)
+	}
+	if code, body := acme.submit(page, "delete", url.Values{"confirm": {"yes"}}); code != http.StatusOK || !strings.Contains(body, "Endpoint deleted.") {
+		t.Fatalf("delete: %d:\n%s", code, body)
+	}
+	ep, err := webhook.GetEndpoint(ctx, f.pool, created.ID)
+	if err != nil || ep.URL != "https://new.acme.example/hooks" {
+		t.Errorf("the new endpoint: %+v, %v", ep, err)
+	}
+	if _, err := webhook.GetEndpoint(ctx, f.pool, f.acme.ID); err == nil {
+		t.Errorf("the deleted endpoint is still there")
+	}
+
+	rows, err := f.pool.Query(ctx, `SELECT action, target, session FROM portal_audit WHERE tenant_id = 'acme' ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	sessions := map[string]bool{}
+	for rows.Next() {
+		var action, target, session string
+		if err := rows.Scan(&action, &target, &session); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, action+" "+target)
+		sessions[session] = true
+	}
+	want := []string{"session.open ", "endpoint.create " + created.ID, "endpoint.update " + f.acme.ID, "endpoint.disable " + f.acme.ID,
+		"endpoint.enable " + f.acme.ID, "endpoint.secret.reveal " + f.acme.ID, "endpoint.secret.rotate " + f.acme.ID, "endpoint.delete " + f.acme.ID}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") || len(sessions) != 1 {
+		t.Errorf("audit log:\n%s\nwant, all of one session:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A form posted without its session's token — from another site, another
+// browser, another tenant's page — is refused and changes nothing.
+func TestCSRF_AFormFromElsewhereIsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	acme := f.signIn(t, "acme")
+	acmeElsewhere := f.signIn(t, "acme")
+	globex := f.signIn(t, "globex")
+	before := count(t, f.pool, `SELECT count(*) FROM webhook_endpoints`)
+	for _, tc := range []struct {
+		name  string
+		token string
+	}{
+		{"no token", ""},
+		{"a made-up token", "AAAA"},
+		{"the same tenant's token from another session", acmeElsewhere.csrfOf()},
+		{"another tenant's token", globex.csrfOf()},
+	} {
+		for _, path := range []string{Prefix + "/endpoints", Prefix + "/endpoints/" + f.acme.ID + "/disable", Prefix + "/endpoints/" + f.acme.ID + "/delete"} {
+			code, body := acme.post(path, url.Values{"csrf": {tc.token}, "url": {"https://evil.example/"}, "confirm": {"yes"}})
+			if code != http.StatusForbidden || !strings.Contains(body, "did not come from your portal page") {
+				t.Errorf("%s to %s: %d:\n%s", tc.name, path, code, body)
+			}
+		}
+	}
+	ep, err := webhook.GetEndpoint(context.Background(), f.pool, f.acme.ID)
+	if after := count(t, f.pool, `SELECT count(*) FROM webhook_endpoints`); after != before || err != nil || !ep.Enabled {
+		t.Errorf("refused forms changed something: %d endpoints, was %d; acme's: %+v, %v", after, before, ep, err)
+	}
+	if !strings.Contains(f.logs.String(), "CSRF") {
+		t.Errorf("the refusals were not logged")
+	}
+}
+
+// What a tenant types is shown as text, never as markup; a javascript:
+// URL is refused.
+func TestPages_WhatATenantTypesIsText(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	acme := f.signIn(t, "acme")
+	const script = `<script>alert(1)</script>`
+	if code, body := acme.submit(Prefix+"/", "create", url.Values{"url": {"https://x.example/?q=" + url.QueryEscape(script)},
+		"description": {script + `"><img src=x onerror=alert(2)>`}, "event_types": {""}}); code != http.StatusCreated {
+		t.Fatalf("create: %d:\n%s", code, body)
+	}
+	if code, body := acme.submit(Prefix+"/", "create", url.Values{"url": {"javascript:alert(3)"}}); code != http.StatusBadRequest || strings.Contains(body, "<script") {
+		t.Errorf("a javascript: URL: %d:\n%s", code, body)
+	}
+	eps, err := mustScope(t, "acme").ListEndpoints(context.Background(), f.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{Prefix + "/", Prefix + "/endpoints/" + eps[1].ID} {
+		_, body := acme.get(p)
+		if strings.Contains(body, "<script") || strings.Contains(body, "<img src=x") {
+			t.Errorf("%s renders what was typed as markup:\n%s", p, body)
+		}
+		if !strings.Contains(body, "&lt;script&gt;") {
+			t.Errorf("%s does not show the description as text", p)
+		}
+	}
+}
+
+func mustScope(t *testing.T, tenant string) webhook.TenantScope {
+	t.Helper()
+	s, err := webhook.ForTenant(tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
