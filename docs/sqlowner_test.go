@@ -34,7 +34,7 @@ var tableOwners = map[string]string{
 	"postbox_gates":             "internal/engine",
 	"postbox_history_dropped":   "internal/engine/history",
 	"postbox_rate_buckets":      "internal/engine/claim",
-	"portal_audit":              "internal/operator/portalsite",
+	"portal_audit":              "internal/operator/portalaudit",
 	"portal_link_uses":          "internal/operator/portalsite",
 }
 

@@ -136,6 +136,15 @@ func (s TenantScope) EndpointSecret(ctx context.Context, db DB, id string) (stri
 	return EndpointSecret(ctx, db, id)
 }
 
+// EndpointHealth reads the health of one of the tenant's endpoints
+// (EndpointHealth).
+func (s TenantScope) EndpointHealth(ctx context.Context, db DB, id string) (Health, error) {
+	if err := s.owns(ctx, db, "endpoint", id); err != nil {
+		return Health{}, err
+	}
+	return EndpointHealth(ctx, db, id)
+}
+
 // GetEvent returns one of the tenant's events with its deliveries
 // (GetEvent).
 func (s TenantScope) GetEvent(ctx context.Context, db DB, id string) (EventRecord, error) {
@@ -158,7 +167,13 @@ func (s TenantScope) GetDelivery(ctx context.Context, db DB, id string) (Deliver
 type DeliveryQuery struct {
 	EndpointID string         // one of the tenant's endpoints; empty: all of them
 	Status     DeliveryStatus // empty: any
-	Limit      int            // at most; 0 means 100
+	EventType  string         // empty: any
+	Since      time.Time      // created at or after; zero: any time
+	// Before, one of the tenant's deliveries, asks for the page after it:
+	// the deliveries created before it (the last of a page is the cursor
+	// of the next). Empty: the newest.
+	Before string
+	Limit  int // at most; 0 means 100
 }
 
 // maxListedDeliveries bounds DeliveryQuery.Limit.
@@ -189,9 +204,25 @@ func (s TenantScope) ListDeliveries(ctx context.Context, db DB, q DeliveryQuery)
 	default:
 		return nil, fmt.Errorf("%w: status %q is not pending, succeeded or failed", ErrInvalidEndpoint, q.Status)
 	}
+	var before, eventType *string
+	if q.Before != "" {
+		if err := s.owns(ctx, db, "delivery", q.Before); err != nil {
+			return nil, err
+		}
+		before = &q.Before
+	}
+	if q.EventType != "" {
+		eventType = &q.EventType
+	}
+	var since *time.Time
+	if !q.Since.IsZero() {
+		since = &q.Since
+	}
 	rows, err := db.Query(ctx, `SELECT `+deliveryColumns+deliveryFrom+`
 WHERE p.tenant_id = $1 AND ($2::uuid IS NULL OR d.endpoint_id = $2) AND ($3::text IS NULL OR d.status = $3)
-ORDER BY d.created_at DESC, d.id DESC LIMIT $4`, s.tenant, endpoint, status, q.Limit)
+	AND ($5::text IS NULL OR e.event_type = $5) AND ($6::timestamptz IS NULL OR d.created_at >= $6)
+	AND ($7::uuid IS NULL OR (d.created_at, d.id) < (SELECT b.created_at, b.id FROM webhook_deliveries b WHERE b.id = $7))
+ORDER BY d.created_at DESC, d.id DESC LIMIT $4`, s.tenant, endpoint, status, q.Limit, eventType, since, before)
 	if err != nil {
 		return nil, fmt.Errorf("webhook: list deliveries of tenant %q: %w", s.tenant, err)
 	}

@@ -92,6 +92,7 @@ func TestTenantScope_ReachesOnlyItsOwnRows(t *testing.T) {
 			_, err := acme.RotateSecret(ctx, pool, ep, "", time.Hour)
 			return err
 		},
+		"EndpointHealth": func(ep, _, _ string) error { _, err := acme.EndpointHealth(ctx, pool, ep); return err },
 		"EndpointSecret": func(ep, _, _ string) error {
 			secret, err := acme.EndpointSecret(ctx, pool, ep)
 			if secret != "" {
@@ -101,12 +102,15 @@ func TestTenantScope_ReachesOnlyItsOwnRows(t *testing.T) {
 		},
 		"GetEvent":    func(_, ev, _ string) error { _, err := acme.GetEvent(ctx, pool, ev); return err },
 		"GetDelivery": func(_, _, d string) error { _, err := acme.GetDelivery(ctx, pool, d); return err },
-		"ListDeliveries": func(ep, _, _ string) error {
+		"ListDeliveries": func(ep, _, d string) error {
 			ds, err := acme.ListDeliveries(ctx, pool, DeliveryQuery{})
 			if err != nil || len(ds) != 1 || ds[0].ID != acmeDelivery {
 				t.Errorf("ListDeliveries = %v, %v; want acme's one delivery", ds, err)
 			}
-			_, err = acme.ListDeliveries(ctx, pool, DeliveryQuery{EndpointID: ep})
+			if _, err := acme.ListDeliveries(ctx, pool, DeliveryQuery{EndpointID: ep}); !errors.Is(err, ErrNotFound) {
+				return err
+			}
+			_, err = acme.ListDeliveries(ctx, pool, DeliveryQuery{Before: d})
 			return err
 		},
 		"ReplayTargets": func(_, ev, _ string) error { _, err := acme.ReplayTargets(ctx, pool, ev); return err },
@@ -180,5 +184,64 @@ func TestTenantScope_ReachesOnlyItsOwnRows(t *testing.T) {
 	}
 	if _, err := ForTenant(""); err == nil {
 		t.Errorf("ForTenant(\"\") is a scope; rows without a tenant are the operator's")
+	}
+}
+
+// A tenant's delivery list filters by type and time, and pages by cursor:
+// the last delivery of a page asks for the next, and pages neither repeat
+// nor skip a delivery.
+func TestTenantScope_ListDeliveriesFiltersAndPages(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	p := newDispatcher(t, pool, nil)
+	tenantEndpoint(t, pool, "acme")
+	for _, typ := range []string{"invoice.paid", "invoice.voided", "invoice.paid", "invoice.paid", "invoice.voided"} {
+		if _, err := enqueueEvent(t, pool, Event{Tenant: "acme", Type: typ, Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.Drain(ctx, testWindow); err != nil {
+		t.Fatal(err)
+	}
+	acme, err := ForTenant("acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := acme.ListDeliveries(ctx, pool, DeliveryQuery{})
+	if err != nil || len(all) != 5 {
+		t.Fatalf("all: %d, %v; want 5", len(all), err)
+	}
+	var paged []string
+	before := ""
+	for range 10 {
+		page, err := acme.ListDeliveries(ctx, pool, DeliveryQuery{Limit: 2, Before: before})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range page {
+			paged = append(paged, d.ID)
+		}
+		if len(page) < 2 {
+			break
+		}
+		before = page[len(page)-1].ID
+	}
+	var want []string
+	for _, d := range all {
+		want = append(want, d.ID)
+	}
+	if !slices.Equal(paged, want) {
+		t.Errorf("pages of 2 gave %v, want %v", paged, want)
+	}
+	paid, err := acme.ListDeliveries(ctx, pool, DeliveryQuery{EventType: "invoice.paid"})
+	if err != nil || len(paid) != 3 || paid[0].EventType != "invoice.paid" {
+		t.Errorf("invoice.paid: %d, %v; want 3", len(paid), err)
+	}
+	if later, err := acme.ListDeliveries(ctx, pool, DeliveryQuery{Since: time.Now().Add(time.Hour)}); err != nil || len(later) != 0 {
+		t.Errorf("since an hour from now: %d, %v; want none", len(later), err)
+	}
+	if earlier, err := acme.ListDeliveries(ctx, pool, DeliveryQuery{Since: time.Now().Add(-time.Hour)}); err != nil || len(earlier) != 5 {
+		t.Errorf("since an hour ago: %d, %v; want 5", len(earlier), err)
 	}
 }

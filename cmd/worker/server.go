@@ -21,6 +21,7 @@ import (
 	"github.com/postbox/postbox/migrations"
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/outbox/mailevents"
+	"github.com/postbox/postbox/webhook"
 )
 
 // newServer builds the replica's HTTP surface: /healthz (process alive),
@@ -29,7 +30,7 @@ import (
 // under /riverui/ and the console under /console/, both behind the same
 // basic auth. The returned start function starts River UI's background
 // services and the console's sampler; call it before serving.
-func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], replayer console.Replayer, reg *prometheus.Registry,
+func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], pipeline *webhook.Dispatcher, reg *prometheus.Registry,
 	emailMetrics *outbox.Metrics) (*http.Server, func(context.Context) error, error) {
 	// Built once: readiness probes arrive every few seconds, and loading
 	// both migration sets per probe would be work done on a hot path.
@@ -65,7 +66,7 @@ func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], repla
 	}
 	mux.Handle("/riverui/", riverUIAuth(env.Config, env.Logger, ui))
 
-	con, err := console.New(console.Config{DB: pool, Replayer: replayer, Logger: env.Logger,
+	con, err := console.New(console.Config{DB: pool, Replayer: pipeline, Logger: env.Logger,
 		Prefix: consolePrefix, RiverUIPrefix: "/riverui", CSRFKey: consoleCSRFKey(env.Config)})
 	if err != nil {
 		return nil, nil, err
@@ -76,7 +77,8 @@ func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], repla
 	// The tenant portal has its own sign-in (a link the application
 	// minted), so it is not behind the operator's basic auth.
 	if len(env.Config.Portal.Keys) > 0 {
-		tenants, err := portalsite.New(portalsite.Config{DB: pool, Settings: env.Config.Portal, Webhook: env.Config.Webhook, Logger: env.Logger})
+		tenants, err := portalsite.New(portalsite.Config{DB: pool, Settings: env.Config.Portal, Webhook: env.Config.Webhook,
+			Dispatcher: pipeline, Logger: env.Logger})
 		if err != nil {
 			return nil, nil, err
 		}

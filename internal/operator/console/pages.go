@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/postbox/postbox/internal/operator/portalaudit"
 	"github.com/postbox/postbox/internal/operator/story"
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/webhook"
@@ -138,7 +139,13 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 type endpointsView struct {
 	Tenant    string
 	Endpoints []webhook.Endpoint
+	// PortalActions are the tenant's newest actions in its portal.
+	PortalActions []portalaudit.Entry
 }
+
+// tenantActionsShown is how many of a tenant's portal actions its
+// endpoints page shows.
+const tenantActionsShown = 50
 
 func (c *Console) endpoints(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), pageTimeout)
@@ -154,6 +161,9 @@ func (c *Console) endpoints(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		v.Endpoints, err = scope.ListEndpoints(ctx, c.db)
+		if err == nil {
+			v.PortalActions, err = portalaudit.OfTenant(ctx, c.db, v.Tenant, tenantActionsShown)
+		}
 	}
 	if err != nil {
 		c.logger.Error("console: endpoints", "error", err.Error())

@@ -26,7 +26,10 @@ type endpointsPage struct {
 // endpointPage is one endpoint with its forms.
 type endpointPage struct {
 	Endpoint webhook.Endpoint
+	Health   webhook.Health
 	Catalog  []webhook.EventType
+	Since    any  // sinceChoices, for the recover form
+	Replays  bool // the portal can replay (it has a dispatcher)
 }
 
 // secretPage shows a signing secret, once, on request.
@@ -44,17 +47,23 @@ func (p *Portal) endpoints(w http.ResponseWriter, r *http.Request, s *session) {
 func (p *Portal) listPage(w http.ResponseWriter, r *http.Request, s *session, flash string) {
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	eps, err := s.scope.ListEndpoints(ctx, p.db)
-	if err != nil {
-		p.fail(w, r, s, err)
-		return
-	}
-	catalog, err := webhook.ListEventTypes(ctx, p.db)
+	eps, catalog, err := p.endpointsAndCatalog(ctx, s)
 	if err != nil {
 		p.fail(w, r, s, err)
 		return
 	}
 	p.render(w, s, http.StatusOK, "endpoints", "Your webhook endpoints", flash, endpointsPage{Endpoints: eps, Catalog: catalog})
+}
+
+// endpointsAndCatalog are the tenant's endpoints and the event-type
+// catalog: what the pages' forms offer to choose from.
+func (p *Portal) endpointsAndCatalog(ctx context.Context, s *session) ([]webhook.Endpoint, []webhook.EventType, error) {
+	eps, err := s.scope.ListEndpoints(ctx, p.db)
+	if err != nil {
+		return nil, nil, err
+	}
+	catalog, err := webhook.ListEventTypes(ctx, p.db)
+	return eps, catalog, err
 }
 
 func (p *Portal) endpoint(w http.ResponseWriter, r *http.Request, s *session) {
@@ -69,12 +78,18 @@ func (p *Portal) endpointPage(w http.ResponseWriter, r *http.Request, s *session
 		p.fail(w, r, s, err)
 		return
 	}
+	health, err := s.scope.EndpointHealth(ctx, p.db, id)
+	if err != nil {
+		p.fail(w, r, s, err)
+		return
+	}
 	catalog, err := webhook.ListEventTypes(ctx, p.db)
 	if err != nil {
 		p.fail(w, r, s, err)
 		return
 	}
-	p.render(w, s, http.StatusOK, "endpoint", "Endpoint", flash, endpointPage{Endpoint: ep, Catalog: catalog})
+	p.render(w, s, http.StatusOK, "endpoint", "Endpoint", flash, endpointPage{Endpoint: ep, Health: health, Catalog: catalog,
+		Since: sinceChoices, Replays: p.dispatcher != nil})
 }
 
 // eventTypes reads the form's subscriptions: names separated by commas,
@@ -146,6 +161,10 @@ func (p *Portal) act(w http.ResponseWriter, r *http.Request, s *session) {
 			return
 		}
 		p.listPage(w, r, s, "Endpoint deleted.")
+	case "recover":
+		p.recover(w, r, s, id)
+	case "send-test":
+		p.sendTest(w, r, s, id)
 	case "reveal-secret":
 		var secret string
 		err := p.change(r, s, "endpoint.secret.reveal", func(ctx context.Context, tx pgx.Tx) (string, error) {
@@ -199,14 +218,39 @@ func (p *Portal) change(r *http.Request, s *session, action string, do func(ctx 
 	return err
 }
 
+// audited runs an action that commits on its own (a replay commits its
+// rows and makes its first attempts), then writes its audit record: do
+// returns what to tell the tenant.
+func (p *Portal) audited(r *http.Request, s *session, action, target string, do func(ctx context.Context) (string, error)) (string, error) {
+	ctx, cancel := context.WithTimeout(r.Context(), replayTimeout)
+	defer cancel()
+	msg, err := do(ctx)
+	if err != nil {
+		return "", err
+	}
+	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
+	defer acancel()
+	if err := pgx.BeginFunc(actx, p.db, func(tx pgx.Tx) error { return audit(actx, tx, s, action, target) }); err != nil {
+		p.logger.Error("portal: the audit record of a done action could not be written", "tenant", s.tenant, "session", s.id,
+			"action", action, "target", target, "error", err.Error())
+	}
+	p.logger.Info("portal: "+action, "tenant", s.tenant, "session", s.id, "target", target)
+	return msg, nil
+}
+
+// replayTimeout bounds a replay: its statements and its first attempts,
+// each under the webhook client's own deadline.
+const replayTimeout = 2 * time.Minute
+
 // fail answers an error: an endpoint that is not the tenant's — another
 // tenant's, or none at all — in the same words, bad input with what was
 // wrong with it, anything else as the portal's fault, logged.
 func (p *Portal) fail(w http.ResponseWriter, r *http.Request, s *session, err error) {
 	switch {
 	case errors.Is(err, webhook.ErrNotFound):
-		p.problem(w, r, s, http.StatusNotFound, "No such endpoint.")
-	case errors.Is(err, webhook.ErrInvalidEndpoint):
+		p.problem(w, r, s, http.StatusNotFound, "Not found: nothing of yours has that id.")
+	case errors.Is(err, webhook.ErrInvalidEndpoint), errors.Is(err, webhook.ErrInvalidEvent), errors.Is(err, webhook.ErrInvalidPayload),
+		errors.Is(err, webhook.ErrPayloadSchema), errors.Is(err, webhook.ErrPayloadTooLarge), errors.Is(err, webhook.ErrBadSince):
 		p.problem(w, r, s, http.StatusBadRequest, "Nothing was changed: "+strings.TrimPrefix(err.Error(), "webhook: "))
 	default:
 		p.logger.Error("portal: a request failed", "tenant", s.tenant, "path", r.URL.Path, "error", err.Error())

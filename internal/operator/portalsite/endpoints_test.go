@@ -3,18 +3,22 @@ package portalsite
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/postbox/postbox/internal/operator/console"
+	"github.com/postbox/postbox/internal/operator/story"
 	"github.com/postbox/postbox/webhook"
 )
 
-// Every route that takes an endpoint id, given another tenant's, answers
-// byte for byte as for an id no endpoint has, shows nothing of the other
-// tenant's and changes nothing of it. The routes come from Routes, so one
-// added there is covered here without being named.
-func TestIsolation_AnotherTenantsEndpointIsNoEndpoint(t *testing.T) {
+// Every route that takes an id — an endpoint's, a delivery's, an
+// event's, in the path or the query — given another tenant's, answers byte
+// for byte as for an id nothing has, shows nothing of the other tenant's
+// and changes nothing of it. The routes come from Routes, so one added
+// there is covered here without being named.
+func TestIsolation_AnotherTenantsIDsAreNoIDs(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	acme := f.signIn(t, "acme")
@@ -28,56 +32,74 @@ func TestIsolation_AnotherTenantsEndpointIsNoEndpoint(t *testing.T) {
 		t.Helper()
 		var s string
 		if err := f.pool.QueryRow(ctx, `SELECT string_agg(concat_ws('|', id, url, secret, description, event_types, enabled, disabled_reason, updated_at), ';')
-			|| (SELECT count(*) FROM webhook_endpoint_secrets)::text FROM webhook_endpoints WHERE tenant_id = 'globex'`).Scan(&s); err != nil {
+			|| (SELECT count(*) FROM webhook_endpoint_secrets)::text || (SELECT count(*) FROM webhook_events)::text
+			|| (SELECT count(*) FROM webhook_deliveries)::text || (SELECT count(*) FROM webhook_outbox)::text
+			FROM webhook_endpoints WHERE tenant_id = 'globex'`).Scan(&s); err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	form := url.Values{"csrf": {token}, "url": {"https://moved.example/x"}, "description": {"moved"}, "event_types": {""}, "confirm": {"yes"}}
+	form := url.Values{"csrf": {token}, "url": {"https://moved.example/x"}, "description": {"moved"}, "event_types": {""},
+		"confirm": {"yes"}, "since": {"24h"}, "type": {"postbox.test"}}
 	const none = "00000000-0000-4000-8000-000000000000"
-	tried := 0
+	// The globex id each kind of path names.
+	others := map[string]string{"endpoints": f.globex.ID, "deliveries": f.globexDelivery, "events": f.globexEvent}
+	type probe struct{ name, method, path, other string }
+	var probes []probe
 	for _, rt := range Routes {
 		method, path, _ := strings.Cut(rt.Pattern, " ")
 		if !strings.Contains(path, "{id}") {
 			continue
+		}
+		kind := strings.Split(strings.TrimPrefix(path, Prefix+"/"), "/")[0]
+		other, ok := others[kind]
+		if !ok {
+			t.Fatalf("route %s: no other tenant's id for %q here", rt.Pattern, kind)
 		}
 		actions := []string{""}
 		if strings.Contains(path, "{action}") {
 			actions = Actions
 		}
 		for _, action := range actions {
-			at := func(id string) (int, string) {
-				p := strings.Replace(strings.Replace(path, "{id}", id, 1), "{action}", action, 1)
-				if method == http.MethodGet {
-					return acme.get(p)
-				}
-				return acme.post(p, form)
-			}
-			name := rt.Pattern + " " + action
-			before := snapshot()
-			codeOther, bodyOther := at(f.globex.ID)
-			codeNone, bodyNone := at(none)
-			tried++
-			if codeOther != http.StatusNotFound || codeOther != codeNone || bodyOther != strings.ReplaceAll(bodyNone, none, f.globex.ID) {
-				t.Errorf("%s: another tenant's endpoint answered %d, one that does not exist %d:\n%s\n---\n%s", name, codeOther, codeNone, bodyOther, bodyNone)
-			}
-			for _, leak := range []string{"hooks.globex.example", "globex private", globexSecret, "globex"} {
-				if strings.Contains(bodyOther, leak) {
-					t.Errorf("%s: the answer shows %q of another tenant's", name, leak)
-				}
-			}
-			if after := snapshot(); after != before {
-				t.Errorf("%s changed another tenant's endpoint:\n%s\n%s", name, before, after)
-			}
+			probes = append(probes, probe{rt.Pattern + " " + action, method, strings.Replace(path, "{action}", action, 1), other})
 		}
 	}
-	if tried < 7 {
-		t.Fatalf("only %d routes with an id were tried", tried)
+	// Ids in the query.
+	probes = append(probes,
+		probe{"deliveries ?endpoint=", http.MethodGet, Prefix + "/deliveries?endpoint={id}", f.globex.ID},
+		probe{"deliveries ?before=", http.MethodGet, Prefix + "/deliveries?before={id}", f.globexDelivery})
+	for _, pr := range probes {
+		at := func(id string) (int, string) {
+			p := strings.Replace(pr.path, "{id}", id, 1)
+			if pr.method == http.MethodGet {
+				return acme.get(p)
+			}
+			return acme.post(p, form)
+		}
+		before := snapshot()
+		codeOther, bodyOther := at(pr.other)
+		codeNone, bodyNone := at(none)
+		if codeOther != http.StatusNotFound || codeOther != codeNone || bodyOther != bodyNone {
+			t.Errorf("%s: another tenant's id answered %d, one that does not exist %d:\n%s\n---\n%s", pr.name, codeOther, codeNone, bodyOther, bodyNone)
+		}
+		for _, leak := range []string{"globex-secret-path", "globex private", globexSecret, "globex", pr.other} {
+			if strings.Contains(bodyOther, leak) {
+				t.Errorf("%s: the answer shows %q of another tenant's", pr.name, leak)
+			}
+		}
+		if after := snapshot(); after != before {
+			t.Errorf("%s changed another tenant's rows:\n%s\n%s", pr.name, before, after)
+		}
 	}
-	// The list shows the tenant's own endpoint and no one else's.
-	_, page := acme.get(Prefix + "/")
-	if !strings.Contains(page, "hooks.acme.example") || strings.Contains(page, "globex") {
-		t.Errorf("the list is not acme's alone:\n%s", page)
+	if len(probes) < 12 {
+		t.Fatalf("only %d probes", len(probes))
+	}
+	// Lists show the tenant's own rows and no one else's.
+	for _, p := range []string{Prefix + "/", Prefix + "/deliveries"} {
+		_, page := acme.get(p)
+		if !strings.Contains(page, "acme-in") || strings.Contains(page, "globex") {
+			t.Errorf("%s is not acme's alone:\n%s", p, page)
+		}
 	}
 	if n := count(t, f.pool, `SELECT count(*) FROM portal_audit WHERE tenant_id = 'acme' AND action <> 'session.open'`); n != 0 {
 		t.Errorf("%d actions were audited, but none happened", n)
@@ -111,7 +133,7 @@ func TestActions_ChangeTheTenantsOwnEndpointAndAreAudited(t *testing.T) {
 		t.Errorf("the page showed a secret that is not the endpoint's: %q vs %q (%s)", got, secret, created.ID)
 	}
 
-	if code, body := acme.submit(page, "edit", url.Values{"url": {"https://hooks.acme.example/v2"}, "description": {"edited"}, "event_types": {""}}); code != http.StatusOK || !strings.Contains(body, "Saved.") {
+	if code, body := acme.submit(page, "edit", url.Values{"url": {"https://acme-in/v2"}, "description": {"edited"}, "event_types": {""}}); code != http.StatusOK || !strings.Contains(body, "Saved.") {
 		t.Fatalf("edit: %d:\n%s", code, body)
 	}
 	if code, body := acme.submit(page, "disable", nil); code != http.StatusOK || !strings.Contains(body, "disabled in the portal") {
@@ -141,6 +163,28 @@ func TestActions_ChangeTheTenantsOwnEndpointAndAreAudited(t *testing.T) {
 	}
 	if _, err := webhook.GetEndpoint(ctx, f.pool, f.acme.ID); err == nil {
 		t.Errorf("the deleted endpoint is still there")
+	}
+
+	// The operator sees the actions: worker show of the endpoint, and the
+	// console's page of the tenant's endpoints.
+	st, err := story.Find(ctx, f.pool, created.ID, story.KindEndpoint)
+	var shown strings.Builder
+	if err == nil {
+		err = story.WriteText(&shown, st)
+	}
+	if err != nil || len(st.PortalActions) != 1 || st.PortalActions[0].Action != "endpoint.create" || !strings.Contains(shown.String(), "endpoint.create by tenant acme") {
+		t.Errorf("worker show of the created endpoint: %v, %+v:\n%s", err, st.PortalActions, shown.String())
+	}
+	con, err := console.New(console.Config{DB: f.pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	con.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/console/endpoints?tenant=acme", nil))
+	for _, want := range []string{"In the tenant portal", "endpoint.secret.rotate", "endpoint.delete"} {
+		if !strings.Contains(w.Body.String(), want) {
+			t.Errorf("the console's endpoints of acme lack %q:\n%s", want, w.Body.String())
+		}
 	}
 
 	rows, err := f.pool.Query(ctx, `SELECT action, target, session FROM portal_audit WHERE tenant_id = 'acme' ORDER BY id`)

@@ -117,8 +117,11 @@ type Config struct {
 	// Webhook are the settings endpoints are checked against (Production:
 	// https only), as the operator's are.
 	Webhook webhook.Settings
-	Logger  *slog.Logger     // nil discards
-	Now     func() time.Time // nil: time.Now
+	// Dispatcher makes the replays (an event, an endpoint's failures);
+	// nil leaves them out.
+	Dispatcher *webhook.Dispatcher
+	Logger     *slog.Logger     // nil discards
+	Now        func() time.Time // nil: time.Now
 }
 
 // Portal is the portal's http.Handler.
@@ -127,6 +130,7 @@ type Portal struct {
 	keys       [][]byte
 	csrfKey    []byte
 	settings   webhook.Settings
+	dispatcher *webhook.Dispatcher
 	sessionTTL time.Duration
 	csp        string
 	brand      string
@@ -135,6 +139,7 @@ type Portal struct {
 	now        func() time.Time
 	pages      *htmlpage.Set
 	mux        *http.ServeMux
+	opens      *openLimiter
 }
 
 var brandColor = regexp.MustCompile(`^#[0-9a-fA-F]{6}$`)
@@ -153,8 +158,8 @@ func New(cfg Config) (*Portal, error) {
 		return nil, fmt.Errorf("portal: %w", err)
 	}
 	st := cfg.Settings
-	p := &Portal{db: cfg.DB, keys: st.Keys, settings: cfg.Webhook, sessionTTL: st.SessionTTL, csp: csp,
-		brand: st.BrandColor, logo: st.LogoURL, logger: cfg.Logger, now: cfg.Now}
+	p := &Portal{db: cfg.DB, keys: st.Keys, settings: cfg.Webhook, dispatcher: cfg.Dispatcher, sessionTTL: st.SessionTTL, csp: csp,
+		brand: st.BrandColor, logo: st.LogoURL, logger: cfg.Logger, now: cfg.Now, opens: newOpenLimiter()}
 	if p.sessionTTL <= 0 {
 		p.sessionTTL = DefaultSessionTTL
 	}
@@ -202,10 +207,13 @@ func frameAncestors(origins []string) (string, error) {
 }
 
 // pages are the templates, each parsed with the layout.
-var pages = []string{"endpoints", "endpoint", "secret", "closed", "problem"}
+var pages = []string{"endpoints", "endpoint", "secret", "deliveries", "delivery", "eventtypes", "closed", "problem"}
 
 func (p *Portal) parseTemplates() error {
-	funcs := template.FuncMap{"redact": webhook.RedactURL, "ts": htmlpage.Timestamp, "join": strings.Join}
+	funcs := template.FuncMap{"redact": webhook.RedactURL, "ts": htmlpage.Timestamp, "join": strings.Join, "indent": indent,
+		"dur":  func(d time.Duration) string { return d.Round(time.Millisecond).String() },
+		"pct":  func(f float64) string { return fmt.Sprintf("%.1f%%", 100*f) },
+		"list": func(v ...string) []string { return v }}
 	var err error
 	p.pages, err = htmlpage.Parse("portal", templateFS, funcs, p.logger, pages...)
 	return err
@@ -227,10 +235,14 @@ var Routes = []Route{
 	{"GET " + Prefix + "/endpoints/{id}", func(p *Portal) http.HandlerFunc { return p.signedIn(p.endpoint) }},
 	{"POST " + Prefix + "/endpoints/{id}", func(p *Portal) http.HandlerFunc { return p.signedIn(p.update) }},
 	{"POST " + Prefix + "/endpoints/{id}/{action}", func(p *Portal) http.HandlerFunc { return p.signedIn(p.act) }},
+	{"GET " + Prefix + "/deliveries", func(p *Portal) http.HandlerFunc { return p.signedIn(p.deliveries) }},
+	{"GET " + Prefix + "/deliveries/{id}", func(p *Portal) http.HandlerFunc { return p.signedIn(p.delivery) }},
+	{"POST " + Prefix + "/events/{id}/replay", func(p *Portal) http.HandlerFunc { return p.signedIn(p.replayEvent) }},
+	{"GET " + Prefix + "/event-types", func(p *Portal) http.HandlerFunc { return p.signedIn(p.eventTypes) }},
 }
 
 // Actions are the values of {action} in an endpoint's buttons.
-var Actions = []string{"disable", "enable", "delete", "reveal-secret", "rotate-secret"}
+var Actions = []string{"disable", "enable", "delete", "reveal-secret", "rotate-secret", "recover", "send-test"}
 
 func (p *Portal) routes() {
 	m := http.NewServeMux()

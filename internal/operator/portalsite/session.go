@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox/postbox/internal/operator/csrf"
+	"github.com/postbox/postbox/internal/operator/portalaudit"
 	"github.com/postbox/postbox/internal/operator/portaltoken"
 	"github.com/postbox/postbox/webhook"
 )
@@ -36,6 +37,10 @@ func (p *Portal) closed(w http.ResponseWriter, status int, msg string) {
 // once — and sets the session cookie, then sends the browser to the
 // portal's first page, out of the link's URL.
 func (p *Portal) open(w http.ResponseWriter, r *http.Request) {
+	if ok, wait := p.opens.allow(r, p.now()); !ok {
+		p.tooMany(w, r, wait)
+		return
+	}
 	c, err := portaltoken.Open(p.keys, portaltoken.PurposeLink, r.URL.Query().Get("token"), p.now())
 	switch {
 	case errors.Is(err, portaltoken.ErrExpired):
@@ -144,9 +149,7 @@ func (p *Portal) csrfToken(s *session) string { return csrf.Token(p.csrfKey, s.i
 
 // audit records a tenant's action in tx, the transaction that makes it.
 func audit(ctx context.Context, tx pgx.Tx, s *session, action, target string) error {
-	_, err := tx.Exec(ctx, `INSERT INTO portal_audit (tenant_id, session, action, target) VALUES ($1, $2, $3, $4)`,
-		s.tenant, s.id, action, target)
-	return err
+	return portalaudit.Write(ctx, tx, portalaudit.Entry{Tenant: s.tenant, Session: s.id, Action: action, Target: target})
 }
 
 // requestTimeout bounds the statements of one page.

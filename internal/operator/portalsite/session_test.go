@@ -112,7 +112,7 @@ func TestSession_RotatingTheKeyEndsSessionsButOldLinksOpen(t *testing.T) {
 	if code, body := b2.get(oldLink); code != http.StatusSeeOther {
 		t.Fatalf("an old-key link during the overlap: %d %s", code, body)
 	}
-	if code, body := b2.get(Prefix + "/"); code != http.StatusOK || !strings.Contains(body, "hooks.acme.example") {
+	if code, body := b2.get(Prefix + "/"); code != http.StatusOK || !strings.Contains(body, "acme-in") {
 		t.Errorf("the session it opened: %d:\n%s", code, body)
 	}
 }
@@ -152,7 +152,7 @@ func TestSession_Expires(t *testing.T) {
 	b := f.browser(t)
 	b.c.Jar.SetCookies(mustURL(t, f.server.URL+Prefix+"/"), []*http.Cookie{{Name: sessionCookie, Path: Prefix + "/",
 		Value: signed(t, f.keys[0], portaltoken.PurposeSession, portaltoken.Claims{Tenant: "acme", Nonce: "s1", Expires: time.Now().Add(-time.Second).Unix()})}})
-	if code, body := b.get(Prefix + "/"); code != http.StatusUnauthorized || strings.Contains(body, "hooks.acme.example") {
+	if code, body := b.get(Prefix + "/"); code != http.StatusUnauthorized || strings.Contains(body, "acme-in") {
 		t.Fatalf("an expired session: %d:\n%s", code, body)
 	}
 }
@@ -163,4 +163,39 @@ func mustURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// One address opening links faster than a browser would is slowed down;
+// another address is not.
+func TestOpen_PacedPerAddress(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now()
+	p, err := New(Config{DB: f.pool, Settings: Settings{Keys: f.keys}, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := func(remote string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, link(t, f.keys[0], "acme", 0), nil)
+		req.RemoteAddr = remote
+		w := httptest.NewRecorder()
+		p.ServeHTTP(w, req)
+		return w
+	}
+	for i := range opensBurst {
+		if w := open("198.51.100.7:1000"); w.Code != http.StatusSeeOther {
+			t.Fatalf("open %d: %d", i+1, w.Code)
+		}
+	}
+	w := open("198.51.100.7:1001")
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "Too many attempts") {
+		t.Fatalf("open %d from one address: %d, Retry-After %q", opensBurst+1, w.Code, w.Header().Get("Retry-After"))
+	}
+	if w := open("198.51.100.8:1000"); w.Code != http.StatusSeeOther {
+		t.Errorf("another address was held back too: %d", w.Code)
+	}
+	now = now.Add(time.Minute)
+	if w := open("198.51.100.7:1002"); w.Code != http.StatusSeeOther {
+		t.Errorf("a minute later the address is still held back: %d", w.Code)
+	}
 }

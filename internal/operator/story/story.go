@@ -19,6 +19,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/postbox/postbox/internal/engine/claim"
+	"github.com/postbox/postbox/internal/operator/portalaudit"
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/webhook"
 )
@@ -39,8 +40,11 @@ type Story struct {
 	Delivery *webhook.DeliveryRecord `json:"delivery,omitempty"`
 	// DeliveryFix is what would fix a failed delivery: the change to make
 	// first when retrying alone cannot help, and the command.
-	DeliveryFix   string                `json:"delivery_fix,omitempty"`
-	Endpoint      *webhook.Health       `json:"endpoint,omitempty"`
+	DeliveryFix string          `json:"delivery_fix,omitempty"`
+	Endpoint    *webhook.Health `json:"endpoint,omitempty"`
+	// PortalActions are what the endpoint's tenant did to it in the
+	// tenant portal, newest first (portal_audit).
+	PortalActions []portalaudit.Entry   `json:"portal_actions,omitempty"`
 	WebhookOutbox *webhook.OutboxRecord `json:"webhook_outbox,omitempty"`
 
 	// Jobs are the River shift jobs still kept (24 h) whose output names
@@ -52,6 +56,10 @@ type Story struct {
 	// WEBHOOK_HISTORY_RETENTION): the logs shown start after it.
 	HistoryDropped []string `json:"history_dropped,omitempty"`
 }
+
+// portalActionsShown is how many of an endpoint's portal actions a story
+// shows.
+const portalActionsShown = 20
 
 // Tenant is whose the story's webhook row is ("" for none), and whether
 // it is a webhook row at all: an email has no tenant.
@@ -221,6 +229,7 @@ func load(ctx context.Context, db claim.DB, q string, k Kind) (s Story, found bo
 		var h webhook.Health
 		if h, err = webhook.EndpointHealth(ctx, db, q); err == nil {
 			s.Endpoint = &h
+			s.PortalActions, err = portalaudit.OfTarget(ctx, db, q, portalActionsShown)
 		}
 	case KindWebhookOutbox:
 		var o webhook.OutboxRecord

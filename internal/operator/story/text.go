@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/postbox/postbox/internal/operator/portalaudit"
 	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/webhook"
 )
@@ -30,6 +31,7 @@ func WriteText(w io.Writer, s Story) error {
 		}
 	case s.Endpoint != nil:
 		p.endpoint(*s.Endpoint)
+		p.portalActions(s.PortalActions)
 	case s.WebhookOutbox != nil:
 		o := s.WebhookOutbox
 		p.f("webhook_outbox row %s (%s)%s: %s, %s, created %s\n", o.ID, o.EventType, ofTenant(o.Tenant), o.Status, Plural(o.Attempts, "attempt"), ts(o.CreatedAt))
@@ -280,6 +282,17 @@ func (p *printer) endpoint(h webhook.Health) {
 	}
 	if !e.Enabled {
 		p.f("  fix: worker endpoints enable %s, then worker replay endpoint %s --since <when it broke>\n", e.ID, e.ID)
+	}
+}
+
+// portalActions lists what the tenant did in its portal.
+func (p *printer) portalActions(es []portalaudit.Entry) {
+	if len(es) == 0 {
+		return
+	}
+	p.f("  in the tenant portal (newest first):\n")
+	for _, e := range es {
+		p.f("    %s  %s by tenant %s, session %s\n", ts(e.At), e.Action, e.Tenant, e.Session)
 	}
 }
 
