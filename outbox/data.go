@@ -1,7 +1,9 @@
 package outbox
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -51,4 +53,49 @@ func validateData(data map[string]any) error {
 		}
 	}
 	return nil
+}
+
+// PayloadFromJSON reads a payload document as plain SQL would store it —
+// Payload's fields by their JSON names, every other top-level key into
+// Data — for a caller that has the document rather than the struct (the
+// HTTP API). A value of the wrong type is a *ValidationError naming the
+// key; what Enqueue checks is left to Enqueue.
+func PayloadFromJSON(raw []byte) (Payload, error) {
+	var p Payload
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil || doc == nil {
+		return p, invalid("payload", "must be a JSON object")
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		var typ *json.UnmarshalTypeError
+		if errors.As(err, &typ) && typ.Field != "" {
+			return p, invalid("payload."+typ.Field, "must be a JSON "+typ.Type.String())
+		}
+		return decodePayloadError(err)
+	}
+	for key, value := range doc {
+		if slices.Contains(payloadFieldNames, key) {
+			continue
+		}
+		var v any
+		if err := json.Unmarshal(value, &v); err != nil {
+			return p, invalid("payload."+key, "is not JSON")
+		}
+		if p.Data == nil {
+			p.Data = map[string]any{}
+		}
+		p.Data[key] = v
+	}
+	return p, nil
+}
+
+// decodePayloadError is a failed decode of a payload as a
+// *ValidationError: pdf is the one field encoding/json reports without
+// naming it (bad base64).
+func decodePayloadError(err error) (Payload, error) {
+	var b64 base64.CorruptInputError
+	if errors.As(err, &b64) {
+		return Payload{}, invalid("payload.pdf", "is not base64: "+err.Error())
+	}
+	return Payload{}, invalid("payload", "is not a payload document: "+err.Error())
 }

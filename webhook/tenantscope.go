@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -143,6 +144,36 @@ func (s TenantScope) EndpointHealth(ctx context.Context, db DB, id string) (Heal
 		return Health{}, err
 	}
 	return EndpointHealth(ctx, db, id)
+}
+
+// TestEventType is the type of a test event when the catalog has no
+// example of the type asked for: a small payload that says what it is.
+const TestEventType = "postbox.test"
+
+// testPayload is TestEventType's payload.
+const testPayload = `{"test":true,"message":"A test event sent from the webhook portal or API."}`
+
+// SendTestEvent enqueues, in tx, a test event of eventType addressed to
+// one of the tenant's endpoints alone: the catalog's example of the type,
+// or TestEventType's payload. It goes out as any event does; the result
+// is its webhook_outbox row's id.
+func (s TenantScope) SendTestEvent(ctx context.Context, tx pgx.Tx, cfg Settings, endpointID, eventType string) (string, error) {
+	if err := s.owns(ctx, tx, "endpoint", endpointID); err != nil {
+		return "", err
+	}
+	payload := []byte(testPayload)
+	if eventType != TestEventType {
+		types, err := ListEventTypes(ctx, tx)
+		if err != nil {
+			return "", err
+		}
+		i := slices.IndexFunc(types, func(t EventType) bool { return t.Name == eventType && len(t.Example) > 0 })
+		if i < 0 {
+			return "", fmt.Errorf("%w: event type %q has no example in the catalog to send (%s always has one)", ErrInvalidEvent, eventType, TestEventType)
+		}
+		payload = types[i].Example
+	}
+	return Enqueuer{MaxPayloadBytes: cfg.MaxPayloadBytes}.EnqueueEvent(ctx, tx, Event{Tenant: s.tenant, Type: eventType, Payload: payload, EndpointID: endpointID})
 }
 
 // GetEvent returns one of the tenant's events with its deliveries

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
 )
 
@@ -93,6 +95,12 @@ func TestTenantScope_ReachesOnlyItsOwnRows(t *testing.T) {
 			return err
 		},
 		"EndpointHealth": func(ep, _, _ string) error { _, err := acme.EndpointHealth(ctx, pool, ep); return err },
+		"SendTestEvent": func(ep, _, _ string) error {
+			return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				_, err := acme.SendTestEvent(ctx, tx, Settings{}, ep, TestEventType)
+				return err
+			})
+		},
 		"EndpointSecret": func(ep, _, _ string) error {
 			secret, err := acme.EndpointSecret(ctx, pool, ep)
 			if secret != "" {

@@ -36,7 +36,7 @@ func TestEveryCommandHelpAndUsage(t *testing.T) {
 		"failed email", "failed webhook", "requeue email", "requeue delivery", "requeue webhook", "cancel email", "cancel webhook", "replay event",
 		"replay endpoint", "replay tenant", "deliveries list", "endpoints create", "endpoints list", "endpoints update", "endpoints disable", "endpoints enable", "endpoints delete",
 		"endpoints limit", "endpoints traceparent", "endpoints order-on-failure", "endpoints rotate-secret",
-		"ordering blocked", "ordering skip", "portal link",
+		"ordering blocked", "ordering skip", "portal link", "api-key new",
 		"suppressions list", "suppressions add", "suppressions remove", "suppressions check",
 		"templates list", "templates check", "templates render", "event-types check", "event-types sync", "event-types list",
 		"rekey", "healthcheck", "version"}

@@ -20,6 +20,7 @@ import (
 	"github.com/postbox/postbox/cmd/worker/internal/telemetry"
 	"github.com/postbox/postbox/internal/engine/history"
 	"github.com/postbox/postbox/internal/operator/devserver/pgserver"
+	"github.com/postbox/postbox/internal/operator/httpapi"
 	"github.com/postbox/postbox/internal/operator/portalsite"
 	"github.com/postbox/postbox/leases"
 	"github.com/postbox/postbox/migrations"
@@ -81,6 +82,10 @@ type Config struct {
 	// Portal is the tenant portal's (PORTAL_*): served under /portal/
 	// when PORTAL_SIGNING_KEY is set.
 	Portal portalsite.Settings
+
+	// API is the HTTP API's (API_KEYS, API_RATE_LIMIT): served under
+	// /api/v1/ when API_KEYS is set.
+	API httpapi.Settings
 }
 
 // Production reports APP_ENV=production.
@@ -196,6 +201,9 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 	if c.Portal, err = portalsite.SettingsFromEnv(lookup); err != nil {
 		return c, err
 	}
+	if c.API, err = httpapi.SettingsFromEnv(lookup); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -203,7 +211,7 @@ func LoadConfig(lookup func(string) (string, bool)) (Config, error) {
 // names a file holding NAME's value (Docker and Kubernetes secrets), read
 // once at start with its trailing newline removed.
 var fileVars = []string{"DATABASE_URL", pooling.EnvDirectURL, "SMTP_PASSWORD", "RIVERUI_PASSWORD",
-	mailevents.EnvPostmarkPassword, mailevents.EnvGenericSecret, "PORTAL_SIGNING_KEY"}
+	mailevents.EnvPostmarkPassword, mailevents.EnvGenericSecret, "PORTAL_SIGNING_KEY", "API_KEYS"}
 
 // withFileVars reads the fileVars given as NAME_FILE and returns a lookup
 // that answers NAME with the file's content. Setting both NAME and

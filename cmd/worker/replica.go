@@ -31,9 +31,12 @@ type replica struct {
 	pipeline   *webhook.Dispatcher
 	mailer     *smtp.Mailer
 	metrics    *outbox.Metrics // the email series, shared with the delivery-event endpoints
-	waker      *jobs.Waker
-	shifts     *jobs.Shifts
-	listeners  *listeners
+	// emails enqueues as the application would, sealing what the
+	// dispatcher's keys and template kinds call secret: the HTTP API's.
+	emails    *outbox.Enqueuer
+	waker     *jobs.Waker
+	shifts    *jobs.Shifts
+	listeners *listeners
 }
 
 // replicaOptions are what differs between `worker run` and the demo.
@@ -161,8 +164,12 @@ func newReplica(env *Env, pool *pgxpool.Pool, reg prometheus.Registerer, opts re
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
+	emails := &outbox.Enqueuer{Keys: cfg.Keys}
+	if templates != nil {
+		emails.SecretKeys = templates.SecretPayloadKeys()
+	}
 	return &replica{id: id, pool: pool, client: client, dispatcher: dispatcher, pipeline: pipeline, mailer: mailer,
-		metrics: emailMetrics, waker: waker, shifts: shifts, listeners: lis}, nil
+		metrics: emailMetrics, emails: emails, waker: waker, shifts: shifts, listeners: lis}, nil
 }
 
 // start starts the River client; jobs get contexts derived from ctx.

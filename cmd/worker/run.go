@@ -126,7 +126,7 @@ func runReplica(ctx context.Context, env *Env, pool *pgxpool.Pool, opts replicaO
 	if err != nil {
 		return err
 	}
-	srv, startUI, err := newServer(env, pool, rep.client, rep.pipeline, reg, rep.metrics)
+	srv, startUI, err := newServer(env, pool, rep, reg)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -81,12 +82,18 @@ func TestRunBootsServesAndStopsOnSIGTERM(t *testing.T) {
 	if err := os.WriteFile(portalKey, []byte(portalSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	var keyOut bytes.Buffer
+	if code := runMain([]string{"api-key", "new", "ci"}, func(string) (string, bool) { return "", false }, &keyOut, io.Discard); code != 0 {
+		t.Fatalf("worker api-key new: exit %d", code)
+	}
+	apiKey := regexp.MustCompile(`key +(\S+)`).FindStringSubmatch(keyOut.String())[1]
+	apiEntry := regexp.MustCompile(`API_KEYS +(\S+)`).FindStringSubmatch(keyOut.String())[1]
 	cmd, stderr := startWorker(t, []string{
 		"DATABASE_URL=" + dbURL, "HTTP_ADDR=" + addr, "SMTP_TLS=none", "SMTP_PORT=2525",
 		"RIVERUI_USERNAME=admin", "RIVERUI_PASSWORD=s3cret", "SHUTDOWN_TIMEOUT=10s",
 		"POSTMARK_WEBHOOK_USERNAME=postmark", "POSTMARK_WEBHOOK_PASSWORD=pm-s3cret",
 		"EMAIL_CONCURRENCY=7", "EMAIL_CONCURENCY=4", "SMPT_HOST=y", "EMAIL_RATE_LIMIT=50",
-		"PORTAL_SIGNING_KEY_FILE=" + portalKey,
+		"PORTAL_SIGNING_KEY_FILE=" + portalKey, "API_KEYS=" + apiEntry,
 	}, "run")
 	waitReady(t, base, stderr)
 
@@ -114,6 +121,21 @@ func TestRunBootsServesAndStopsOnSIGTERM(t *testing.T) {
 	}
 	if code, _ := get(t, base+"/portal/"); code != http.StatusUnauthorized {
 		t.Errorf("/portal/ without a session = %d, want 401", code)
+	}
+
+	// The HTTP API is on: the key `worker api-key new` printed enqueues an
+	// event, which the replica delivers nowhere (no endpoint) but commits.
+	apiReq, _ := http.NewRequest(http.MethodPost, base+"/api/v1/events", strings.NewReader(`{"type":"invoice.paid","payload":{"id":"in_1"}}`))
+	apiReq.Header.Set("Authorization", "Bearer "+apiKey)
+	apiReq.Header.Set("Content-Type", "application/json")
+	apiResp, err := testHTTP.Do(apiReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiBody, _ := io.ReadAll(apiResp.Body)
+	apiResp.Body.Close()
+	if apiResp.StatusCode != http.StatusAccepted || !strings.Contains(string(apiBody), `"id"`) {
+		t.Errorf("POST /api/v1/events with the new key: %d %s", apiResp.StatusCode, apiBody)
 	}
 
 	// The delivery-event endpoints are mounted: Postmark's asks for its
@@ -158,7 +180,7 @@ func TestRunBootsServesAndStopsOnSIGTERM(t *testing.T) {
 	}
 
 	stopWorker(t, cmd, stderr)
-	if strings.Contains(stderr.String(), portalSecret) || strings.Contains(stderr.String(), linkToken) {
+	if strings.Contains(stderr.String(), portalSecret) || strings.Contains(stderr.String(), linkToken) || strings.Contains(stderr.String(), apiKey) {
 		t.Errorf("the log shows the portal key or a link's token:\n%s", stderr)
 	}
 	if !strings.Contains(stderr.String(), "postbox worker stopped") {

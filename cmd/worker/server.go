@@ -12,16 +12,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/riverqueue/river"
 	"riverqueue.com/riverui"
 
 	"github.com/postbox/postbox/internal/operator/console"
+	"github.com/postbox/postbox/internal/operator/httpapi"
 	"github.com/postbox/postbox/internal/operator/portalsite"
 	"github.com/postbox/postbox/jobs"
 	"github.com/postbox/postbox/migrations"
-	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/outbox/mailevents"
-	"github.com/postbox/postbox/webhook"
 )
 
 // newServer builds the replica's HTTP surface: /healthz (process alive),
@@ -30,8 +28,8 @@ import (
 // under /riverui/ and the console under /console/, both behind the same
 // basic auth. The returned start function starts River UI's background
 // services and the console's sampler; call it before serving.
-func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], pipeline *webhook.Dispatcher, reg *prometheus.Registry,
-	emailMetrics *outbox.Metrics) (*http.Server, func(context.Context) error, error) {
+func newServer(env *Env, pool *pgxpool.Pool, rep *replica, reg *prometheus.Registry) (*http.Server, func(context.Context) error, error) {
+	client, pipeline, emailMetrics := rep.client, rep.pipeline, rep.metrics
 	// Built once: readiness probes arrive every few seconds, and loading
 	// both migration sets per probe would be work done on a hot path.
 	migrator, err := migrations.New(pool, env.Logger)
@@ -84,6 +82,17 @@ func newServer(env *Env, pool *pgxpool.Pool, client *river.Client[pgx.Tx], pipel
 		}
 		mux.Handle(portalsite.Prefix+"/", tenants)
 		env.Logger.Info("tenant portal on", "path", portalsite.Prefix+"/")
+	}
+	// The HTTP API authenticates each request itself (an application key
+	// or a tenant token).
+	if len(env.Config.API.Keys) > 0 {
+		api, err := httpapi.New(httpapi.Config{DB: pool, Settings: env.Config.API, PortalKeys: env.Config.Portal.Keys,
+			Emails: rep.emails, Webhook: env.Config.Webhook, Dispatcher: pipeline, Logger: env.Logger})
+		if err != nil {
+			return nil, nil, err
+		}
+		mux.Handle(httpapi.Prefix+"/", api)
+		env.Logger.Info("HTTP API on", "path", httpapi.Prefix+"/", "keys", len(env.Config.API.Keys))
 	}
 
 	srv := &http.Server{

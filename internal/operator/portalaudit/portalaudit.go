@@ -8,6 +8,7 @@ package portalaudit
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,6 +35,41 @@ func Write(ctx context.Context, db claim.DB, e Entry) error {
 	}
 	return nil
 }
+
+// InChange runs do and records its action in one transaction, so the
+// change and its record commit together or not at all; do returns the
+// action's target. A done action is logged with logger.
+func InChange(ctx context.Context, db claim.DB, e Entry, logger *slog.Logger, do func(ctx context.Context, tx pgx.Tx) (target string, err error)) error {
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		target, err := do(ctx, tx)
+		if err != nil {
+			return err
+		}
+		e.Target = target
+		return Write(ctx, tx, e)
+	})
+	if err == nil {
+		logger.Info("tenant action", "action", e.Action, "tenant", e.Tenant, "session", e.Session, "target", e.Target)
+	}
+	return err
+}
+
+// AfterDone records an action that committed on its own (a replay, which
+// commits its rows and makes its first attempts): detached from ctx's
+// cancellation, and a failure logged rather than returned — the action
+// is done either way.
+func AfterDone(ctx context.Context, db claim.DB, e Entry, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	defer cancel()
+	if err := Write(ctx, db, e); err != nil {
+		logger.Error("the audit record of a done tenant action could not be written", "action", e.Action, "tenant", e.Tenant,
+			"session", e.Session, "target", e.Target, "error", err.Error())
+	}
+	logger.Info("tenant action", "action", e.Action, "tenant", e.Tenant, "session", e.Session, "target", e.Target)
+}
+
+// writeTimeout bounds AfterDone's write.
+const writeTimeout = 10 * time.Second
 
 // MaxRead bounds how many entries a read returns.
 const MaxRead = 200

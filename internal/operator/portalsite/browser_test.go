@@ -37,7 +37,7 @@ func TestBrowser_TenantManagesItsEndpoint(t *testing.T) {
 
 	// Create an endpoint: its secret is shown once.
 	headless.Do(t, ctx,
-		chromedp.SendKeys(chromedp.CSS(`#create input[name=url]`), f.receiver.URL+"/acme-browser"),
+		chromedp.SendKeys(chromedp.CSS(`#create input[name=url]`), f.Receiver.URL+"/acme-browser"),
 		chromedp.SendKeys(chromedp.CSS(`#create input[name=description]`), "billing service"),
 		chromedp.Submit(chromedp.CSS(`#create`)),
 		chromedp.WaitVisible(chromedp.ID("secret")))
@@ -46,7 +46,7 @@ func TestBrowser_TenantManagesItsEndpoint(t *testing.T) {
 		t.Fatalf("the new endpoint's page shows %q, want its secret", created)
 	}
 	shot("created")
-	eps, err := mustScope(t, "acme").ListEndpoints(context.Background(), f.pool)
+	eps, err := mustScope(t, "acme").ListEndpoints(context.Background(), f.Pool)
 	if err != nil || len(eps) != 2 {
 		t.Fatalf("acme has %d endpoints (%v), want 2", len(eps), err)
 	}
@@ -59,7 +59,7 @@ func TestBrowser_TenantManagesItsEndpoint(t *testing.T) {
 	if got := headless.Text(t, ctx, "#flash"); !strings.Contains(got, "test postbox.test event is on its way") {
 		t.Fatalf("after send-test the page says %q", got)
 	}
-	if _, err := f.dispatcher.Drain(context.Background(), 30*time.Second); err != nil {
+	if _, err := f.Dispatcher.Drain(context.Background(), 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	headless.Do(t, ctx, chromedp.Navigate(f.server.URL+Prefix+"/deliveries?endpoint="+ep.ID), chromedp.WaitVisible(chromedp.ID("deliveries")))
@@ -81,7 +81,7 @@ func TestBrowser_TenantManagesItsEndpoint(t *testing.T) {
 	headless.Do(t, ctx, chromedp.Navigate(f.server.URL+Prefix+"/endpoints/"+ep.ID), chromedp.WaitVisible(chromedp.ID("rotate")),
 		chromedp.Submit(chromedp.CSS(`#rotate`)), chromedp.WaitVisible(chromedp.ID("secret")))
 	rotated := headless.Text(t, ctx, "#secret")
-	if now, _ := webhook.EndpointSecret(context.Background(), f.pool, ep.ID); rotated == created || rotated != now {
+	if now, _ := webhook.EndpointSecret(context.Background(), f.Pool, ep.ID); rotated == created || rotated != now {
 		t.Fatalf("after rotation the page shows %q; the endpoint's secret is %q, the old one was %q", rotated, now, created)
 	}
 	shot("rotated")
@@ -101,7 +101,7 @@ func TestBrowser_CrossSiteFormIsRefused(t *testing.T) {
 		// attacker's, under no CSP of ours.
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprintf(w, `<!doctype html><form id="f" method="post" action="%s%s/endpoints/%s/delete"><input name="confirm" value="yes"></form>
-<script>document.getElementById("f").submit()</script>`, f.server.URL, Prefix, f.acme.ID)
+<script>document.getElementById("f").submit()</script>`, f.server.URL, Prefix, f.Acme.ID)
 	}))
 	defer evil.Close()
 	headless.Do(t, ctx, chromedp.Navigate(evil.URL), chromedp.WaitVisible(chromedp.CSS("main")))
@@ -111,7 +111,7 @@ func TestBrowser_CrossSiteFormIsRefused(t *testing.T) {
 	if got := headless.Text(t, ctx, "main"); !strings.Contains(got, "did not come from your portal page") && !strings.Contains(got, "not signed in") {
 		t.Fatalf("the cross-site POST got %q", got)
 	}
-	if _, err := webhook.GetEndpoint(context.Background(), f.pool, f.acme.ID); err != nil {
+	if _, err := webhook.GetEndpoint(context.Background(), f.Pool, f.Acme.ID); err != nil {
 		t.Fatalf("the cross-site POST deleted the endpoint: %v", err)
 	}
 }
@@ -126,19 +126,19 @@ func TestBrowser_NoMarkupFromWhatOthersWrote(t *testing.T) {
 	bctx := context.Background()
 	const script = `<script>window.__xss="x"</script>`
 	const img = `<img src=x onerror="window.__xss='img'">`
-	if _, err := webhook.SyncEventTypes(bctx, f.pool, []webhook.EventType{{Name: "invoice.paid",
+	if _, err := webhook.SyncEventTypes(bctx, f.Pool, []webhook.EventType{{Name: "invoice.paid",
 		Description: "paid " + script + img, Example: []byte(`{"note":"` + strings.ReplaceAll(script+img, `"`, `\"`) + `"}`)}}); err != nil {
 		t.Fatal(err)
 	}
 	acme := f.signIn(t, "acme")
-	if code, body := acme.submit(Prefix+"/", "create", urlValues("url", f.receiver.URL+"/acme-xss?q="+script, "description", script+img,
+	if code, body := acme.submit(Prefix+"/", "create", urlValues("url", f.Receiver.URL+"/acme-xss?q="+script, "description", script+img,
 		"event_types", "invoice.paid")); code != http.StatusCreated {
 		t.Fatalf("create: %d:\n%s", code, body)
 	}
 	if code, body := acme.submit(Prefix+"/", "create", urlValues("url", "javascript:alert(1)")); code != http.StatusBadRequest {
 		t.Fatalf("a javascript: URL: %d:\n%s", code, body)
 	}
-	eps, err := mustScope(t, "acme").ListEndpoints(bctx, f.pool)
+	eps, err := mustScope(t, "acme").ListEndpoints(bctx, f.Pool)
 	if err != nil || len(eps) != 2 {
 		t.Fatalf("%d endpoints, %v", len(eps), err)
 	}
@@ -146,11 +146,11 @@ func TestBrowser_NoMarkupFromWhatOthersWrote(t *testing.T) {
 	if code, body := acme.submit(Prefix+"/endpoints/"+xss.ID, "send-test", urlValues("type", "invoice.paid")); code != http.StatusOK {
 		t.Fatalf("send-test: %d:\n%s", code, body)
 	}
-	if _, err := f.dispatcher.Drain(bctx, 30*time.Second); err != nil {
+	if _, err := f.Dispatcher.Drain(bctx, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	var delivery string
-	if err := f.pool.QueryRow(bctx, `SELECT id::text FROM webhook_deliveries WHERE endpoint_id = $1`, xss.ID).Scan(&delivery); err != nil {
+	if err := f.Pool.QueryRow(bctx, `SELECT id::text FROM webhook_deliveries WHERE endpoint_id = $1`, xss.ID).Scan(&delivery); err != nil {
 		t.Fatal(err)
 	}
 

@@ -144,25 +144,15 @@ func (p *Portal) recover(w http.ResponseWriter, r *http.Request, s *session, id 
 	p.endpointPage(w, r, s, id, msg)
 }
 
-// testEventType is the type of a test event when the catalog has no
-// example to send.
-const testEventType = "postbox.test"
-
 // sendTest enqueues a test event addressed to one of the tenant's
-// endpoints: the catalog example of the type chosen, or a small test
-// payload when the catalog has none. It goes out as any event does.
+// endpoints (webhook.TenantScope.SendTestEvent). It goes out as any event
+// does.
 func (p *Portal) sendTest(w http.ResponseWriter, r *http.Request, s *session, id string) {
 	typ := r.PostFormValue("type")
 	var eventID string
 	err := p.change(r, s, "endpoint.test", func(ctx context.Context, tx pgx.Tx) (string, error) {
-		if _, err := s.scope.GetEndpoint(ctx, tx, id); err != nil {
-			return id, err
-		}
-		payload, err := testPayload(ctx, tx, typ)
-		if err != nil {
-			return id, err
-		}
-		eventID, err = webhook.Enqueuer{MaxPayloadBytes: p.settings.MaxPayloadBytes}.EnqueueEvent(ctx, tx, webhook.Event{Tenant: s.tenant, Type: typ, Payload: payload, EndpointID: id})
+		var err error
+		eventID, err = s.scope.SendTestEvent(ctx, tx, p.settings, id, typ)
 		return id, err
 	})
 	if err != nil {
@@ -170,24 +160,6 @@ func (p *Portal) sendTest(w http.ResponseWriter, r *http.Request, s *session, id
 		return
 	}
 	p.endpointPage(w, r, s, id, "A test "+typ+" event is on its way (outbox row "+eventID+"); it shows in Deliveries once sent.")
-}
-
-// testPayload is the catalog's example of typ, or, for testEventType, a
-// payload that says what it is.
-func testPayload(ctx context.Context, db webhook.DB, typ string) ([]byte, error) {
-	if typ == testEventType {
-		return []byte(`{"test":true,"message":"A test event sent from the webhook portal."}`), nil
-	}
-	types, err := webhook.ListEventTypes(ctx, db)
-	if err != nil {
-		return nil, err
-	}
-	for _, t := range types {
-		if t.Name == typ && len(t.Example) > 0 {
-			return t.Example, nil
-		}
-	}
-	return nil, fmt.Errorf("%w: event type %q has no example in the catalog to send", webhook.ErrInvalidEndpoint, typ)
 }
 
 func (p *Portal) eventTypes(w http.ResponseWriter, r *http.Request, s *session) {

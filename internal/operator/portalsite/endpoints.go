@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/postbox/postbox/internal/operator/portalaudit"
 	"github.com/postbox/postbox/webhook"
 )
 
@@ -205,17 +206,7 @@ func (p *Portal) secretPage(w http.ResponseWriter, r *http.Request, s *session, 
 func (p *Portal) change(r *http.Request, s *session, action string, do func(ctx context.Context, tx pgx.Tx) (string, error)) error {
 	ctx, cancel := context.WithTimeout(r.Context(), requestTimeout)
 	defer cancel()
-	err := pgx.BeginFunc(ctx, p.db, func(tx pgx.Tx) error {
-		target, err := do(ctx, tx)
-		if err != nil {
-			return err
-		}
-		return audit(ctx, tx, s, action, target)
-	})
-	if err == nil {
-		p.logger.Info("portal: "+action, "tenant", s.tenant, "session", s.id, "endpoint", r.PathValue("id"))
-	}
-	return err
+	return portalaudit.InChange(ctx, p.db, s.entry(action), p.logger, do)
 }
 
 // audited runs an action that commits on its own (a replay commits its
@@ -228,13 +219,9 @@ func (p *Portal) audited(r *http.Request, s *session, action, target string, do 
 	if err != nil {
 		return "", err
 	}
-	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), requestTimeout)
-	defer acancel()
-	if err := pgx.BeginFunc(actx, p.db, func(tx pgx.Tx) error { return audit(actx, tx, s, action, target) }); err != nil {
-		p.logger.Error("portal: the audit record of a done action could not be written", "tenant", s.tenant, "session", s.id,
-			"action", action, "target", target, "error", err.Error())
-	}
-	p.logger.Info("portal: "+action, "tenant", s.tenant, "session", s.id, "target", target)
+	e := s.entry(action)
+	e.Target = target
+	portalaudit.AfterDone(ctx, p.db, e, p.logger)
 	return msg, nil
 }
 

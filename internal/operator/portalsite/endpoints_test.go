@@ -23,27 +23,11 @@ func TestIsolation_AnotherTenantsIDsAreNoIDs(t *testing.T) {
 	f := newFixture(t)
 	acme := f.signIn(t, "acme")
 	token := acme.csrfOf()
-	ctx := context.Background()
-	globexSecret, err := webhook.EndpointSecret(ctx, f.pool, f.globex.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snapshot := func() string {
-		t.Helper()
-		var s string
-		if err := f.pool.QueryRow(ctx, `SELECT string_agg(concat_ws('|', id, url, secret, description, event_types, enabled, disabled_reason, updated_at), ';')
-			|| (SELECT count(*) FROM webhook_endpoint_secrets)::text || (SELECT count(*) FROM webhook_events)::text
-			|| (SELECT count(*) FROM webhook_deliveries)::text || (SELECT count(*) FROM webhook_outbox)::text
-			FROM webhook_endpoints WHERE tenant_id = 'globex'`).Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
 	form := url.Values{"csrf": {token}, "url": {"https://moved.example/x"}, "description": {"moved"}, "event_types": {""},
 		"confirm": {"yes"}, "since": {"24h"}, "type": {"postbox.test"}}
 	const none = "00000000-0000-4000-8000-000000000000"
 	// The globex id each kind of path names.
-	others := map[string]string{"endpoints": f.globex.ID, "deliveries": f.globexDelivery, "events": f.globexEvent}
+	others := map[string]string{"endpoints": f.Globex.ID, "deliveries": f.GlobexDelivery, "events": f.GlobexEvent}
 	type probe struct{ name, method, path, other string }
 	var probes []probe
 	for _, rt := range Routes {
@@ -66,8 +50,8 @@ func TestIsolation_AnotherTenantsIDsAreNoIDs(t *testing.T) {
 	}
 	// Ids in the query.
 	probes = append(probes,
-		probe{"deliveries ?endpoint=", http.MethodGet, Prefix + "/deliveries?endpoint={id}", f.globex.ID},
-		probe{"deliveries ?before=", http.MethodGet, Prefix + "/deliveries?before={id}", f.globexDelivery})
+		probe{"deliveries ?endpoint=", http.MethodGet, Prefix + "/deliveries?endpoint={id}", f.Globex.ID},
+		probe{"deliveries ?before=", http.MethodGet, Prefix + "/deliveries?before={id}", f.GlobexDelivery})
 	for _, pr := range probes {
 		at := func(id string) (int, string) {
 			p := strings.Replace(pr.path, "{id}", id, 1)
@@ -76,18 +60,18 @@ func TestIsolation_AnotherTenantsIDsAreNoIDs(t *testing.T) {
 			}
 			return acme.post(p, form)
 		}
-		before := snapshot()
+		before := f.Snapshot(t)
 		codeOther, bodyOther := at(pr.other)
 		codeNone, bodyNone := at(none)
 		if codeOther != http.StatusNotFound || codeOther != codeNone || bodyOther != bodyNone {
 			t.Errorf("%s: another tenant's id answered %d, one that does not exist %d:\n%s\n---\n%s", pr.name, codeOther, codeNone, bodyOther, bodyNone)
 		}
-		for _, leak := range []string{"globex-secret-path", "globex private", globexSecret, "globex", pr.other} {
+		for _, leak := range append(f.Leaks(t), pr.other) {
 			if strings.Contains(bodyOther, leak) {
 				t.Errorf("%s: the answer shows %q of another tenant's", pr.name, leak)
 			}
 		}
-		if after := snapshot(); after != before {
+		if after := f.Snapshot(t); after != before {
 			t.Errorf("%s changed another tenant's rows:\n%s\n%s", pr.name, before, after)
 		}
 	}
@@ -101,7 +85,7 @@ func TestIsolation_AnotherTenantsIDsAreNoIDs(t *testing.T) {
 			t.Errorf("%s is not acme's alone:\n%s", p, page)
 		}
 	}
-	if n := count(t, f.pool, `SELECT count(*) FROM portal_audit WHERE tenant_id = 'acme' AND action <> 'session.open'`); n != 0 {
+	if n := count(t, f.Pool, `SELECT count(*) FROM portal_audit WHERE tenant_id = 'acme' AND action <> 'session.open'`); n != 0 {
 		t.Errorf("%d actions were audited, but none happened", n)
 	}
 }
@@ -113,7 +97,7 @@ func TestActions_ChangeTheTenantsOwnEndpointAndAreAudited(t *testing.T) {
 	f := newFixture(t)
 	acme := f.signIn(t, "acme")
 	ctx := context.Background()
-	page := Prefix + "/endpoints/" + f.acme.ID
+	page := Prefix + "/endpoints/" + f.Acme.ID
 
 	code, body := acme.submit(Prefix+"/", "create", url.Values{"url": {"https://new.acme.example/hooks"}, "description": {"the new one"}, "event_types": {"invoice.paid, invoice.voided"}})
 	secret := shownSecret(body)
@@ -121,7 +105,7 @@ func TestActions_ChangeTheTenantsOwnEndpointAndAreAudited(t *testing.T) {
 		t.Fatalf("create: %d, want 201 with the secret:\n%s", code, body)
 	}
 	var created webhook.Endpoint
-	if eps, err := mustScope(t, "acme").ListEndpoints(ctx, f.pool); err != nil || len(eps) != 2 {
+	if eps, err := mustScope(t, "acme").ListEndpoints(ctx, f.Pool); err != nil || len(eps) != 2 {
 		t.Fatalf("after create acme has %d endpoints (%v), want 2", len(eps), err)
 	} else {
 		created = eps[1]
@@ -129,7 +113,7 @@ func TestActions_ChangeTheTenantsOwnEndpointAndAreAudited(t *testing.T) {
 	if created.Description != "the new one" || strings.Join(created.EventTypes, ",") != "invoice.paid,invoice.voided" || created.Tenant != "acme" {
 		t.Errorf("created %+v", created)
 	}
-	if got, _ := webhook.EndpointSecret(ctx, f.pool, created.ID); got != secret {
+	if got, _ := webhook.EndpointSecret(ctx, f.Pool, created.ID); got != secret {
 		t.Errorf("the page showed a secret that is not the endpoint's: %q vs %q (%s)", got, secret, created.ID)
 	}
 
@@ -143,12 +127,12 @@ func TestActions_ChangeTheTenantsOwnEndpointAndAreAudited(t *testing.T) {
 		t.Fatalf("enable: %d:\n%s", code, body)
 	}
 	code, body = acme.submit(page, "reveal", nil)
-	if want, _ := webhook.EndpointSecret(ctx, f.pool, f.acme.ID); code != http.StatusOK || shownSecret(body) != want {
+	if want, _ := webhook.EndpointSecret(ctx, f.Pool, f.Acme.ID); code != http.StatusOK || shownSecret(body) != want {
 		t.Fatalf("reveal: %d, want the secret:\n%s", code, body)
 	}
 	code, body = acme.submit(page, "rotate", nil)
-	rotated, _ := webhook.EndpointSecret(ctx, f.pool, f.acme.ID)
-	if code != http.StatusOK || rotated == f.acme.Secret || shownSecret(body) != rotated || !strings.Contains(body, "keeps signing beside it") {
+	rotated, _ := webhook.EndpointSecret(ctx, f.Pool, f.Acme.ID)
+	if code != http.StatusOK || rotated == f.Acme.Secret || shownSecret(body) != rotated || !strings.Contains(body, "keeps signing beside it") {
 		t.Fatalf("rotate: %d, want the new secret and the old one's overlap:\n%s", code, body)
 	}
 	if code, body := acme.submit(page, "delete", nil); code != http.StatusBadRequest || !strings.Contains(body, "Not deleted") {
@@ -157,17 +141,17 @@ func TestActions_ChangeTheTenantsOwnEndpointAndAreAudited(t *testing.T) {
 	if code, body := acme.submit(page, "delete", url.Values{"confirm": {"yes"}}); code != http.StatusOK || !strings.Contains(body, "Endpoint deleted.") {
 		t.Fatalf("delete: %d:\n%s", code, body)
 	}
-	ep, err := webhook.GetEndpoint(ctx, f.pool, created.ID)
+	ep, err := webhook.GetEndpoint(ctx, f.Pool, created.ID)
 	if err != nil || ep.URL != "https://new.acme.example/hooks" {
 		t.Errorf("the new endpoint: %+v, %v", ep, err)
 	}
-	if _, err := webhook.GetEndpoint(ctx, f.pool, f.acme.ID); err == nil {
+	if _, err := webhook.GetEndpoint(ctx, f.Pool, f.Acme.ID); err == nil {
 		t.Errorf("the deleted endpoint is still there")
 	}
 
 	// The operator sees the actions: worker show of the endpoint, and the
 	// console's page of the tenant's endpoints.
-	st, err := story.Find(ctx, f.pool, created.ID, story.KindEndpoint)
+	st, err := story.Find(ctx, f.Pool, created.ID, story.KindEndpoint)
 	var shown strings.Builder
 	if err == nil {
 		err = story.WriteText(&shown, st)
@@ -175,7 +159,7 @@ func TestActions_ChangeTheTenantsOwnEndpointAndAreAudited(t *testing.T) {
 	if err != nil || len(st.PortalActions) != 1 || st.PortalActions[0].Action != "endpoint.create" || !strings.Contains(shown.String(), "endpoint.create by tenant acme") {
 		t.Errorf("worker show of the created endpoint: %v, %+v:\n%s", err, st.PortalActions, shown.String())
 	}
-	con, err := console.New(console.Config{DB: f.pool})
+	con, err := console.New(console.Config{DB: f.Pool})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +171,7 @@ func TestActions_ChangeTheTenantsOwnEndpointAndAreAudited(t *testing.T) {
 		}
 	}
 
-	rows, err := f.pool.Query(ctx, `SELECT action, target, session FROM portal_audit WHERE tenant_id = 'acme' ORDER BY id`)
+	rows, err := f.Pool.Query(ctx, `SELECT action, target, session FROM portal_audit WHERE tenant_id = 'acme' ORDER BY id`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,8 +185,8 @@ func TestActions_ChangeTheTenantsOwnEndpointAndAreAudited(t *testing.T) {
 		got = append(got, action+" "+target)
 		sessions[session] = true
 	}
-	want := []string{"session.open ", "endpoint.create " + created.ID, "endpoint.update " + f.acme.ID, "endpoint.disable " + f.acme.ID,
-		"endpoint.enable " + f.acme.ID, "endpoint.secret.reveal " + f.acme.ID, "endpoint.secret.rotate " + f.acme.ID, "endpoint.delete " + f.acme.ID}
+	want := []string{"session.open ", "endpoint.create " + created.ID, "endpoint.update " + f.Acme.ID, "endpoint.disable " + f.Acme.ID,
+		"endpoint.enable " + f.Acme.ID, "endpoint.secret.reveal " + f.Acme.ID, "endpoint.secret.rotate " + f.Acme.ID, "endpoint.delete " + f.Acme.ID}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") || len(sessions) != 1 {
 		t.Errorf("audit log:\n%s\nwant, all of one session:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
@@ -216,7 +200,7 @@ func TestCSRF_AFormFromElsewhereIsRefused(t *testing.T) {
 	acme := f.signIn(t, "acme")
 	acmeElsewhere := f.signIn(t, "acme")
 	globex := f.signIn(t, "globex")
-	before := count(t, f.pool, `SELECT count(*) FROM webhook_endpoints`)
+	before := count(t, f.Pool, `SELECT count(*) FROM webhook_endpoints`)
 	for _, tc := range []struct {
 		name  string
 		token string
@@ -226,15 +210,15 @@ func TestCSRF_AFormFromElsewhereIsRefused(t *testing.T) {
 		{"the same tenant's token from another session", acmeElsewhere.csrfOf()},
 		{"another tenant's token", globex.csrfOf()},
 	} {
-		for _, path := range []string{Prefix + "/endpoints", Prefix + "/endpoints/" + f.acme.ID + "/disable", Prefix + "/endpoints/" + f.acme.ID + "/delete"} {
+		for _, path := range []string{Prefix + "/endpoints", Prefix + "/endpoints/" + f.Acme.ID + "/disable", Prefix + "/endpoints/" + f.Acme.ID + "/delete"} {
 			code, body := acme.post(path, url.Values{"csrf": {tc.token}, "url": {"https://evil.example/"}, "confirm": {"yes"}})
 			if code != http.StatusForbidden || !strings.Contains(body, "did not come from your portal page") {
 				t.Errorf("%s to %s: %d:\n%s", tc.name, path, code, body)
 			}
 		}
 	}
-	ep, err := webhook.GetEndpoint(context.Background(), f.pool, f.acme.ID)
-	if after := count(t, f.pool, `SELECT count(*) FROM webhook_endpoints`); after != before || err != nil || !ep.Enabled {
+	ep, err := webhook.GetEndpoint(context.Background(), f.Pool, f.Acme.ID)
+	if after := count(t, f.Pool, `SELECT count(*) FROM webhook_endpoints`); after != before || err != nil || !ep.Enabled {
 		t.Errorf("refused forms changed something: %d endpoints, was %d; acme's: %+v, %v", after, before, ep, err)
 	}
 	if !strings.Contains(f.logs.String(), "CSRF") {
@@ -256,7 +240,7 @@ func TestPages_WhatATenantTypesIsText(t *testing.T) {
 	if code, body := acme.submit(Prefix+"/", "create", url.Values{"url": {"javascript:alert(3)"}}); code != http.StatusBadRequest || strings.Contains(body, "<script") {
 		t.Errorf("a javascript: URL: %d:\n%s", code, body)
 	}
-	eps, err := mustScope(t, "acme").ListEndpoints(context.Background(), f.pool)
+	eps, err := mustScope(t, "acme").ListEndpoints(context.Background(), f.Pool)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,36 +10,27 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
-	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox/postbox/internal/operator/portaltoken"
 	"github.com/postbox/postbox/internal/tooling/testsupport/logbuf"
-	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
+	"github.com/postbox/postbox/internal/tooling/testsupport/twotenants"
 	"github.com/postbox/postbox/portal"
-	"github.com/postbox/postbox/webhook"
 )
 
 // fixture is a database with two tenants' endpoints, an event delivered
-// to each, and the portal on it.
+// to each (twotenants), and the portal on it.
 type fixture struct {
-	pool       *pgxpool.Pool
-	keys       [][]byte // the portal's, newest first
-	server     *httptest.Server
-	receiver   *httptest.Server // the endpoints': /acme… answers 200, /globex… 500
-	dispatcher *webhook.Dispatcher
-	logs       *logbuf.Buffer
-
-	acme, globex                 webhook.Endpoint // each with its secret
-	acmeEvent, globexEvent       string
-	acmeDelivery, globexDelivery string
+	*twotenants.World
+	keys   [][]byte // the portal's, newest first
+	server *httptest.Server
+	logs   *logbuf.Buffer
 }
 
 func newKey(t *testing.T) []byte {
@@ -55,60 +46,7 @@ func newFixture(t *testing.T, keys ...[]byte) *fixture {
 	if len(keys) == 0 {
 		keys = [][]byte{newKey(t)}
 	}
-	f := &fixture{pool: pgtest.NewPool(t), keys: keys, logs: &logbuf.Buffer{}}
-	ctx := context.Background()
-	f.receiver = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/globex") {
-			http.Error(w, "globex receiver says no", http.StatusInternalServerError)
-			return
-		}
-		if strings.Contains(r.URL.Path, "xss") {
-			_, _ = w.Write([]byte(`<script>window.__xss="excerpt"</script><img src=x onerror="window.__xss='excerpt-img'">`))
-			return
-		}
-		_, _ = w.Write([]byte("ok from acme-receiver"))
-	}))
-	t.Cleanup(f.receiver.Close)
-	var err error
-	f.acme, err = webhook.CreateEndpoint(ctx, f.pool, webhook.Settings{}, webhook.EndpointParams{
-		Tenant: "acme", URL: f.receiver.URL + "/acme-in", Description: "acme billing"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.globex, err = webhook.CreateEndpoint(ctx, f.pool, webhook.Settings{}, webhook.EndpointParams{
-		Tenant: "globex", URL: f.receiver.URL + "/globex-secret-path", Description: "globex private description"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.dispatcher, err = webhook.NewDispatcher(f.pool, webhook.Config{Settings: webhook.Settings{
-		AllowedCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}},
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(f.dispatcher.Close)
-	for _, tenant := range []string{"acme", "globex"} {
-		if err := pgx.BeginFunc(ctx, f.pool, func(tx pgx.Tx) error {
-			_, err := webhook.Enqueuer{}.EnqueueEvent(ctx, tx, webhook.Event{Tenant: tenant, Type: "invoice.paid", Payload: []byte(`{"tenant":"` + tenant + `"}`)})
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := f.dispatcher.Drain(ctx, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	for _, ep := range []*webhook.Endpoint{&f.acme, &f.globex} {
-		var delivery, event string
-		if err := f.pool.QueryRow(ctx, `SELECT id::text, event_id::text FROM webhook_deliveries WHERE endpoint_id = $1`, ep.ID).Scan(&delivery, &event); err != nil {
-			t.Fatal(err)
-		}
-		if ep == &f.acme {
-			f.acmeDelivery, f.acmeEvent = delivery, event
-		} else {
-			f.globexDelivery, f.globexEvent = delivery, event
-		}
-	}
+	f := &fixture{World: twotenants.New(t), keys: keys, logs: &logbuf.Buffer{}}
 	f.server = httptest.NewServer(f.portal(t, keys...))
 	t.Cleanup(f.server.Close)
 	return f
@@ -117,7 +55,7 @@ func newFixture(t *testing.T, keys ...[]byte) *fixture {
 // portal is a portal on the fixture's database with keys.
 func (f *fixture) portal(t *testing.T, keys ...[]byte) *Portal {
 	t.Helper()
-	p, err := New(Config{DB: f.pool, Settings: Settings{Keys: keys}, Dispatcher: f.dispatcher, Logger: slog.New(slog.NewTextHandler(f.logs, nil))})
+	p, err := New(Config{DB: f.Pool, Settings: Settings{Keys: keys}, Dispatcher: f.Dispatcher, Logger: slog.New(slog.NewTextHandler(f.logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/postbox/postbox/internal/engine/claim"
 	"github.com/postbox/postbox/internal/operator/htmlpage"
+	"github.com/postbox/postbox/internal/operator/pace"
 	"github.com/postbox/postbox/internal/operator/portaltoken"
 	"github.com/postbox/postbox/webhook"
 )
@@ -139,7 +140,7 @@ type Portal struct {
 	now        func() time.Time
 	pages      *htmlpage.Set
 	mux        *http.ServeMux
-	opens      *openLimiter
+	opens      *pace.PerKey
 }
 
 var brandColor = regexp.MustCompile(`^#[0-9a-fA-F]{6}$`)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox/postbox/internal/operator/csrf"
+	"github.com/postbox/postbox/internal/operator/pace"
 	"github.com/postbox/postbox/internal/operator/portalaudit"
 	"github.com/postbox/postbox/internal/operator/portaltoken"
 	"github.com/postbox/postbox/webhook"
@@ -37,7 +38,7 @@ func (p *Portal) closed(w http.ResponseWriter, status int, msg string) {
 // once — and sets the session cookie, then sends the browser to the
 // portal's first page, out of the link's URL.
 func (p *Portal) open(w http.ResponseWriter, r *http.Request) {
-	if ok, wait := p.opens.allow(r, p.now()); !ok {
+	if ok, wait := p.opens.Allow(pace.Address(r), p.now()); !ok {
 		p.tooMany(w, r, wait)
 		return
 	}
@@ -72,7 +73,7 @@ ON CONFLICT (nonce) DO NOTHING`, c.Nonce, c.Tenant, c.ExpiresAt())
 	SELECT nonce FROM portal_link_uses WHERE expires_at < now() ORDER BY expires_at LIMIT 100)`); err != nil {
 			return err
 		}
-		return audit(ctx, tx, s, "session.open", "")
+		return portalaudit.Write(ctx, tx, s.entry("session.open"))
 	})
 	switch {
 	case err != nil:
@@ -147,9 +148,9 @@ func (p *Portal) signedIn(h func(http.ResponseWriter, *http.Request, *session)) 
 // csrfToken is the token the session's forms carry.
 func (p *Portal) csrfToken(s *session) string { return csrf.Token(p.csrfKey, s.id, s.tenant) }
 
-// audit records a tenant's action in tx, the transaction that makes it.
-func audit(ctx context.Context, tx pgx.Tx, s *session, action, target string) error {
-	return portalaudit.Write(ctx, tx, portalaudit.Entry{Tenant: s.tenant, Session: s.id, Action: action, Target: target})
+// entry is the audit record of the session's action.
+func (s *session) entry(action string) portalaudit.Entry {
+	return portalaudit.Entry{Tenant: s.tenant, Session: s.id, Action: action}
 }
 
 // requestTimeout bounds the statements of one page.

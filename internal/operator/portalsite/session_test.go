@@ -48,7 +48,7 @@ func TestOpen_ALinkOpensOnceAndOnlyIfSigned(t *testing.T) {
 			if code != http.StatusForbidden || !strings.Contains(body, tc.want) {
 				t.Fatalf("%d, want 403 saying %q:\n%s", code, tc.want, body)
 			}
-			if strings.Contains(body, "acme") || strings.Contains(body, f.acme.ID) {
+			if strings.Contains(body, "acme") || strings.Contains(body, f.Acme.ID) {
 				t.Errorf("the refusal names the link's tenant or its endpoints:\n%s", body)
 			}
 			if code, _ := b.get(Prefix + "/"); code != http.StatusUnauthorized {
@@ -87,7 +87,7 @@ func TestOpen_ConcurrentExchangesOfOneLinkOpenOneSession(t *testing.T) {
 	if opened != 1 {
 		t.Fatalf("%d of %d exchanges of one link opened a session (%v), want 1", opened, n, codes)
 	}
-	if n := count(t, f.pool, `SELECT count(*) FROM portal_audit WHERE action = 'session.open'`); n != 1 {
+	if n := count(t, f.Pool, `SELECT count(*) FROM portal_audit WHERE action = 'session.open'`); n != 1 {
 		t.Errorf("%d session.open audit rows, want 1", n)
 	}
 }
@@ -171,7 +171,7 @@ func TestOpen_PacedPerAddress(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	now := time.Now()
-	p, err := New(Config{DB: f.pool, Settings: Settings{Keys: f.keys}, Now: func() time.Time { return now }})
+	p, err := New(Config{DB: f.Pool, Settings: Settings{Keys: f.keys}, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,13 +40,14 @@ const (
 	SectionPoolWebhookTenants   = "pool-webhook-tenants"
 	SectionPoolWebhookIsolation = "pool-webhook-isolation"
 	SectionPoolWebhookSchemas   = "pool-webhook-schemas"
+	SectionPoolAPI              = "pool-api"
 )
 
 // PoolSections lists the pool sections in run order.
 var PoolSections = []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLeaderKill, SectionPoolScale, SectionPoolRetention,
 	SectionPoolPgBouncer, SectionPoolRateLimit, SectionPoolLowRate,
 	SectionPoolWebhook, SectionPoolWebhookRateLimit, SectionPoolWebhookRetry, SectionPoolWebhookBreaker, SectionPoolWebhookOrdered,
-	SectionPoolWebhookScale, SectionPoolWebhookTenants, SectionPoolWebhookIsolation, SectionPoolWebhookSchemas}
+	SectionPoolWebhookScale, SectionPoolWebhookTenants, SectionPoolWebhookIsolation, SectionPoolWebhookSchemas, SectionPoolAPI}
 
 // DefaultPoolSections are what --pool runs without --only: all but the
 // scale and retention sections, which seed millions of rows and run for
@@ -74,6 +75,7 @@ const (
 	titlePoolWebhookTenants   = "pool webhook tenants: 10,000 tenants against one"
 	titlePoolWebhookIsolation = "pool webhook tenant isolation: 1,000 tenants, kill -9, recovery and replays"
 	titlePoolWebhookSchemas   = "pool webhook schemas: enqueue with a catalog of schemas"
+	titlePoolAPI              = "pool API: enqueue over HTTP against the Go API"
 )
 
 // PoolOptions configure the pool sections. Zero fields take
@@ -528,6 +530,7 @@ func RunPoolURL(ctx context.Context, url string, opts PoolOptions) (rep *Report,
 		{opts.want(SectionPoolWebhookTenants), pr.webhookTenantsSection},
 		{opts.want(SectionPoolWebhookIsolation), pr.webhookIsolationSection},
 		{opts.want(SectionPoolWebhookSchemas), pr.webhookSchemasSection},
+		{opts.want(SectionPoolAPI), pr.apiSection},
 	}
 	for _, s := range steps {
 		if !s.on {
