@@ -79,6 +79,22 @@ func init() {
 			Test:    "TestRateLimitPerKey",
 		},
 		Mutation{
+			Name:    "api: a group with a failed enqueue answers every enqueue in it with the failure",
+			File:    "internal/operator/httpapi/groupcommit.go",
+			Find:    "\tif len(group) == 1 {\n",
+			Replace: "\tif len(group) >= 1 {\n\t\tfor _, j := range group[1:] {\n\t\t\tj.done <- groupResult{err: err}\n\t\t}\n",
+			Pkg:     "./internal/operator/httpapi/",
+			Test:    "TestGroupCommit_AFailureCostsItsNeighboursOnlyARetry",
+		},
+		Mutation{
+			Name:    "api: enqueues waiting together are committed one by one (no groups)",
+			File:    "internal/operator/httpapi/groupcommit.go",
+			Find:    "\t\tfor len(group) < maxGroup {\n",
+			Replace: "\t\tfor len(group) < 1 {\n",
+			Pkg:     "./internal/operator/httpapi/",
+			Test:    "TestGroupCommit_WaitingEnqueuesShareACommit",
+		},
+		Mutation{
 			Name:    "api: the body cap is lifted",
 			File:    "internal/operator/httpapi/api.go",
 			Find:    "dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, a.bodyLimit))",

@@ -87,6 +87,7 @@ type API struct {
 	perCaller  *pace.PerKey // nil: no limit
 	failures   *pace.PerKey // failed authentications per address
 	bodyLimit  int64
+	groups     *groupCommitter // the enqueues' commits
 }
 
 // New builds the API.
@@ -98,7 +99,7 @@ func New(cfg Config) (*API, error) {
 		return nil, errors.New("api: API_KEYS is required")
 	}
 	a := &API{db: cfg.DB, keys: cfg.Settings.Keys, portalKeys: cfg.PortalKeys, emails: cfg.Emails, webhook: cfg.Webhook,
-		dispatcher: cfg.Dispatcher, logger: cfg.Logger, now: cfg.Now, failures: pace.New(authFailuresPerMinute/60.0, authFailuresPerMinute)}
+		dispatcher: cfg.Dispatcher, logger: cfg.Logger, now: cfg.Now, groups: newGroupCommitter(cfg.DB), failures: pace.New(authFailuresPerMinute/60.0, authFailuresPerMinute)}
 	if a.emails == nil {
 		a.emails = &outbox.Enqueuer{}
 	}

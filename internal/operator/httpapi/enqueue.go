@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -56,10 +57,8 @@ func (a *API) postEmail(w http.ResponseWriter, r *http.Request, _ *caller) {
 	}
 	ctx, cancel := bounded(r, requestTimeout)
 	defer cancel()
-	var id string
-	err = pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
-		id, err = a.emails.Enqueue(ctx, tx, email)
-		return err
+	id, err := a.groups.enqueue(ctx, func(ctx context.Context, tx pgx.Tx) (string, error) {
+		return a.emails.Enqueue(ctx, tx, email)
 	})
 	if err != nil {
 		a.failErr(w, r, err)
@@ -99,11 +98,8 @@ func (a *API) postEvent(w http.ResponseWriter, r *http.Request, _ *caller) {
 	}
 	ctx, cancel := bounded(r, requestTimeout)
 	defer cancel()
-	var id string
-	err := pgx.BeginFunc(ctx, a.db, func(tx pgx.Tx) error {
-		var err error
-		id, err = webhook.Enqueuer{MaxPayloadBytes: a.webhook.MaxPayloadBytes}.EnqueueEvent(ctx, tx, ev)
-		return err
+	id, err := a.groups.enqueue(ctx, func(ctx context.Context, tx pgx.Tx) (string, error) {
+		return webhook.Enqueuer{MaxPayloadBytes: a.webhook.MaxPayloadBytes}.EnqueueEvent(ctx, tx, ev)
 	})
 	if err != nil {
 		a.failErr(w, r, err)

@@ -70,6 +70,11 @@
 //     processes, their Postgres backends, the bench, the rest),
 //     statements per message (pg_stat_statements where the server
 //     preloads it, else transactions), p99 and the slowest message.
+//   - pool-api (only with --only): webhook.EnqueueEvent against POST
+//     /api/v1/events from EnqueueGoroutines goroutines (keep-alive, 1 KB
+//     payloads), one `worker run` fanning out meanwhile; the ratio, p50/p99
+//     answer times, the machine's CPU per enqueue and who spent it, and a
+//     request given up after 1 ms retried with its Idempotency-Key (one row).
 //
 // Nothing here asserts a timing: the test runs a tiny preset and checks only
 // the correctness counts.
