@@ -26,7 +26,8 @@ func TestBrowser_TenantManagesItsEndpoint(t *testing.T) {
 	ctx := headless.NewTab(t)
 	shot := headless.Shooter(t, ctx, headless.ScreenshotDir(t, filepath.Join("..", "..", "..")), "portal")
 
-	headless.Do(t, ctx, chromedp.Navigate(f.server.URL+link(t, f.keys[0], "acme", 0)), chromedp.WaitVisible(chromedp.ID("create")))
+	first := link(t, f.keys[0], "acme", 0)
+	headless.Do(t, ctx, chromedp.Navigate(f.server.URL+first), chromedp.WaitVisible(chromedp.ID("create")))
 	if loc := headless.Location(t, ctx); loc != f.server.URL+Prefix+"/" {
 		t.Fatalf("the link landed on %s, want the portal's first page (the token out of the address bar)", loc)
 	}
@@ -87,6 +88,13 @@ func TestBrowser_TenantManagesItsEndpoint(t *testing.T) {
 	shot("rotated")
 	headless.Do(t, ctx, chromedp.Navigate(f.server.URL+Prefix+"/event-types"), chromedp.WaitVisible(chromedp.CSS("main")))
 	shot("event-types")
+
+	// The link again: spent, it opens nothing, and says so.
+	headless.Do(t, ctx, chromedp.Navigate(f.server.URL+first), chromedp.WaitVisible(chromedp.ID("closed")))
+	if got := headless.Text(t, ctx, "#closed"); !strings.Contains(got, "already been used") {
+		t.Fatalf("the spent link's page says %q", got)
+	}
+	shot("link-used")
 }
 
 // A page of another site that posts a form to the portal, in the
