@@ -121,15 +121,6 @@ func New(cfg Config) (*API, error) {
 	return a, nil
 }
 
-// settings are the API's Settings as configured.
-func (a *API) settings() Settings {
-	s := Settings{Keys: a.keys}
-	if a.perCaller != nil {
-		s.RateLimit = float64(a.perCaller.Rate())
-	}
-	return s
-}
-
 func (a *API) emailLimit() int {
 	if a.emails.MaxPayloadBytes > 0 {
 		return a.emails.MaxPayloadBytes

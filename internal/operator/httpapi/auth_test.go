@@ -98,7 +98,7 @@ func TestAuth(t *testing.T) {
 	}
 	// Rotating PORTAL_SIGNING_KEY ends the tokens of the old key, as it
 	// ends portal sessions.
-	rotated, err := New(Config{DB: f.Pool, Settings: f.api.settings(), PortalKeys: [][]byte{[]byte(strings.Repeat("n", 40)), f.portalKey}})
+	rotated, err := New(Config{DB: f.Pool, Settings: Settings{Keys: f.keys}, PortalKeys: [][]byte{[]byte(strings.Repeat("n", 40)), f.portalKey}})
 	if err != nil {
 		t.Fatal(err)
 	}

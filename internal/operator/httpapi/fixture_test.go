@@ -23,6 +23,7 @@ type fixture struct {
 	api       *API
 	server    *httptest.Server
 	appKey    string
+	keys      []Key // API_KEYS as the fixture configured them
 	portalKey []byte
 	logs      *logbuf.Buffer
 }
@@ -35,11 +36,11 @@ func newFixture(t *testing.T, edit ...func(*Config)) *fixture {
 		t.Fatal(err)
 	}
 	f.appKey = key
-	keys, err := ParseKeys(entry)
+	f.keys, err = ParseKeys(entry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{DB: f.Pool, Settings: Settings{Keys: keys}, PortalKeys: [][]byte{f.portalKey}, Dispatcher: f.Dispatcher,
+	cfg := Config{DB: f.Pool, Settings: Settings{Keys: f.keys}, PortalKeys: [][]byte{f.portalKey}, Dispatcher: f.Dispatcher,
 		Logger: slog.New(slog.NewTextHandler(f.logs, nil))}
 	for _, e := range edit {
 		e(&cfg)

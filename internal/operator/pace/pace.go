@@ -35,9 +35,6 @@ func New(perSecond float64, burst int) *PerKey {
 	return &PerKey{rate: rate.Limit(perSecond), burst: burst, keys: map[string]*bucket{}}
 }
 
-// Rate is the tokens a second each key's bucket gains.
-func (p *PerKey) Rate() float64 { return float64(p.rate) }
-
 // Allow takes one token of key's bucket at now, or reports how long until
 // one is there.
 func (p *PerKey) Allow(key string, now time.Time) (ok bool, wait time.Duration) {

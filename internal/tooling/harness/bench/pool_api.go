@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -127,50 +125,18 @@ func (pr *poolRunner) apiRun(ctx context.Context, rc int, overHTTP bool, key, en
 }
 
 // postFor posts 1 KB invoice events from g goroutines, each on its own
-// keep-alive connection, until d has passed; a non-202 answer stops them.
+// keep-alive connection, until d has passed (loadFor); a non-202 answer
+// stops them.
 func postFor(ctx context.Context, url, key string, g int, d time.Duration) (int, time.Duration, []time.Duration, error) {
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: g, MaxConnsPerHost: g}}
 	defer client.CloseIdleConnections()
-	var (
-		next  atomic.Int64
-		count atomic.Int64
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		lat   []time.Duration
-		first error
-	)
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	start := time.Now()
-	deadline := start.Add(d)
-	for range g {
-		wg.Go(func() {
-			var mine []time.Duration
-			defer func() { mu.Lock(); lat = append(lat, mine...); mu.Unlock() }()
-			for time.Now().Before(deadline) && runCtx.Err() == nil {
-				i := int(next.Add(1))
-				body := eventBody(i)
-				t0 := time.Now()
-				code, err := post(runCtx, client, url, key, body, "")
-				if err == nil && code != http.StatusAccepted {
-					err = fmt.Errorf("POST answered %d", code)
-				}
-				if err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-					cancel()
-					return
-				}
-				mine = append(mine, time.Since(t0))
-				count.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	return int(count.Load()), time.Since(start), lat, first
+	return loadFor(ctx, g, d, func(ctx context.Context, i int) error {
+		code, err := post(ctx, client, url, key, eventBody(i), "")
+		if err == nil && code != http.StatusAccepted {
+			err = fmt.Errorf("POST answered %d", code)
+		}
+		return err
+	})
 }
 
 // eventBody is POST /events's body for invoice i, built as a client that

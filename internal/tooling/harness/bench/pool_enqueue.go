@@ -126,10 +126,17 @@ func (pr *poolRunner) enqueueRun(ctx context.Context, rc int, on bool) (float64,
 }
 
 // enqueueFor calls enqueue, each call in a transaction of its own on app,
-// from g goroutines until d has passed, and stops them all at the first
-// error. It returns how many transactions committed, in how long, and
-// each one's latency.
+// from g goroutines until d has passed (loadFor).
 func enqueueFor(ctx context.Context, app *pgxpool.Pool, g int, d time.Duration, enqueue func(ctx context.Context, tx pgx.Tx, i int) error) (int, time.Duration, []time.Duration, error) {
+	return loadFor(ctx, g, d, func(ctx context.Context, i int) error {
+		return pgx.BeginFunc(ctx, app, func(tx pgx.Tx) error { return enqueue(ctx, tx, i) })
+	})
+}
+
+// loadFor calls do with 1, 2, 3… from g goroutines until d has passed,
+// and stops them all at the first error. It returns how many calls
+// succeeded, in how long, and each one's latency.
+func loadFor(ctx context.Context, g int, d time.Duration, do func(ctx context.Context, i int) error) (int, time.Duration, []time.Duration, error) {
 	var (
 		next  atomic.Int64
 		count atomic.Int64
@@ -149,8 +156,7 @@ func enqueueFor(ctx context.Context, app *pgxpool.Pool, g int, d time.Duration, 
 			for time.Now().Before(deadline) && runCtx.Err() == nil {
 				i := int(next.Add(1))
 				t0 := time.Now()
-				err := pgx.BeginFunc(runCtx, app, func(tx pgx.Tx) error { return enqueue(runCtx, tx, i) })
-				if err != nil {
+				if err := do(runCtx, i); err != nil {
 					mu.Lock()
 					if first == nil {
 						first = err
