@@ -20,6 +20,7 @@ var tableOwners = map[string]string{
 	"email_outbox":              "outbox",
 	"email_attempts":            "outbox",
 	"email_events":              "outbox",
+	"email_kind_priorities":     "outbox",
 	"email_requeues":            "outbox",
 	"email_secret_keys":         "outbox",
 	"email_suppressions":        "outbox",

@@ -381,6 +381,38 @@ var checkCases = []checkCase{
 			`INSERT INTO email_secret_keys (key) VALUES ('magic_link')`,
 			`INSERT INTO email_secret_keys (key) VALUES ('k' || repeat('x', 63))`,
 		}},
+	// 00033: a row's priority, and a kind's, is from 1 to 9; a kind's
+	// name is a kind's.
+	{"email_outbox_priority_range",
+		[]string{
+			`INSERT INTO email_outbox (payload, priority) VALUES ('{}', 0)`,
+			`INSERT INTO email_outbox (payload, priority) VALUES ('{}', 10)`,
+			`INSERT INTO email_outbox (payload, priority) VALUES ('{}', -1)`,
+		},
+		[]string{
+			`INSERT INTO email_outbox (payload, priority) VALUES ('{}', 1)`,
+			`INSERT INTO email_outbox (payload, priority) VALUES ('{}', 9)`,
+			`INSERT INTO email_outbox (payload) VALUES ('{}')`,
+		}},
+	{"email_kind_priorities_priority_range",
+		[]string{
+			`INSERT INTO email_kind_priorities (kind, priority) VALUES ('digest', 0)`,
+			`INSERT INTO email_kind_priorities (kind, priority) VALUES ('digest', 10)`,
+		},
+		[]string{
+			`INSERT INTO email_kind_priorities (kind, priority) VALUES ('digest', 1)`,
+			`INSERT INTO email_kind_priorities (kind, priority) VALUES ('weekly', 9)`,
+		}},
+	{"email_kind_priorities_kind_format",
+		[]string{
+			`INSERT INTO email_kind_priorities (kind, priority) VALUES ('Digest', 5)`,
+			`INSERT INTO email_kind_priorities (kind, priority) VALUES ('1digest', 5)`,
+			`INSERT INTO email_kind_priorities (kind, priority) VALUES ('d' || repeat('x', 64), 5)`,
+		},
+		[]string{
+			`INSERT INTO email_kind_priorities (kind, priority) VALUES ('receipt_2', 5)`,
+			`INSERT INTO email_kind_priorities (kind, priority) VALUES ('d' || repeat('x', 63), 5)`,
+		}},
 	// 00018: what retention dropped is recorded under a history's name.
 	{"postbox_history_dropped_history_check",
 		[]string{

@@ -20,35 +20,35 @@ import (
 // the caller's transaction.
 type DB = claim.DB
 
-// table is email_outbox as the shared claim machinery sees it.
+// table is email_outbox as the shared claim machinery sees it: claimed
+// fairly, by priority and then round-robin over customers (see
+// docs/design/outbox-transport.md, Priorities and fair shares).
 var table = claim.Table{
 	Name:      "email_outbox",
 	DueColumn: "next_attempt_at",
-	Returning: "id::text, kind, customer_id, coalesce(invoice_id, ''), payload, attempts, created_at, coalesce(traceparent, ''), throttles",
+	Returning: "id::text, kind, customer_id, coalesce(invoice_id, ''), payload, attempts, created_at, coalesce(traceparent, ''), throttles, priority",
+	Fair:      &claim.Share{Priority: "priority", Key: "customer_id"},
 }
 
-// Claim takes up to n pending, due rows, oldest due first, in one short
-// statement of its own (see docs/design/outbox-transport.md, Claim and
-// lease): each row's attempts goes up by one and its next_attempt_at moves to
-// now() + lease, so no other claimer takes it until the lease expires. Rows
-// locked by another transaction are skipped, never waited for. The statement
-// has committed when Claim returns, before anything is sent.
+// Claim takes up to n pending, due rows in one short statement of its own
+// (see docs/design/outbox-transport.md, Claim and lease): each row's
+// attempts goes up by one and its next_attempt_at moves to now() + lease,
+// so no other claimer takes it until the lease expires. Rows locked by
+// another transaction are skipped, never waited for. The statement has
+// committed when Claim returns, before anything is sent.
+//
+// It takes the most urgent rows first (the lowest Priority), and within a
+// priority each customer's oldest due row before any customer's second,
+// among the first n due rows of every customer it meets; a Dispatcher
+// remembers the customers it has met, so its claims share the pool's
+// rows out among them however deep one's backlog is (claim.Fair).
 //
 // Most callers want Dispatcher, which claims, sends and marks.
 //
 // The rows come back oldest first (by created_at): RETURNING has no order
 // of its own, and the rows that waited longest should go out first.
-//
-// Claim reads the claim index from its start; a Dispatcher claims from
-// its window's edge instead (claim.Window).
 func Claim(ctx context.Context, db DB, n int, lease time.Duration) ([]Row, error) {
-	return claimFrom(ctx, db, nil, n, lease)
-}
-
-// claimFrom is Claim from window w's edge (w nil: from the start).
-func claimFrom(ctx context.Context, db DB, w *claim.Window, n int, lease time.Duration) ([]Row, error) {
-	rows, err := claim.Claim(ctx, db, table, w, n, lease, scanRow)
-	sortOldestFirst(rows)
+	rows, _, _, err := claimFair(ctx, db, &claim.Fair{}, nil, n, lease)
 	return rows, err
 }
 
@@ -59,16 +59,13 @@ func sortOldestFirst(rows []Row) {
 	})
 }
 
-// claimLimited is claimFrom through bucket b (EMAIL_RATE_LIMIT's; nil: no
-// limit), in the claim's own transaction: see claim.ClaimLimited.
-func claimLimited(ctx context.Context, db DB, w *claim.Window, b *claim.Bucket, n int, lease time.Duration) ([]Row, claim.Held, error) {
-	if b == nil {
-		rows, err := claimFrom(ctx, db, w, n, lease)
-		return rows, claim.Held{}, err
-	}
-	rows, held, err := claim.ClaimLimited(ctx, db, table, w, n, lease, *b, scanRow)
+// claimFair is the fair claim from f's edges, through bucket b
+// (EMAIL_RATE_LIMIT's; nil: no limit) in the claim's own transaction: see
+// claim.ClaimFair. more reports due rows left behind.
+func claimFair(ctx context.Context, db DB, f *claim.Fair, b *claim.Bucket, n int, lease time.Duration) (rows []Row, held claim.Held, more bool, err error) {
+	rows, held, more, err = claim.ClaimFair(ctx, db, table, f, n, lease, b, scanRow)
 	sortOldestFirst(rows)
-	return rows, held, err
+	return rows, held, more, err
 }
 
 // emailSource is email_outbox as the engine's Lane drains it (its
@@ -87,7 +84,7 @@ func (s emailSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	if d.stopping() {
 		return engine.Claim{}, nil
 	}
-	if err := d.declareSecretKeys(ctx); err != nil {
+	if err := d.declare(ctx); err != nil {
 		return engine.Claim{}, err
 	}
 	size := d.leases.BatchSize
@@ -98,7 +95,7 @@ func (s emailSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	leaseEnd := start.Add(d.leases.ClaimLease(size) - time.Second)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	rows, held, err := claimLimited(ctx, d.db, &d.window, d.bucket, n*size, d.leases.ClaimLease(size))
+	rows, held, more, err := claimFair(ctx, d.db, &d.fair, d.bucket, n*size, d.leases.ClaimLease(size))
 	if err != nil {
 		return engine.Claim{}, fmt.Errorf("outbox: %w", err)
 	}
@@ -125,18 +122,25 @@ func (s emailSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	for _, chunk := range chunks {
 		units = append(units, &batch{d: d, rows: chunk, deadline: deadline, supp: supp.view(chunk)})
 	}
-	return engine.Claim{Units: units, Rows: len(rows), Full: len(rows) == n*size, Again: wait}, nil
+	// A claim short of n batches while customers' rows are left (each
+	// took its share) is as full as a full one: the next claim is due at
+	// once.
+	return engine.Claim{Units: units, Rows: len(rows), Full: len(rows) == n*size || more && wait == 0, Again: wait}, nil
 }
 
-// declareSecretKeys puts the Dispatcher's extra secret keys in
-// email_secret_keys before it claims anything, so the mark of the first row
-// it sends already scrubs them. Once done it costs nothing; a failure is
-// the claim's, retried with the next one.
-func (d *Dispatcher) declareSecretKeys(ctx context.Context) error {
-	if len(d.secretKeys) == 0 || d.declared.Load() {
+// declare puts the Dispatcher's extra secret keys in email_secret_keys
+// and its kinds' priorities in email_kind_priorities before it claims
+// anything, so the mark of the first row it sends already scrubs them and
+// the rows enqueued from then on take the priorities. Once done it costs
+// nothing; a failure is the claim's, retried with the next one.
+func (d *Dispatcher) declare(ctx context.Context) error {
+	if d.declared.Load() {
 		return nil
 	}
 	if err := DeclareSecretKeys(ctx, d.db, d.secretKeys); err != nil {
+		return err
+	}
+	if err := DeclareKindPriorities(ctx, d.db, d.priorities); err != nil {
 		return err
 	}
 	d.declared.Store(true)
@@ -146,7 +150,7 @@ func (d *Dispatcher) declareSecretKeys(ctx context.Context) error {
 // Sweep moves the rows due behind the claim window into it (claim.Sweep):
 // the Dispatcher's lane runs it at an interval, one replica at a time.
 func (s emailSource) Sweep(ctx context.Context) (int, []string, error) {
-	swept, err := claim.Sweep(ctx, s.d.db, table, &s.d.window)
+	swept, err := claim.Sweep(ctx, s.d.db, table, &s.d.fair)
 	if err != nil {
 		err = fmt.Errorf("outbox: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -113,6 +114,19 @@ type Config struct {
 	// Keys in the mark of a row that is going to wait. Each must pass
 	// ValidateSecretKey.
 	SecretKeys []string
+
+	// KindPriorities are kinds' own priorities (a template directory's
+	// kind.json declares them); a Renderer that is a KindPrioritizer adds
+	// its own. The Dispatcher declares them in the database before its
+	// first claim (DeclareKindPriorities), so every row of the kind
+	// written without a priority takes it, from Go and plain SQL alike.
+	KindPriorities map[Kind]Priority
+}
+
+// KindPrioritizer is a Renderer whose kinds have priorities of their own
+// (templatedir.Set): NewDispatcher adds them to Config.KindPriorities.
+type KindPrioritizer interface {
+	KindPriorities() map[Kind]Priority
 }
 
 // Tally counts what a batch, a drain or a shift did. The webhook side
@@ -132,16 +146,18 @@ type Dispatcher struct {
 	logger    *slog.Logger
 	metrics   *Metrics
 	keys      *KeyRing
-	// secretKeys are Config.SecretKeys and the Renderer's, sorted;
-	// declared is set once they are in email_secret_keys.
+	// secretKeys are Config.SecretKeys and the Renderer's, sorted, and
+	// priorities Config.KindPriorities and the Renderer's; declared is set
+	// once they are in email_secret_keys and email_kind_priorities.
 	secretKeys []string
+	priorities map[Kind]Priority
 	declared   atomic.Bool
 	backoff    leases.Backoff
 	marks      *markGroups
 	tracer     trace.Tracer
 	slots      *engine.Slots
 	lane       *engine.Lane
-	window     claim.Window  // where the lane's claims start (see emailSource.Claim)
+	fair       claim.Fair    // where the lane's claims start, and the customers they share out among (see emailSource.Claim)
 	bucket     *claim.Bucket // EMAIL_RATE_LIMIT's; nil: no limit
 
 	stopOnce sync.Once
@@ -199,6 +215,21 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox: NewDispatcher: %w", err)
 	}
+	priorities := maps.Clone(cfg.KindPriorities)
+	if kp, ok := cfg.Renderer.(KindPrioritizer); ok {
+		if priorities == nil {
+			priorities = map[Kind]Priority{}
+		}
+		maps.Copy(priorities, kp.KindPriorities())
+	}
+	for k, p := range priorities {
+		if err := k.Validate(); err != nil {
+			return nil, fmt.Errorf("outbox: NewDispatcher: KindPriorities: %w", err)
+		}
+		if err := p.Validate(); err != nil || p == 0 {
+			return nil, fmt.Errorf("outbox: NewDispatcher: KindPriorities: kind %q has priority %d, not from %d to %d", k, p, MinPriority, MaxPriority)
+		}
+	}
 	d := &Dispatcher{
 		db:         db,
 		sender:     cfg.Sender,
@@ -209,6 +240,7 @@ func NewDispatcher(db DB, cfg Config) (*Dispatcher, error) {
 		metrics:    cfg.Metrics,
 		keys:       cfg.Keys,
 		secretKeys: secretKeys,
+		priorities: priorities,
 		marks:      newMarkGroups(db, markWriters(cfg.Concurrency), cfg.Logger),
 		backoff:    cfg.Backoff,
 		tracer:     tracing.Tracer(cfg.TracerProvider),

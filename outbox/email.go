@@ -97,6 +97,10 @@ type Email struct {
 	// (next_attempt_at). Zero or a time already past sends it now; more
 	// than MaxSendAhead ahead is refused. Cancel withdraws it meanwhile.
 	SendAt time.Time
+
+	// Priority, if set, is the row's own (1, most urgent, to 9); zero
+	// takes its kind's (see Priority).
+	Priority Priority
 }
 
 // MaxIdempotencyKeyBytes bounds Email.IdempotencyKey, as migration 00008's
@@ -173,6 +177,9 @@ func (e Email) Validate() error {
 	}
 	if len(e.IdempotencyKey) > MaxIdempotencyKeyBytes {
 		return invalid("idempotency_key", fmt.Sprintf("is over %d bytes", MaxIdempotencyKeyBytes))
+	}
+	if err := e.Priority.Validate(); err != nil {
+		return err
 	}
 	return e.Payload.validate(kind)
 }

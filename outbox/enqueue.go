@@ -72,8 +72,11 @@ type Enqueuer struct {
 // $7 is Email.SendAt, NULL for now; a time already past is now too, so a
 // scheduled row is never written behind the claim window (claim.Window),
 // where only the sweep would find it.
-const enqueueSQL = `INSERT INTO email_outbox (id, kind, customer_id, invoice_id, payload, idempotency_key, traceparent, next_attempt_at)
-VALUES ($1, $2, $3, NULLIF($4::text, ''), $5, NULLIF($6::text, ''), NULLIF($8::text, ''), greatest(coalesce($7::timestamptz, now()), now()))
+//
+// $9 is Email.Priority, NULL for the kind's: the table's trigger reads it.
+const enqueueSQL = `INSERT INTO email_outbox (id, kind, customer_id, invoice_id, payload, idempotency_key, traceparent, next_attempt_at, priority)
+VALUES ($1, $2, $3, NULLIF($4::text, ''), $5, NULLIF($6::text, ''), NULLIF($8::text, ''), greatest(coalesce($7::timestamptz, now()), now()),
+	NULLIF($9::smallint, 0))
 ON CONFLICT (customer_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id`
 
@@ -110,7 +113,7 @@ func (e *Enqueuer) Enqueue(ctx context.Context, tx pgx.Tx, email Email) (string,
 		return "", err
 	}
 	err = tx.QueryRow(ctx, enqueueSQL, id, string(email.Kind), email.CustomerID, email.InvoiceID, payload, email.IdempotencyKey, sendAt,
-		tracing.Traceparent(ctx)).Scan(&id)
+		tracing.Traceparent(ctx), int16(email.Priority)).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The key is taken: the existing row is the enqueue.
 		if err := tx.QueryRow(ctx, enqueueExistingSQL, email.CustomerID, email.IdempotencyKey).Scan(&id); err != nil {

@@ -209,7 +209,7 @@ func TestRun_LateCommitIsSentAfterTheSweep(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	sender := newFakeSender(nil)
 	d := newDispatcher(t, pool, sender)
-	d.window.Margin = 20 * time.Millisecond
+	d.fair.Margin = 20 * time.Millisecond
 	d.lane = engine.NewLane(engine.LaneConfig{
 		Name: table.Name, Source: emailSource{d}, Slots: d.slots, Poll: 10 * time.Millisecond, HotPoll: 10 * time.Millisecond,
 		SweepEvery: 100 * time.Millisecond,
@@ -217,7 +217,7 @@ func TestRun_LateCommitIsSentAfterTheSweep(t *testing.T) {
 	})
 	// Open until the lane's claims have moved the window's edge past it.
 	sendLateCommit(t, pool, d, sender, func(due time.Time) {
-		eventually.Until(t, "the window's edge past the row's due time", laneWait, func() bool { return d.window.Low().After(due) })
+		eventually.Until(t, "the window's edge past the row's due time", laneWait, func() bool { return d.fair.Low().After(due) })
 	})
 }
 

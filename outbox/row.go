@@ -19,6 +19,7 @@ type Row struct {
 	InvoiceID  string
 	Attempts   int // including the claim that returned this row
 	CreatedAt  time.Time
+	Priority   Priority
 
 	// RawPayload is the payload as stored, for renderers that read keys
 	// Payload does not know. Its secret fields may be sealed envelopes (see
@@ -72,7 +73,7 @@ func scanRow(row pgx.CollectableRow) (Row, error) {
 	var kind string
 	// Into *[]byte pgx copies the jsonb's text; into a json.RawMessage it
 	// would run json.Unmarshal over it, a full parse that decode repeats.
-	err := row.Scan(&r.ID, &kind, &r.CustomerID, &r.InvoiceID, (*[]byte)(&r.RawPayload), &r.Attempts, &r.CreatedAt, &r.traceparent, &r.throttles)
+	err := row.Scan(&r.ID, &kind, &r.CustomerID, &r.InvoiceID, (*[]byte)(&r.RawPayload), &r.Attempts, &r.CreatedAt, &r.traceparent, &r.throttles, &r.Priority)
 	r.Kind = Kind(kind)
 	return r, err
 }

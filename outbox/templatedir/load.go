@@ -188,6 +188,9 @@ type kindJSON struct {
 	// tokens): sealed at rest and scrubbed once sent, like
 	// outbox.SecretPayloadKeys.
 	SecretKeys []string `json:"secret_keys"`
+	// Priority is the kind's priority: "high", "normal", "low" or a
+	// number from 1 (most urgent) to 9 (outbox.Priority).
+	Priority outbox.Priority `json:"priority"`
 }
 
 func (k *kind) readKindFile(fsys fs.FS) error {
@@ -201,6 +204,12 @@ func (k *kind) readKindFile(fsys fs.FS) error {
 	var kj kindJSON
 	if err := dec.Decode(&kj); err != nil {
 		return jsonError(rel, b, err)
+	}
+	if kj.Priority != 0 {
+		if err := kj.Priority.Validate(); err != nil {
+			return fmt.Errorf("%s: %w", rel, err)
+		}
+		k.priority = kj.Priority
 	}
 	for _, key := range kj.SecretKeys {
 		if err := outbox.ValidateSecretKey(key); err != nil {

@@ -84,6 +84,10 @@ func TestLoad_RefusesNamingFileAndLine(t *testing.T) {
 			[]string{"receipt/kind.json", `secret key "name"`}},
 		{"secret key that is no identifier", with(map[string]string{"receipt/kind.json": `{"secret_keys": ["Magic-Link"]}`}),
 			[]string{"receipt/kind.json", `"Magic-Link" is not a plain identifier`}},
+		{"priority that is no name", with(map[string]string{"receipt/kind.json": `{"priority": "urgent"}`}),
+			[]string{"receipt/kind.json", `priority is "urgent", not high, normal, low or a number from 1 to 9`}},
+		{"priority out of range", with(map[string]string{"receipt/kind.json": `{"priority": 12}`}),
+			[]string{"receipt/kind.json", "priority is 12"}},
 		{"empty subject", with(map[string]string{"receipt/subject.tmpl": "{{/* nothing */}}\n"}),
 			[]string{"receipt/subject.tmpl: rendered an empty subject"}},
 	} {

@@ -39,6 +39,7 @@ type kind struct {
 	name       outbox.Kind
 	files      []string // paths relative to the directory, sorted
 	secretKeys []string
+	priority   outbox.Priority // kind.json's; zero: the kind's default
 	sample     []byte
 
 	subject                         *texttemplate.Template // each executes the template named by its file's path
@@ -59,6 +60,8 @@ type KindInfo struct {
 	// SecretKeys are the extra secret payload keys the kind declares in
 	// kind.json, beside outbox.SecretPayloadKeys.
 	SecretKeys []string
+	// Priority is the priority its kind.json declares (zero: none).
+	Priority outbox.Priority
 }
 
 // Dir is the directory the set was loaded from.
@@ -74,7 +77,7 @@ func (s *Set) Kinds() []KindInfo {
 		}
 	}
 	for _, k := range s.kinds {
-		info := KindInfo{Kind: k.name, Source: "directory", Files: slices.Clone(k.files), SecretKeys: slices.Clone(k.secretKeys)}
+		info := KindInfo{Kind: k.name, Source: "directory", Files: slices.Clone(k.files), SecretKeys: slices.Clone(k.secretKeys), Priority: k.priority}
 		if k.name.Builtin() {
 			info.Source = "directory (replaces built-in)"
 		}
@@ -102,6 +105,20 @@ func (s *Set) SecretPayloadKeys() []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// KindPriorities are the priorities the directory's kinds declare
+// (kind.json): an outbox.KindPrioritizer, so a Dispatcher rendering with
+// the set records them and the rows of those kinds written without a
+// priority take them.
+func (s *Set) KindPriorities() map[outbox.Kind]outbox.Priority {
+	out := map[outbox.Kind]outbox.Priority{}
+	for _, k := range s.kinds {
+		if k.priority != 0 {
+			out[k.name] = k.priority
+		}
+	}
+	return out
 }
 
 // Render renders a claimed row: from the directory's templates for its

@@ -9,8 +9,8 @@ func init() {
 		Mutation{
 			Name:    "email rate limit: the bucket is ignored in the claim",
 			File:    "internal/engine/claim/bucket.go",
-			Find:    "LIMIT least($1::int, (SELECT floor(tokens)::int FROM bucket))",
-			Replace: "LIMIT $1::int",
+			Find:    `const bucketLimit = "least($1::int, (SELECT floor(tokens)::int FROM bucket))"`,
+			Replace: `const bucketLimit = "$1::int"`,
 			Pkg:     "./outbox/",
 			Test:    "TestRateLimit_ConcurrentLanesNeverClaimMoreThanTheBucket",
 		},
@@ -20,7 +20,7 @@ func init() {
 			Find:    "const bucketLockSQL = `INSERT INTO postbox_rate_buckets (name) VALUES ($1)\nON CONFLICT (name) DO UPDATE SET tokens = postbox_rate_buckets.tokens WHERE false`",
 			Replace: "const bucketLockSQL = `SELECT $1::text`",
 			Pkg:     "./internal/engine/claim/",
-			Test:    "TestClaimLimited_ClaimsTakeTurnsOnTheBucket",
+			Test:    "TestClaimFair_LimitedClaimsTakeTurnsOnTheBucket",
 		},
 		Mutation{
 			Name:    "email rate limit: a short claim says nothing of when tokens come back",

@@ -7,8 +7,8 @@ func init() {
 		Mutation{
 			Name:    "spans: Enqueue records no traceparent",
 			File:    "outbox/enqueue.go",
-			Find:    "tracing.Traceparent(ctx)).Scan(&id)",
-			Replace: "tracing.Traceparent(context.Background())).Scan(&id)",
+			Find:    "tracing.Traceparent(ctx), int16(email.Priority)).Scan(&id)",
+			Replace: "tracing.Traceparent(context.Background()), int16(email.Priority)).Scan(&id)",
 			Pkg:     "./outbox/",
 			Test:    "TestTracing_EmailAttemptAndMarkJoinTheEnqueueTrace",
 		},

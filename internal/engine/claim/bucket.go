@@ -1,12 +1,9 @@
 package claim
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Bucket is a pool-wide rate limit on a table's claims: a token bucket in
@@ -57,45 +54,35 @@ ON CONFLICT (name) DO UPDATE SET tokens = postbox_rate_buckets.tokens WHERE fals
 const bucketLeftSQL = `SELECT least($3::float8, tokens + greatest(EXTRACT(EPOCH FROM clock_timestamp() - at), 0) * $2::float8)
 FROM postbox_rate_buckets WHERE name = $1`
 
-// LimitedClaimSQL is ClaimSQL through bucket $6 at rate $4 up to burst
-// $5: the bucket is refilled for the time since it was last taken from
-// (clock_timestamp(), not now(): the claim's transaction began before it
-// waited for the lock), the claim's LIMIT is the smaller of $1 and its
-// whole tokens, and the bucket keeps what the claimed rows did not take.
-// A claim that took nothing writes nothing: refilling later from the same
+// bucketLimit is a limited claim's LIMIT: the smaller of its $1 and the
+// whole tokens of the CTE bucket (limited).
+const bucketLimit = "least($1::int, (SELECT floor(tokens)::int FROM bucket))"
+
+// limited is the claim of the rows ids chooses, with bucketLimit as its
+// LIMIT, through the bucket of parameters $first (rate), $first+1 (burst)
+// and $first+2 (name): the bucket is refilled for the time since it was
+// last taken from (clock_timestamp(), not now(): the claim's transaction
+// began before it waited for the lock), the claim takes at most its whole
+// tokens, and the bucket keeps what the claimed rows did not take. A
+// claim that took nothing writes nothing: refilling later from the same
 // tokens and time comes to the same, and the idle polls and held claims
 // of every replica leave no dead versions of the row behind them (a held
-// snapshot would keep each one).
-// The bucket must be locked already (bucketLockSQL): a missing row would
-// leave the LIMIT at $1.
-func (t Table) LimitedClaimSQL() string {
-	due, order := t.Due("", "$3")
+// snapshot would keep each one). The bucket must be locked already
+// (bucketLockSQL): a missing row would leave the LIMIT at $1.
+func (t Table) limited(ids string, first int) string {
 	return fmt.Sprintf(`WITH bucket AS (
-	SELECT c.at, least($5::float8, b.tokens + greatest(EXTRACT(EPOCH FROM c.at - b.at), 0) * $4::float8) AS tokens
+	SELECT c.at, least($%[5]d::float8, b.tokens + greatest(EXTRACT(EPOCH FROM c.at - b.at), 0) * $%[4]d::float8) AS tokens
 	FROM postbox_rate_buckets b, (SELECT clock_timestamp() AS at) c
-	WHERE b.name = $6
+	WHERE b.name = $%[6]d
 ), claimed AS (
 	UPDATE %[1]s SET %[2]s
-	WHERE id = ANY (ARRAY(
-		SELECT id FROM %[1]s
-		WHERE status = 'pending' AND %[3]s%[6]s
-		ORDER BY %[5]s
-		LIMIT least($1::int, (SELECT floor(tokens)::int FROM bucket))
-		FOR UPDATE SKIP LOCKED))
-	RETURNING %[4]s
+	WHERE id = ANY (ARRAY(%[3]s))
+	RETURNING %[7]s
 ), spent AS (
 	UPDATE postbox_rate_buckets b SET tokens = greatest(bucket.tokens - (SELECT count(*) FROM claimed), 0), at = bucket.at
-	FROM bucket WHERE b.name = $6 AND EXISTS (SELECT 1 FROM claimed)
+	FROM bucket WHERE b.name = $%[6]d AND EXISTS (SELECT 1 FROM claimed)
 )
-SELECT * FROM claimed`, t.Name, t.set(), due, t.Returning, order, t.claimable())
-}
-
-// ClaimLimited is Claim through bucket b: one transaction locks the
-// bucket, claims at most as many rows as it holds whole tokens, and takes
-// one per row, so concurrent claimers anywhere in the pool never claim
-// more than the bucket allows. It says what it left in the bucket.
-func ClaimLimited[T any](ctx context.Context, db DB, t Table, w *Window, n int, lease time.Duration, b Bucket, scan pgx.RowToFunc[T]) ([]T, Held, error) {
-	return claimRows(ctx, db, t, w, "", n, lease, &b, scan)
+SELECT * FROM claimed`, t.Name, t.set(), ids, first, first+1, first+2, t.Returning)
 }
 
 // held reads what a limited claim of n that took rows left: its limit was

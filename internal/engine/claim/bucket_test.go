@@ -18,7 +18,7 @@ import (
 // read the bucket without waiting would see the tokens as they were
 // before, and two claimers at once would each spend the same ones. The
 // rate is one token in 100 s, so none comes back while the test runs.
-func TestClaimLimited_ClaimsTakeTurnsOnTheBucket(t *testing.T) {
+func TestClaimFair_LimitedClaimsTakeTurnsOnTheBucket(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
@@ -41,7 +41,11 @@ func TestClaimLimited_ClaimsTakeTurnsOnTheBucket(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		ids, _, err := claim.ClaimLimited(ctx, pool, emails, &claim.Window{}, 3, time.Hour, bucket, pgx.RowTo[string])
+		rows, _, _, err := claim.ClaimFair(ctx, pool, fairEmails, &claim.Fair{}, 3, time.Hour, &bucket, pgx.RowToStructByPos[fairRow])
+		var ids []string
+		for _, r := range rows {
+			ids = append(ids, r.ID)
+		}
 		done <- result{ids, err}
 	}()
 	eventually.Until(t, "the claim waiting on the held bucket", time.Minute, func() bool {

@@ -64,6 +64,10 @@ type Table struct {
 	// count of leased rows (webhook_deliveries.leased_until, what an
 	// endpoint's max_in_flight counts) drops a released row at once.
 	LeaseColumn string
+
+	// Fair, if set, names the columns of its fair claim (ClaimFair):
+	// whose rows they are and how urgent.
+	Fair *Share
 }
 
 // ClaimSQL is the claim statement: $1 = batch size, $2 = lease, $3 = the
@@ -169,8 +173,7 @@ const IndexOnlySQL = `SELECT set_config('enable_seqscan', 'off', true), set_conf
 // found. All run in one implicit transaction (a batch), so NextSQL sees
 // the claim's own leases and shares its now().
 func Claim[T any](ctx context.Context, db DB, t Table, w *Window, n int, lease time.Duration, scan pgx.RowToFunc[T]) ([]T, error) {
-	rows, _, err := claimRows(ctx, db, t, w, t.ClaimSQL(), n, lease, nil, scan)
-	return rows, err
+	return claimRows(ctx, db, t, w, t.ClaimSQL(), n, lease, scan)
 }
 
 // ClaimWith is Claim with a statement of the caller's in place of
@@ -181,13 +184,11 @@ func Claim[T any](ctx context.Context, db DB, t Table, w *Window, n int, lease t
 // read of where to start next; args are its parameters from $4 on. scan
 // reads each row the statement returns.
 func ClaimWith[T any](ctx context.Context, db DB, t Table, w *Window, sql string, n int, lease time.Duration, scan pgx.RowToFunc[T], args ...any) ([]T, error) {
-	rows, _, err := claimRows(ctx, db, t, w, sql, n, lease, nil, scan, args...)
-	return rows, err
+	return claimRows(ctx, db, t, w, sql, n, lease, scan, args...)
 }
 
-// claimRows is Claim (its statement claimSQL), and ClaimLimited when
-// bucket is set.
-func claimRows[T any](ctx context.Context, db DB, t Table, w *Window, claimSQL string, n int, lease time.Duration, bucket *Bucket, scan pgx.RowToFunc[T], args ...any) ([]T, Held, error) {
+// claimRows is Claim with its statement claimSQL.
+func claimRows[T any](ctx context.Context, db DB, t Table, w *Window, claimSQL string, n int, lease time.Duration, scan pgx.RowToFunc[T], args ...any) ([]T, error) {
 	// A claim commits before its rows reach the caller. Cancelled in
 	// between — a shift's window closing, a stop — it would leave them
 	// under a lease no one works until the lease ran out (minutes). So,
@@ -197,30 +198,17 @@ func claimRows[T any](ctx context.Context, db DB, t Table, w *Window, claimSQL s
 	ctx, cancel := MarkContext(ctx)
 	defer cancel()
 	edge, token := w.Start()
-	fail := func(err error) ([]T, Held, error) { return nil, Held{}, fmt.Errorf("claim %s: %w", t.Name, err) }
+	fail := func(err error) ([]T, error) { return nil, fmt.Errorf("claim %s: %w", t.Name, err) }
 	b := &pgx.Batch{}
 	b.Queue(IndexOnlySQL)
-	if bucket == nil {
-		b.Queue(claimSQL, append([]any{n, lease, edge}, args...)...)
-	} else {
-		b.Queue(bucketLockSQL, bucket.Name)
-		b.Queue(t.LimitedClaimSQL(), n, lease, edge, bucket.Rate, bucket.Burst, bucket.Name)
-	}
+	b.Queue(claimSQL, append([]any{n, lease, edge}, args...)...)
 	if w != nil {
 		b.Queue(t.NextSQL(), edge)
-	}
-	if bucket != nil {
-		b.Queue(bucketLeftSQL, bucket.Name, bucket.Rate, bucket.Burst)
 	}
 	br := db.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
 		return fail(err)
-	}
-	if bucket != nil {
-		if _, err := br.Exec(); err != nil {
-			return fail(err)
-		}
 	}
 	rows, err := br.Query()
 	if err != nil {
@@ -237,14 +225,6 @@ func claimRows[T any](ctx context.Context, db DB, t Table, w *Window, claimSQL s
 			return fail(err)
 		}
 	}
-	var h Held
-	if bucket != nil {
-		var tokens float64
-		if err := br.QueryRow().Scan(&tokens); err != nil {
-			return fail(err)
-		}
-		h = held(tokens, n, len(claimed))
-	}
 	if err := br.Close(); err != nil {
 		return fail(err)
 	}
@@ -254,7 +234,7 @@ func claimRows[T any](ctx context.Context, db DB, t Table, w *Window, claimSQL s
 		}
 		w.Advance(token, now, next)
 	}
-	return claimed, h, nil
+	return claimed, nil
 }
 
 // Release makes claimed-but-unstarted rows due again at once instead of

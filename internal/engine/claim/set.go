@@ -17,7 +17,7 @@ import "fmt"
 // The claim is the only place attempts goes up (see
 // docs/design/outbox-transport.md, Claim and lease), so that a row claimed
 // by a worker that then crashed still spends an attempt; marks never
-// count. Every claim — Table.ClaimSQL, Table.LimitedClaimSQL, the webhook
+// count. Every claim — Table.ClaimSQL, Table.FairClaimSQL (limited or not), the webhook
 // fan-out, retry admission, hand-on, turns and raced births — builds its
 // SET list here, so that rule has one spelling in the code, and
 // docs/claimbuilder_test.go fails on a second.

@@ -45,6 +45,14 @@ WHERE id = ANY (ARRAY(
 RETURNING id::text, now(), now()`, t.Name, t.DueColumn, t.claimable())
 }
 
+// Edges is where a lane's claims start, as a sweep sees it: a Window, or
+// a Fair's edges. Low is the lowest edge, behind which no row is in front
+// of any of them; Rewind moves every edge back.
+type Edges interface {
+	Low() time.Time
+	Rewind(to time.Time)
+}
+
 // Swept is what one Sweep moved into the window.
 type Swept struct {
 	Rows  int
@@ -59,7 +67,7 @@ type Swept struct {
 // claim's path: under a held snapshot it walks the dead index entries
 // behind the edge that the claims skip. Each round is its own short
 // statement.
-func Sweep(ctx context.Context, db DB, t Table, w *Window) (Swept, error) {
+func Sweep(ctx context.Context, db DB, t Table, w Edges) (Swept, error) {
 	var out Swept
 	// rounds runs sql until a round moves fewer than roundRows; args gives
 	// a round's arguments from where the last one stopped. Each round has

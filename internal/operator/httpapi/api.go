@@ -199,9 +199,13 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	var tooLarge *http.MaxBytesError
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError
+	var invalid *outbox.ValidationError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &invalid):
+		// A field's own decoder refused its value (an email's priority).
+		fail(w, http.StatusBadRequest, invalid.Error(), fieldError{Field: invalid.Field, Detail: invalid.Problem})
 	case errors.As(err, &tooLarge):
 		fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", a.bodyLimit))
 	case errors.As(err, &syntax):

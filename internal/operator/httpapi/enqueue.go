@@ -28,6 +28,7 @@ type emailRequest struct {
 	InvoiceID  string          `json:"invoice_id"`
 	Payload    json.RawMessage `json:"payload"`
 	SendAt     *time.Time      `json:"send_at"`
+	Priority   outbox.Priority `json:"priority"`
 }
 
 // enqueued is an enqueue's answer.
@@ -51,7 +52,7 @@ func (a *API) postEmail(w http.ResponseWriter, r *http.Request, _ *caller) {
 		return
 	}
 	email := outbox.Email{Kind: outbox.Kind(req.Kind), CustomerID: req.CustomerID, InvoiceID: req.InvoiceID, Payload: payload,
-		IdempotencyKey: r.Header.Get(IdempotencyHeader)}
+		IdempotencyKey: r.Header.Get(IdempotencyHeader), Priority: req.Priority}
 	if req.SendAt != nil {
 		email.SendAt = *req.SendAt
 	}

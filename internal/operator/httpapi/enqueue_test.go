@@ -16,7 +16,7 @@ func TestEnqueue_CommittedOnceWithAnIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	email := map[string]any{"kind": "raw", "customer_id": "cus_1", "payload": map[string]any{
+	email := map[string]any{"kind": "raw", "customer_id": "cus_1", "priority": "high", "payload": map[string]any{
 		"to": "ada@example.com", "subject": "Your receipt", "text": "Thanks.", "plan": "pro"}}
 	code, body := f.call(t, http.MethodPost, Prefix+"/emails", f.appKey, email)
 	var got enqueued
@@ -25,8 +25,9 @@ func TestEnqueue_CommittedOnceWithAnIdempotencyKey(t *testing.T) {
 		t.Fatalf("POST /emails: %d %s", code, body)
 	}
 	var plan string
-	if err := f.Pool.QueryRow(ctx, `SELECT payload->>'plan' FROM email_outbox WHERE id = $1 AND status = 'pending'`, got.ID).Scan(&plan); err != nil || plan != "pro" {
-		t.Fatalf("the answered row is not committed with its payload's own key: %q, %v", plan, err)
+	var priority int
+	if err := f.Pool.QueryRow(ctx, `SELECT payload->>'plan', priority FROM email_outbox WHERE id = $1 AND status = 'pending'`, got.ID).Scan(&plan, &priority); err != nil || plan != "pro" || priority != 2 {
+		t.Fatalf("the answered row is not committed with its payload's own key and its priority: %q, %d, %v", plan, priority, err)
 	}
 
 	// Racing retries of one request: one row, every answer its id.
@@ -88,6 +89,8 @@ func TestEnqueue_BadInputNamesTheField(t *testing.T) {
 		{"a field of the wrong type", "/emails", `{"customer_id":7,"payload":{}}`, "", 400, `"field":"customer_id"`},
 		{"no payload", "/emails", `{"customer_id":"c"}`, "", 400, `"field":"payload"`},
 		{"a bad recipient", "/emails", `{"customer_id":"c","payload":{"to":"not an address","subject":"s","text":"t"}}`, "", 400, `"field":"payload.to"`},
+		{"a priority that is no name", "/emails", `{"customer_id":"c","payload":{"to":"a@example.com","subject":"s","text":"t"},"priority":"urgent"}`, "", 400, `"field":"priority"`},
+		{"a priority out of range", "/emails", `{"customer_id":"c","payload":{"to":"a@example.com","subject":"s","text":"t"},"priority":0}`, "", 400, `"field":"priority"`},
 		{"a payload key spelling a field", "/emails", `{"customer_id":"c","payload":{"to":"a@example.com","subject":"s","text":"t","TO":"b@example.com"}}`, "", 400, `"field":"payload.data"`},
 		{"two documents", "/emails", `{"customer_id":"c","payload":{}} {}`, "", 400, "trailing data"},
 		{"an empty body", "/emails", ``, "", 400, "empty"},

@@ -1,0 +1,288 @@
+package claim_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbox/postbox/internal/engine/claim"
+	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
+)
+
+// fairEmails is email_outbox as the fair claim takes it.
+var fairEmails = claim.Table{Name: "email_outbox", DueColumn: "next_attempt_at",
+	Returning: "id::text, customer_id, priority", Fair: &claim.Share{Priority: "priority", Key: "customer_id"}}
+
+type fairRow struct {
+	ID       string
+	Customer string
+	Priority int16
+}
+
+func claimFair(t *testing.T, db claim.DB, f *claim.Fair, n int) ([]fairRow, bool) {
+	t.Helper()
+	rows, _, more, err := claim.ClaimFair(context.Background(), db, fairEmails, f, n, time.Hour, nil, pgx.RowToStructByPos[fairRow])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows, more
+}
+
+// insertFor writes n due rows of customer at priority in one transaction:
+// they share one due time, as a bulk run's rows do.
+func insertFor(t *testing.T, pool *pgxpool.Pool, customer string, priority, n int) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `INSERT INTO email_outbox (customer_id, priority, payload)
+SELECT $1, $2, '{"to":"a@example.com","subject":"s","text":"t"}' FROM generate_series(1, $3::int)`, customer, priority, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFair_RoundRobinAcrossConcurrentClaimers: customer A's 3,000-row
+// backlog is claimed by three claimers at once (three replicas, each with
+// its own Fair); customers B to K each write five rows after it. Every
+// row is claimed once, and each of B…K's rows waits for at most a few
+// claims' worth of A's rows, not for A's backlog.
+func TestFair_RoundRobinAcrossConcurrentClaimers(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	const backlog, n, claimers = 3000, 20, 3
+	insertFor(t, pool, "A", 5, backlog)
+	// B…K arrive once every claimer has made A known: then their rows are
+	// behind A's whole backlog in due order.
+	var started sync.WaitGroup
+	started.Add(claimers)
+	var (
+		mu       sync.Mutex
+		seen     = map[string]bool{}
+		aBefore  = map[string]int{} // each other customer's row: A's rows claimed before it
+		aAt      = map[string]int{} // each other customer: A's rows claimed when its rows were written
+		customer = map[string]string{}
+		aClaimed int
+	)
+	others := []string{"B", "C", "D", "E", "F", "G", "H", "I", "J", "K"}
+	var wg sync.WaitGroup
+	for range claimers {
+		wg.Go(func() {
+			f := &claim.Fair{}
+			first := true
+			// A claim finding nothing while rows are left: the other
+			// claimers hold them, and their claims commit. Bounded, so
+			// a lost row fails the test rather than hanging it.
+			defer func() {
+				if first {
+					started.Done()
+				}
+			}()
+			for empty := 0; empty < 10000; {
+				rows, _, _, err := claim.ClaimFair(context.Background(), pool, fairEmails, f, n, time.Hour, nil, pgx.RowToStructByPos[fairRow])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				for _, r := range rows {
+					if seen[r.ID] {
+						t.Errorf("row %s claimed twice", r.ID)
+					}
+					seen[r.ID] = true
+					if r.Customer == "A" {
+						aClaimed++
+					} else {
+						aBefore[r.ID] = aClaimed
+						customer[r.ID] = r.Customer
+					}
+				}
+				done := len(seen) == backlog+5*len(others)
+				mu.Unlock()
+				if first {
+					started.Done()
+					first = false
+				}
+				if done {
+					return
+				}
+				if len(rows) == 0 {
+					empty++
+				}
+			}
+		})
+	}
+	started.Wait()
+	for _, c := range others {
+		insertFor(t, pool, c, 5, 5)
+		mu.Lock()
+		aAt[c] = aClaimed
+		mu.Unlock()
+	}
+	wg.Wait()
+	if len(seen) != backlog+5*len(others) {
+		t.Fatalf("claimed %d of %d rows", len(seen), backlog+5*len(others))
+	}
+	// A's rows claimed while another's row waited: the claims under way
+	// when it was written (claimers × n), then A's share of the few claims
+	// it takes every claimer to meet and drain the ten customers.
+	worst := 0
+	for id, a := range aBefore {
+		worst = max(worst, a-aAt[customer[id]])
+	}
+	if bound := claimers * n * 4; worst > bound {
+		t.Errorf("A's rows claimed before the last of another customer's: %d, want at most %d (FIFO: about %d)", worst, bound, backlog)
+	}
+}
+
+// TestFair_PriorityFirst: a high-priority row written after a backlog of
+// normal ones is in the next claim, from Go's claim as from a limited one.
+func TestFair_PriorityFirst(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	insertFor(t, pool, "A", 5, 500)
+	f := &claim.Fair{}
+	rows, more := claimFair(t, pool, f, 10)
+	if len(rows) != 10 || !more {
+		t.Fatalf("first claim: %d rows (more %v), want 10 with more left", len(rows), more)
+	}
+	insertFor(t, pool, "A", 2, 1)
+	insertFor(t, pool, "B", 8, 1)
+	rows, _ = claimFair(t, pool, f, 3)
+	if len(rows) != 3 || rows[0].Priority != 2 && rows[1].Priority != 2 && rows[2].Priority != 2 {
+		t.Fatalf("claim after a priority 2 row: %+v, want it among them", rows)
+	}
+	for _, r := range rows {
+		if r.Priority == 8 {
+			t.Errorf("claimed the priority 8 row while priority 5 rows wait: %+v", rows)
+		}
+	}
+}
+
+// TestFair_KnownBacklogIsNotWalkedAgain locks the fair claim's cost: once a
+// backlog's customer is known, a claim reads the claim index from the
+// arrival edge, past the backlog, and the share index from the customer's
+// edge: a few entries each, however deep the backlog, even under a held
+// snapshot after thousands of the backlog's rows were claimed.
+func TestFair_KnownBacklogIsNotWalkedAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.URL(t)
+	pool := pgtest.Connect(t, url)
+	holdSnapshot(t, url)
+	insertFor(t, pool, "A", 5, 6000)
+	// The margin is the time a transaction may take to commit; the
+	// backlog here is written at once.
+	f := &claim.Fair{Margin: 20 * time.Millisecond}
+	for range 30 {
+		if rows, _ := claimFair(t, pool, f, 100); len(rows) != 100 {
+			t.Fatalf("claimed %d of a backlog, want 100", len(rows))
+		}
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO email_outbox (customer_id, payload) VALUES ('B', '{"to":"a@example.com","subject":"s","text":"t"}')`); err != nil {
+		t.Fatal(err)
+	}
+	claimOnce := func(ctx context.Context, tx pgx.Tx) error {
+		rows, _, _, err := claim.ClaimFair(ctx, tx, fairEmails, f, 10, time.Hour, nil, pgx.RowToStructByPos[fairRow])
+		if err == nil && !hasCustomer(rows, "B") {
+			t.Errorf("a claim of 10 from A's backlog missed B's fresh row: %+v", rows)
+		}
+		return err
+	}
+	// Measured on a copy of f's edges each time: the claim is rolled back.
+	arrival := pgtest.IndexEntriesRead(t, pool, "email_outbox_claim_idx", claimOnce)
+	share := pgtest.IndexEntriesRead(t, pool, "email_outbox_fair_idx", claimOnce)
+	t.Logf("one claim of 10 read %d entries of the claim index and %d of the share index", arrival, share)
+	if arrival > 50 {
+		t.Errorf("a claim read %d entries of the claim index past a known backlog", arrival)
+	}
+	if share > 100 {
+		t.Errorf("a claim read %d entries of the share index for 10 rows of a known backlog", share)
+	}
+}
+
+func hasCustomer(rows []fairRow, c string) bool {
+	for _, r := range rows {
+		if r.Customer == c {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFair_SweepLeavesKnownBacklogsAlone: the rows of a known customer's
+// backlog are behind the arrival edge but in front of the customer's own,
+// so the sweep (which moves what is behind every edge) moves none of them.
+func TestFair_SweepLeavesKnownBacklogsAlone(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	insertFor(t, pool, "A", 5, 300)
+	// No margin: the arrival edge passes the backlog at once.
+	f := &claim.Fair{Margin: time.Microsecond}
+	claimFair(t, pool, f, 10)
+	claimFair(t, pool, f, 10)
+	if f.Known() != 1 {
+		t.Fatalf("knows %d customers after claiming part of A's backlog, want 1", f.Known())
+	}
+	swept, err := claim.Sweep(context.Background(), pool, fairEmails, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if swept.Rows != 0 {
+		t.Errorf("the sweep moved %d rows of a known backlog", swept.Rows)
+	}
+	total := 20
+	for {
+		rows, more := claimFair(t, pool, f, 50)
+		total += len(rows)
+		if len(rows) == 0 && !more {
+			break
+		}
+	}
+	if total != 300 {
+		t.Errorf("claimed %d of 300 rows", total)
+	}
+	if f.Known() != 0 {
+		t.Errorf("knows %d customers after all rows were claimed", f.Known())
+	}
+}
+
+// TestFair_NextClaimTakesAnotherCustomersRow: with customer A's backlog
+// known, a row customer B writes is in the very next claim — one claim's
+// worth of delay, not the backlog's.
+func TestFair_NextClaimTakesAnotherCustomersRow(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	insertFor(t, pool, "A", 5, 500)
+	f := &claim.Fair{}
+	claimFair(t, pool, f, 10)
+	insertFor(t, pool, "B", 5, 1)
+	if rows, _ := claimFair(t, pool, f, 10); !hasCustomer(rows, "B") {
+		t.Fatalf("the claim after B's row was written took only A's: %+v", rows)
+	}
+}
+
+// TestFair_ArrivalEdgeStopsAtUnknownCustomers: one row each of 30
+// customers, claimed five at a time with the arrival edge free to move to
+// the present: every row is claimed, since the edge stops at the first
+// row of a customer it does not know.
+func TestFair_ArrivalEdgeStopsAtUnknownCustomers(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	for i := range 30 {
+		insertFor(t, pool, fmt.Sprintf("c%02d", i), 5, 1)
+	}
+	f := &claim.Fair{Margin: time.Microsecond}
+	claimed := 0
+	for {
+		rows, more := claimFair(t, pool, f, 5)
+		claimed += len(rows)
+		if len(rows) == 0 && !more {
+			break
+		}
+	}
+	if claimed != 30 {
+		t.Errorf("claimed %d of 30 customers' rows", claimed)
+	}
+}

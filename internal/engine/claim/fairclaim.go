@@ -1,0 +1,274 @@
+package claim
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// FairClaimSQL is the fair claim (ClaimFair): $1 = the most rows, $2 =
+// the lease, $3 = the arrival edge, $4, $5, $6, $9 = the served keys'
+// priorities, keys, edges and edge ids, $7, $8 = every known key's
+// priorities and keys.
+func (t Table) FairClaimSQL() string {
+	return fmt.Sprintf(`UPDATE %[1]s SET %[2]s
+WHERE id = ANY (ARRAY(%[3]s))
+RETURNING %[4]s`, t.Name, t.set(), t.fairIDsSQL("$1::int"), t.Returning)
+}
+
+// LimitedFairClaimSQL is FairClaimSQL through bucket $12 at rate $10 up
+// to burst $11 (Bucket): it claims at most as many rows as the bucket
+// holds whole tokens, and takes one per row.
+func (t Table) LimitedFairClaimSQL() string {
+	return t.limited(t.fairIDsSQL(bucketLimit), 10)
+}
+
+// fairIDsSQL chooses a fair claim's rows, at most limit (an SQL
+// expression). Every row it reads it locks as it reads it, SKIP LOCKED,
+// so concurrent claimers read disjoint rows: from each served key up to
+// an even part of limit, from its edge; from the arrival edge up to limit
+// rows of keys not known. Ranked by priority, turn (the row's place among
+// its key's rows) and due time, the first limit are claimed; the others
+// are unlocked when the claim commits.
+func (t Table) fairIDsSQL(limit string) string {
+	due, order := t.keyDue("e")
+	arrivalDue, arrivalOrder := t.Due("e", "$3")
+	p, key := t.shareColumns("e")
+	return fmt.Sprintf(`
+	WITH known AS (
+		SELECT h.id, k.p, h.due, row_number() OVER (PARTITION BY k.i ORDER BY h.due, h.id) AS turn
+		FROM unnest($4::smallint[], $5::text[], $6::timestamptz[], $9::uuid[]) WITH ORDINALITY AS k(p, c, edge, edge_id, i)
+		CROSS JOIN LATERAL (
+			SELECT e.id, e.%[9]s AS due FROM %[1]s e
+			WHERE e.status = 'pending' AND %[5]s = k.p AND %[6]s = k.c AND %[2]s%[7]s
+			ORDER BY %[3]s
+			LIMIT ceil((%[4]s)::float8 / greatest(cardinality($5::text[]), 1))::int
+			FOR UPDATE SKIP LOCKED) h
+	), fresh AS (
+		SELECT a.id, a.p, a.due, row_number() OVER (PARTITION BY a.p, a.c ORDER BY a.due) AS turn
+		FROM (
+			SELECT e.id, %[5]s AS p, %[6]s AS c, e.%[9]s AS due FROM %[1]s e
+			WHERE e.status = 'pending' AND %[8]s%[7]s
+			AND NOT EXISTS (SELECT FROM unnest($7::smallint[], $8::text[]) AS k(p, c) WHERE k.p = %[5]s AND k.c = %[6]s)
+			ORDER BY %[10]s
+			LIMIT %[4]s
+			FOR UPDATE SKIP LOCKED) a
+	)
+	SELECT id FROM (SELECT id, p, turn, due FROM known UNION ALL SELECT id, p, turn, due FROM fresh) c
+	ORDER BY p, turn, due
+	LIMIT %[4]s`, t.Name, due, order, limit, p, key, t.claimableAs("e"), arrivalDue, t.DueColumn, arrivalOrder)
+}
+
+// keyDue is the due predicate of a key's rows from its edge, k.edge and
+// k.edge_id, and their order: due time, then id, so that the edge stops
+// inside a run of rows written at one time (a bulk insert's share its
+// transaction's now()) rather than at its start, where every row of the
+// run already claimed would be read again by every claim.
+//
+// The edge is compared as the share index's whole key, whose first
+// columns the caller holds equal to the key's: the claim index, by due
+// time alone, then has only "due by now" to go on, every key's rows, and
+// the planner reads the share index from the edge instead and stops at
+// the LIMIT.
+func (t Table) keyDue(alias string) (due, order string) {
+	col := alias + "." + t.DueColumn
+	p, key := t.shareColumns(alias)
+	return fmt.Sprintf("(%[3]s, %[4]s, %[1]s, %[2]s.id) >= (k.p, k.c, k.edge, k.edge_id) AND %[1]s <= now()", col, alias, p, key),
+		fmt.Sprintf("%s, %s.id", col, alias)
+}
+
+// FairPlanSQL makes the rest of a fair claim's transaction read each
+// key's rows from the share index, whatever the statistics say, on top of
+// IndexOnlySQL. The claim index, by due time alone, can serve a key's
+// rows too, sorted after; with statistics taken while nothing was pending
+// (an ANALYZE between two backlogs) the planner believed it all but empty
+// and read a 20,000-row backlog through it on every claim. Sorting is the
+// difference between the two — the share index yields a key's rows in
+// order — so sorts are made to cost what a disabled plan costs: every
+// plan of the claim still sorts its ranking, but no plan of a key's rows
+// sorts. It is local (set_config's third argument), as IndexOnlySQL is.
+const FairPlanSQL = `SELECT set_config('enable_sort', 'off', true), set_config('enable_incremental_sort', 'off', true)`
+
+// shareColumns are t's Share columns qualified by alias; a table without a
+// priority has them all at 0.
+func (t Table) shareColumns(alias string) (priority, key string) {
+	priority = "0::smallint"
+	if t.Fair.Priority != "" {
+		priority = alias + "." + t.Fair.Priority
+	}
+	return priority, alias + "." + t.Fair.Key
+}
+
+// claimableAs is Claimable as an extra condition on t under alias.
+func (t Table) claimableAs(alias string) string {
+	if t.Claimable == "" {
+		return ""
+	}
+	return " AND " + strings.ReplaceAll(t.Claimable, t.Name+".", alias+".")
+}
+
+// FairNextSQL reads, after a fair claim in its transaction, the due time
+// and id of each served key's first row still due from its edge,
+// claimable and pending, whoever holds it locked (NULLs: none): $1, $2,
+// $3, $4 = the served keys' priorities, keys, edges and edge ids, in their
+// order.
+func (t Table) FairNextSQL() string {
+	due, order := t.keyDue("e")
+	p, key := t.shareColumns("e")
+	return fmt.Sprintf(`SELECT n.due, n.id::text
+FROM unnest($1::smallint[], $2::text[], $3::timestamptz[], $4::uuid[]) WITH ORDINALITY AS k(p, c, edge, edge_id, i)
+LEFT JOIN LATERAL (SELECT e.%[7]s AS due, e.id FROM %[1]s e
+	WHERE e.status = 'pending' AND %[4]s = k.p AND %[5]s = k.c AND %[2]s%[6]s
+	ORDER BY %[3]s LIMIT 1) n ON true
+ORDER BY k.i`, t.Name, due, order, p, key, t.claimableAs("e"), t.DueColumn)
+}
+
+// arrivedSQL is the first $2 rows still due from the arrival edge $1,
+// after a fair claim in its transaction: their keys become known.
+func (t Table) arrivedSQL() string {
+	due, order := t.Due("e", "$1")
+	p, key := t.shareColumns("e")
+	return fmt.Sprintf(`SELECT e.id, %[3]s AS p, %[4]s AS c, %[5]s AS due FROM %[1]s e
+		WHERE e.status = 'pending' AND %[2]s%[6]s
+		ORDER BY %[5]s LIMIT $2`, t.Name, due, p, key, order, t.claimableAs("e"))
+}
+
+// FairArrivedSQL reads what the arrival edge learns after a fair claim:
+// the keys of the first $2 rows still due from edge $1, each with the due
+// time of its first of them.
+func (t Table) FairArrivedSQL() string {
+	return fmt.Sprintf(`SELECT p, c, min(due) FROM (%s) a GROUP BY p, c`, t.arrivedSQL())
+}
+
+// FairArrivalNextSQL reads the database's now() and the due time of the
+// first row due from the arrival edge $1 whose key is neither known ($3,
+// $4: every known key's priorities and keys) nor among the arrived keys
+// (FairArrivedSQL, $2): the arrival edge moves there (NULL: none). The
+// rows of known keys it passes are in front of their keys' edges.
+func (t Table) FairArrivalNextSQL() string {
+	due, order := t.Due("e", "$1")
+	p, key := t.shareColumns("e")
+	return fmt.Sprintf(`WITH arrived AS MATERIALIZED (SELECT DISTINCT p, c FROM (%[7]s) a)
+SELECT now(), (SELECT %[3]s FROM %[1]s e
+	WHERE e.status = 'pending' AND %[2]s%[6]s
+	AND NOT EXISTS (SELECT FROM arrived k WHERE k.p = %[4]s AND k.c = %[5]s)
+	AND NOT EXISTS (SELECT FROM unnest($3::smallint[], $4::text[]) AS k(p, c) WHERE k.p = %[4]s AND k.c = %[5]s)
+	ORDER BY %[3]s LIMIT 1)`, t.Name, due, order, p, key, t.claimableAs("e"), t.arrivedSQL())
+}
+
+// ClaimFair claims up to n rows of t as a fair claim from f's edges:
+// priorities first, then round-robin over the keys of t.Fair (see Fair),
+// through bucket if it is set: concurrent claimers anywhere in the pool
+// never claim more than the bucket allows, since each locks it first. Everything runs in one
+// implicit transaction: the claim, and the reads after it that move f's
+// edges. more reports that due rows were left: keys the claim knows but
+// could not finish.
+func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease time.Duration, bucket *Bucket, scan pgx.RowToFunc[T]) (claimed []T, h Held, more bool, err error) {
+	f.claiming.Lock()
+	defer f.claiming.Unlock()
+	// Detached and bounded like every claim (claimRows says why).
+	ctx, cancel := MarkContext(ctx)
+	defer cancel()
+	fail := func(err error) ([]T, Held, bool, error) {
+		return nil, Held{}, false, fmt.Errorf("claim %s: %w", t.Name, err)
+	}
+	f.arrival.Margin = f.Margin
+	served, edges, edgeIDs, known, turn, rewinds := f.serve()
+	edge, token := f.arrival.Start()
+	sp, sk := splitKeys(served)
+	kp, kk := splitKeys(known)
+	b := &pgx.Batch{}
+	b.Queue(IndexOnlySQL)
+	b.Queue(FairPlanSQL)
+	args := []any{n, lease, edge, sp, sk, edges, kp, kk, edgeIDs}
+	if bucket == nil {
+		b.Queue(t.FairClaimSQL(), args...)
+	} else {
+		b.Queue(bucketLockSQL, bucket.Name)
+		b.Queue(t.LimitedFairClaimSQL(), append(args, bucket.Rate, bucket.Burst, bucket.Name)...)
+	}
+	b.Queue(t.FairNextSQL(), sp, sk, edges, edgeIDs)
+	b.Queue(t.FairArrivedSQL(), edge, n)
+	b.Queue(t.FairArrivalNextSQL(), edge, n, kp, kk)
+	if bucket != nil {
+		b.Queue(bucketLeftSQL, bucket.Name, bucket.Rate, bucket.Burst)
+	}
+	br := db.SendBatch(ctx, b)
+	defer br.Close()
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return fail(err)
+		}
+	}
+	if bucket != nil {
+		if _, err := br.Exec(); err != nil {
+			return fail(err)
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return fail(err)
+	}
+	if claimed, err = pgx.CollectRows(rows, scan); err != nil {
+		return fail(err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return fail(err)
+	}
+	next, err := pgx.CollectRows(rows, pgx.RowToStructByPos[rowEdge])
+	if err != nil {
+		return fail(err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return fail(err)
+	}
+	arrived := map[ShareKey]time.Time{}
+	var k ShareKey
+	var due time.Time
+	if _, err := pgx.ForEachRow(rows, []any{&k.Priority, &k.Key, &due}, func() error {
+		arrived[k] = due
+		return nil
+	}); err != nil {
+		return fail(err)
+	}
+	var now time.Time
+	var arrivalNext *time.Time
+	if err := br.QueryRow().Scan(&now, &arrivalNext); err != nil {
+		return fail(err)
+	}
+	if bucket != nil {
+		var tokens float64
+		if err := br.QueryRow().Scan(&tokens); err != nil {
+			return fail(err)
+		}
+		h = held(tokens, n, len(claimed))
+	}
+	if err := br.Close(); err != nil {
+		return fail(err)
+	}
+	if len(next) != len(served) {
+		return fail(fmt.Errorf("read the next row of %d keys, served %d", len(next), len(served)))
+	}
+	f.settle(served, next, arrived, turn, rewinds, now)
+	var at time.Time
+	if arrivalNext != nil {
+		at = *arrivalNext
+	}
+	f.arrival.Advance(token, now, at)
+	return claimed, h, f.Known() > 0 || len(arrived) > 0, nil
+}
+
+// splitKeys is keys as the arrays of its priorities and keys.
+func splitKeys(keys []ShareKey) (priorities []int16, names []string) {
+	priorities, names = make([]int16, 0, len(keys)), make([]string, 0, len(keys))
+	for _, k := range keys {
+		priorities = append(priorities, k.Priority)
+		names = append(names, k.Key)
+	}
+	return priorities, names
+}

@@ -1,0 +1,74 @@
+package main
+
+// Mutations of the fair claim (docs/design/outbox-transport.md, Priorities
+// and fair shares), each named with the test that must catch it.
+func init() {
+	register(
+		Mutation{
+			// The FIFO fallback: the arrival edge stops at every backlog,
+			// so a claim sees only the first rows due, whoever's they are.
+			Name:    "fair claim: customers are never remembered (FIFO over the arrival window)",
+			File:    "internal/engine/claim/fair.go",
+			Find:    "for k, due := range arrived {",
+			Replace: "for k, due := range map[ShareKey]time.Time{} {",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_RoundRobinAcrossConcurrentClaimers|TestFair_NextClaimTakesAnotherCustomersRow",
+		},
+		Mutation{
+			Name:    "fair claim: rows ranked by priority and due time, not by turns",
+			File:    "internal/engine/claim/fairclaim.go",
+			Find:    "ORDER BY p, turn, due\n\tLIMIT",
+			Replace: "ORDER BY p, due\n\tLIMIT",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_NextClaimTakesAnotherCustomersRow",
+		},
+		Mutation{
+			Name:    "fair claim: priority ignored in the ranking",
+			File:    "internal/engine/claim/fairclaim.go",
+			Find:    "ORDER BY p, turn, due\n\tLIMIT",
+			Replace: "ORDER BY turn, due\n\tLIMIT",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_PriorityFirst",
+		},
+		Mutation{
+			Name:    "fair claim: the sweep's edge ignores the customers' edges",
+			File:    "internal/engine/claim/fair.go",
+			Find:    "if k.edge.Before(low) {",
+			Replace: "if false && k.edge.Before(low) {",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_SweepLeavesKnownBacklogsAlone",
+		},
+		Mutation{
+			Name:    "fair claim: a customer's edge stops at the start of its due time, not at the row",
+			File:    "internal/engine/claim/fair.go",
+			Find:    "e.edge, e.id = *next[i].Due, *next[i].ID",
+			Replace: "e.edge, e.id = *next[i].Due, \"\"",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_KnownBacklogIsNotWalkedAgain",
+		},
+		Mutation{
+			Name:    "fair claim: a served customer is forgotten with rows left",
+			File:    "internal/engine/claim/fair.go",
+			Find:    "case next[i].Due == nil:",
+			Replace: "case true:",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_SweepLeavesKnownBacklogsAlone",
+		},
+		Mutation{
+			Name:    "fair claim: the arrival edge passes customers it does not know",
+			File:    "internal/engine/claim/fairclaim.go",
+			Find:    "if arrivalNext != nil {",
+			Replace: "if false && arrivalNext != nil {",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_ArrivalEdgeStopsAtUnknownCustomers",
+		},
+		Mutation{
+			Name:    "fair claim: a customer's rows planned by the statistics alone",
+			File:    "internal/engine/claim/fairclaim.go",
+			Find:    "const FairPlanSQL = `SELECT set_config('enable_sort', 'off', true), set_config('enable_incremental_sort', 'off', true)`",
+			Replace: "const FairPlanSQL = `SELECT 1`",
+			Pkg:     "./outbox/",
+			Test:    "TestFairClaim_ReadsItsIndexes",
+		},
+	)
+}
