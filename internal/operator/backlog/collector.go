@@ -3,11 +3,13 @@ package backlog
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/postbox/postbox/internal/engine/claim"
+	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/webhook"
 )
 
@@ -19,7 +21,10 @@ type Collector struct {
 	db                        claim.DB
 	pending, due, failed, age *prometheus.Desc
 	blockedKeys               *prometheus.Desc
-	logger                    *slog.Logger
+	// The email outbox by priority (outbox.ReadWaiting): due rows, the
+	// customers they belong to, and the oldest's wait.
+	priorityDue, priorityCustomers, priorityAge *prometheus.Desc
+	logger                                      *slog.Logger
 }
 
 func NewCollector(db claim.DB, logger *slog.Logger) *Collector {
@@ -32,6 +37,12 @@ func NewCollector(db claim.DB, logger *slog.Logger) *Collector {
 		failed:  prometheus.NewDesc("postbox_outbox_failed", "Rows that failed for good and wait for an operator.", l, nil),
 		age: prometheus.NewDesc("postbox_outbox_oldest_due_age_seconds",
 			"How long the longest-waiting due row has been due. Alert when it stays above a few tick intervals.", l, nil),
+		priorityDue: prometheus.NewDesc("postbox_email_due_by_priority",
+			"Due email rows of each priority (1 most urgent).", []string{"priority"}, nil),
+		priorityCustomers: prometheus.NewDesc("postbox_email_customers_due_by_priority",
+			"Customers with due email rows, of each priority: the claim shares each priority's sends among them in turn.", []string{"priority"}, nil),
+		priorityAge: prometheus.NewDesc("postbox_email_oldest_due_age_seconds_by_priority",
+			"How long the longest-waiting due email row of each priority has been due.", []string{"priority"}, nil),
 		blockedKeys: prometheus.NewDesc("postbox_webhook_ordered_keys_blocked",
 			"Ordering keys of an endpoint held back by a delivery that failed for good (order_on_failure block): requeue or skip it (worker ordering blocked).", nil, nil),
 	}
@@ -43,6 +54,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.failed
 	ch <- c.age
 	ch <- c.blockedKeys
+	ch <- c.priorityDue
+	ch <- c.priorityCustomers
+	ch <- c.priorityAge
 }
 
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
@@ -58,6 +72,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.due, prometheus.GaugeValue, float64(f.Due), f.Outbox)
 		ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, float64(f.Failed), f.Outbox)
 		ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, f.OldestDue.Seconds(), f.Outbox)
+	}
+	// Only the top customer is read: customers are not labels (there may
+	// be millions); the console and worker stats name the longest waiting.
+	waiting, err := outbox.ReadWaiting(ctx, c.db, 1)
+	if err != nil {
+		c.logger.Warn("email priority gauges: query failed", "error", err)
+	}
+	for _, p := range waiting.ByPriority {
+		l := strconv.Itoa(int(p.Priority))
+		ch <- prometheus.MustNewConstMetric(c.priorityDue, prometheus.GaugeValue, float64(p.Due), l)
+		ch <- prometheus.MustNewConstMetric(c.priorityCustomers, prometheus.GaugeValue, float64(p.Customers), l)
+		ch <- prometheus.MustNewConstMetric(c.priorityAge, prometheus.GaugeValue, p.OldestDue.Seconds(), l)
 	}
 	blocked, err := webhook.CountBlockedKeys(ctx, c.db)
 	if err != nil {

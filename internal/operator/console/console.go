@@ -191,6 +191,8 @@ func (c *Console) funcs() template.FuncMap {
 		"breakerCount": story.BreakerCount,
 		"ordering":     story.OrderingLine,
 		"ts":           htmlpage.Timestamp,
+		// customerURL is a customer's story page.
+		"customerURL": func(id string) string { return c.URL(story.KindCustomer, id) },
 		"dur": func(d time.Duration) string {
 			switch {
 			case d <= 0:

@@ -82,7 +82,7 @@ func TestPages(t *testing.T) {
 		code       int
 		want       []string
 	}{
-		{"home", "/console/", 200, []string{"webhook_deliveries", "oldest due", "<svg"}},
+		{"home", "/console/", 200, []string{"webhook_deliveries", "oldest due", "<svg", `id="priorities"`, `id="customers"`}},
 		{"search invoice", "/console/search?q=INV-1042", 200, []string{"Invoice INV-1042", f.failedID, f.sentID,
 			"update_url</code> sealed", "pdf</code> sealed", "scrubbed", "worker requeue email " + f.failedID,
 			"send a new email: a sent row&#39;s links and PDF are gone"}},

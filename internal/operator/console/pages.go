@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/postbox/postbox/internal/operator/backlog"
 	"github.com/postbox/postbox/internal/operator/portalaudit"
 	"github.com/postbox/postbox/internal/operator/story"
 	"github.com/postbox/postbox/outbox"
@@ -22,7 +23,26 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request) {
 		c.problem(w, r, http.StatusServiceUnavailable, "The outbox figures could not be read; see the worker's log.")
 		return
 	}
-	c.render(w, r, http.StatusOK, "home", "Outboxes", figs)
+	ctx, cancel := context.WithTimeout(r.Context(), pageTimeout)
+	defer cancel()
+	waiting, err := outbox.ReadWaiting(ctx, c.db, waitingCustomers)
+	if err != nil {
+		c.logger.Error("console: reading who waits failed", "error", err.Error())
+		c.problem(w, r, http.StatusServiceUnavailable, "The email waiting figures could not be read; see the worker's log.")
+		return
+	}
+	c.render(w, r, http.StatusOK, "home", "Outboxes", homePage{Figures: figs, Waiting: waiting})
+}
+
+// waitingCustomers is how many of the customers waiting longest the home
+// page names.
+const waitingCustomers = 10
+
+// homePage is what the home page shows: each outbox's figures, and who
+// waits in the email outbox.
+type homePage struct {
+	Figures []backlog.Figures
+	Waiting outbox.Waiting
 }
 
 // search resolves q (and an optional kind) and redirects to its page.
