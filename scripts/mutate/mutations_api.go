@@ -57,8 +57,8 @@ func init() {
 		Mutation{
 			Name:    "api: the Idempotency-Key header is ignored",
 			File:    "internal/operator/httpapi/enqueue.go",
-			Find:    "\t\tIdempotencyKey: r.Header.Get(IdempotencyHeader)}\n\tif req.SendAt != nil {\n\t\temail.SendAt",
-			Replace: "\t}\n\tif req.SendAt != nil {\n\t\temail.SendAt",
+			Find:    "\t\tIdempotencyKey: r.Header.Get(IdempotencyHeader), Priority: req.Priority}",
+			Replace: "\t\tPriority: req.Priority}",
 			Pkg:     "./internal/operator/httpapi/",
 			Test:    "TestEnqueue_CommittedOnceWithAnIdempotencyKey",
 		},

@@ -70,5 +70,13 @@ func init() {
 			Pkg:     "./outbox/",
 			Test:    "TestFairClaim_ReadsItsIndexes",
 		},
+		Mutation{
+			Name:    "email waiting: rows not yet due counted by priority",
+			File:    "outbox/waiting.go",
+			Find:    "FROM email_outbox WHERE status = 'pending' AND next_attempt_at <= now()\nGROUP BY priority",
+			Replace: "FROM email_outbox WHERE status = 'pending' AND next_attempt_at IS NOT NULL\nGROUP BY priority",
+			Pkg:     "./outbox/",
+			Test:    "TestReadWaiting",
+		},
 	)
 }
