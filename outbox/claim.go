@@ -1,7 +1,6 @@
 package outbox
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -45,27 +44,18 @@ var table = claim.Table{
 //
 // Most callers want Dispatcher, which claims, sends and marks.
 //
-// The rows come back oldest first (by created_at): RETURNING has no order
-// of its own, and the rows that waited longest should go out first.
+// The rows come back in the claim's order: the most urgent first, then
+// each customer's first row, then each one's second, and so on.
 func Claim(ctx context.Context, db DB, n int, lease time.Duration) ([]Row, error) {
 	rows, _, _, err := claimFair(ctx, db, &claim.Fair{}, nil, n, lease)
 	return rows, err
-}
-
-// sortOldestFirst orders claimed rows by created_at, then id.
-func sortOldestFirst(rows []Row) {
-	slices.SortFunc(rows, func(a, b Row) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
-	})
 }
 
 // claimFair is the fair claim from f's edges, through bucket b
 // (EMAIL_RATE_LIMIT's; nil: no limit) in the claim's own transaction: see
 // claim.ClaimFair. more reports due rows left behind.
 func claimFair(ctx context.Context, db DB, f *claim.Fair, b *claim.Bucket, n int, lease time.Duration) (rows []Row, held claim.Held, more bool, err error) {
-	rows, held, more, err = claim.ClaimFair(ctx, db, table, f, n, lease, b, scanRow)
-	sortOldestFirst(rows)
-	return rows, held, more, err
+	return claim.ClaimFair(ctx, db, table, f, n, lease, b, scanRow)
 }
 
 // emailSource is email_outbox as the engine's Lane drains it (its
@@ -157,15 +147,25 @@ func (s emailSource) Sweep(ctx context.Context) (int, []string, error) {
 	return swept.Rows, swept.First, err
 }
 
-// deal splits rows, oldest first, into at most n batches as even as can
-// be, keeping each batch in claim order; no batch is larger than the
-// claim's BatchSize, since rows ≤ n × BatchSize.
+// deal deals rows, in the claim's order, into at most n batches as even
+// as can be, as cards are dealt: the claim's row i to batch i mod n. Every
+// batch then starts with the claim's first rows — the most urgent, each
+// customer's first — and keeps claim order, so one customer's row is not
+// sent after a batch's worth of another's. No batch is larger than the
+// claim's BatchSize, since rows ≤ n × BatchSize. The batches share rows'
+// array, rearranged: what is done to a batch's rows is done to rows.
 func deal(rows []Row, n int) [][]Row {
 	k := min(n, len(rows))
+	claimed := slices.Clone(rows)
 	out := make([][]Row, 0, k)
-	for i := range k {
-		lo, hi := i*len(rows)/k, (i+1)*len(rows)/k
-		out = append(out, rows[lo:hi])
+	at := 0
+	for b := range k {
+		start := at
+		for i := b; i < len(claimed); i += k {
+			rows[at] = claimed[i]
+			at++
+		}
+		out = append(out, rows[start:at])
 	}
 	return out
 }

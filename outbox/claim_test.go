@@ -2,7 +2,9 @@ package outbox
 
 import (
 	"context"
+	"reflect"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -209,5 +211,40 @@ func TestClaim_SkipsRowsLockedBySibling(t *testing.T) {
 				t.Fatalf("after the sibling's %s the claim took %v, want exactly the formerly locked rows %v", end, got, sorted(locked))
 			}
 		})
+	}
+}
+
+// deal deals a claim's rows like cards, so every batch starts with the
+// claim's first rows, and its batches are rows' own array.
+func TestDeal(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		rows, n int
+		want    [][]string
+	}{
+		{7, 3, [][]string{{"0", "3", "6"}, {"1", "4"}, {"2", "5"}}},
+		{2, 4, [][]string{{"0"}, {"1"}}},
+		{3, 1, [][]string{{"0", "1", "2"}}},
+	} {
+		rows := make([]Row, tc.rows)
+		for i := range rows {
+			rows[i].ID = strconv.Itoa(i)
+		}
+		batches := deal(rows, tc.n)
+		var got [][]string
+		for _, b := range batches {
+			var ids []string
+			for _, r := range b {
+				ids = append(ids, r.ID)
+			}
+			got = append(got, ids)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("deal of %d rows into %d: %v, want %v", tc.rows, tc.n, got, tc.want)
+		}
+		batches[0][0].Attempts = 99
+		if !slices.ContainsFunc(rows, func(r Row) bool { return r.Attempts == 99 }) {
+			t.Errorf("deal of %d rows into %d: a batch's row is a copy, not the claim's", tc.rows, tc.n)
+		}
 	}
 }

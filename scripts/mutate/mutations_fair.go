@@ -71,6 +71,22 @@ func init() {
 			Test:    "TestFairClaim_ReadsItsIndexes",
 		},
 		Mutation{
+			Name:    "fair claim: the rows come back in no order",
+			File:    "internal/engine/claim/fairclaim.go",
+			Find:    "return fmt.Sprintf(`SELECT %s FROM claimed ORDER BY claim_rank`, t.Returning)",
+			Replace: "return fmt.Sprintf(`SELECT %s FROM claimed`, t.Returning)",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_RowsComeInClaimOrder",
+		},
+		Mutation{
+			Name:    "email claim: batches dealt as runs of the claim, not like cards",
+			File:    "outbox/claim.go",
+			Find:    "for i := b; i < len(claimed); i += k {",
+			Replace: "for i := b * len(claimed) / k; i < (b+1)*len(claimed)/k; i++ {",
+			Pkg:     "./outbox/",
+			Test:    "TestDeal",
+		},
+		Mutation{
 			Name:    "email waiting: rows not yet due counted by priority",
 			File:    "outbox/waiting.go",
 			Find:    "FROM email_outbox WHERE status = 'pending' AND next_attempt_at <= now()\nGROUP BY priority",

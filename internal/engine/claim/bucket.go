@@ -58,8 +58,8 @@ FROM postbox_rate_buckets WHERE name = $1`
 // whole tokens of the CTE bucket (limited).
 const bucketLimit = "least($1::int, (SELECT floor(tokens)::int FROM bucket))"
 
-// limited is the claim of the rows ids chooses, with bucketLimit as its
-// LIMIT, through the bucket of parameters $first (rate), $first+1 (burst)
+// limited is the claim of the rows ids chooses (rankedClaim), with
+// bucketLimit as its LIMIT, through the bucket of parameters $first (rate), $first+1 (burst)
 // and $first+2 (name): the bucket is refilled for the time since it was
 // last taken from (clock_timestamp(), not now(): the claim's transaction
 // began before it waited for the lock), the claim takes at most its whole
@@ -71,18 +71,14 @@ const bucketLimit = "least($1::int, (SELECT floor(tokens)::int FROM bucket))"
 // (bucketLockSQL): a missing row would leave the LIMIT at $1.
 func (t Table) limited(ids string, first int) string {
 	return fmt.Sprintf(`WITH bucket AS (
-	SELECT c.at, least($%[5]d::float8, b.tokens + greatest(EXTRACT(EPOCH FROM c.at - b.at), 0) * $%[4]d::float8) AS tokens
+	SELECT c.at, least($%[3]d::float8, b.tokens + greatest(EXTRACT(EPOCH FROM c.at - b.at), 0) * $%[2]d::float8) AS tokens
 	FROM postbox_rate_buckets b, (SELECT clock_timestamp() AS at) c
-	WHERE b.name = $%[6]d
-), claimed AS (
-	UPDATE %[1]s SET %[2]s
-	WHERE id = ANY (ARRAY(%[3]s))
-	RETURNING %[7]s
-), spent AS (
+	WHERE b.name = $%[4]d
+), %[1]s, spent AS (
 	UPDATE postbox_rate_buckets b SET tokens = greatest(bucket.tokens - (SELECT count(*) FROM claimed), 0), at = bucket.at
-	FROM bucket WHERE b.name = $%[6]d AND EXISTS (SELECT 1 FROM claimed)
+	FROM bucket WHERE b.name = $%[4]d AND EXISTS (SELECT 1 FROM claimed)
 )
-SELECT * FROM claimed`, t.Name, t.set(), ids, first, first+1, first+2, t.Returning)
+%[5]s`, t.rankedClaim(ids), first, first+1, first+2, t.rankedRows())
 }
 
 // held reads what a limited claim of n that took rows left: its limit was

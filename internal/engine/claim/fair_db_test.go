@@ -286,3 +286,27 @@ func TestFair_ArrivalEdgeStopsAtUnknownCustomers(t *testing.T) {
 		t.Errorf("claimed %d of 30 customers' rows", claimed)
 	}
 }
+
+// TestFair_RowsComeInClaimOrder: ten customers' rows come back ranked —
+// each customer's first row, then each one's second — so a caller that
+// works them in order serves each customer in turn.
+func TestFair_RowsComeInClaimOrder(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	for i := range 10 {
+		insertFor(t, pool, fmt.Sprintf("c%d", i), 5, 3)
+	}
+	rows, _ := claimFair(t, pool, &claim.Fair{}, 20)
+	if len(rows) != 20 {
+		t.Fatalf("claimed %d rows, want 20", len(rows))
+	}
+	turns := map[string]int{}
+	last := 0
+	for i, r := range rows {
+		turns[r.Customer]++
+		if turns[r.Customer] < last {
+			t.Fatalf("row %d is %s's row %d after a row %d: %+v", i, r.Customer, turns[r.Customer], last, rows)
+		}
+		last = turns[r.Customer]
+	}
+}

@@ -13,10 +13,31 @@ import (
 // the lease, $3 = the arrival edge, $4, $5, $6, $9 = the served keys'
 // priorities, keys, edges and edge ids, $7, $8 = every known key's
 // priorities and keys.
+//
+// The rows come back in the claim's own order, most urgent first and
+// customers in turn, so that a caller working them in that order sends a
+// customer's first row before another's tenth.
 func (t Table) FairClaimSQL() string {
-	return fmt.Sprintf(`UPDATE %[1]s SET %[2]s
-WHERE id = ANY (ARRAY(%[3]s))
-RETURNING %[4]s`, t.Name, t.set(), t.fairIDsSQL("$1::int"), t.Returning)
+	return "WITH " + t.rankedClaim(t.fairIDsSQL("$1::int")) + "\n" + t.rankedRows()
+}
+
+// rankedClaim is the CTEs picked (the ids the query ids chooses, in its
+// order) and claimed (their claim, each row with its place in that order,
+// claim_rank). The rows are found as id = ANY (…), never a join the
+// planner could turn into a scan of the whole table (ClaimIDsSQL).
+func (t Table) rankedClaim(ids string) string {
+	return fmt.Sprintf(`picked AS MATERIALIZED (SELECT ARRAY(%[3]s) AS ids
+), claimed AS (
+	UPDATE %[1]s SET %[2]s
+	FROM picked WHERE %[1]s.id = ANY (picked.ids)
+	RETURNING %[1]s.*, array_position(picked.ids, %[1]s.id) AS claim_rank
+)`, t.Name, t.set(), ids)
+}
+
+// rankedRows reads what rankedClaim claimed, as Returning says, in the
+// claim's order.
+func (t Table) rankedRows() string {
+	return fmt.Sprintf(`SELECT %s FROM claimed ORDER BY claim_rank`, t.Returning)
 }
 
 // LimitedFairClaimSQL is FairClaimSQL through bucket $12 at rate $10 up
