@@ -55,7 +55,13 @@ func Claim(ctx context.Context, db DB, n int, lease time.Duration) ([]Row, error
 // (EMAIL_RATE_LIMIT's; nil: no limit) in the claim's own transaction: see
 // claim.ClaimFair. more reports due rows left behind.
 func claimFair(ctx context.Context, db DB, f *claim.Fair, b *claim.Bucket, n int, lease time.Duration) (rows []Row, held claim.Held, more bool, err error) {
-	return claim.ClaimFair(ctx, db, table, f, n, lease, b, scanRow)
+	return claim.ClaimFair(ctx, db, table, f, n, lease, b, scanRow, rowKey)
+}
+
+// rowKey is a claimed row's key in the fair claim: its priority and its
+// customer.
+func rowKey(r Row) claim.ShareKey {
+	return claim.ShareKey{Priority: int16(r.Priority), Key: r.CustomerID}
 }
 
 // emailSource is email_outbox as the engine's Lane drains it (its

@@ -78,7 +78,7 @@ func TestFairClaim_ReadsItsIndexes(t *testing.T) {
 	}
 	for _, limit := range []int{5, 1000} {
 		plans := map[string]string{
-			"claim":        pgtest.Plan(t, tx, table.FairClaimSQL(), limit, time.Minute, edge, priorities, customers, edges, priorities, customers, ids),
+			"claim":        pgtest.Plan(t, tx, table.FairClaimSQL(), limit, time.Minute, edge, priorities, customers, edges, priorities, customers, ids, []int64{3, 0}),
 			"next":         pgtest.Plan(t, tx, table.FairNextSQL(), priorities, customers, edges, ids),
 			"arrived":      pgtest.Plan(t, tx, table.FairArrivedSQL(), edge, limit),
 			"arrival edge": pgtest.Plan(t, tx, table.FairArrivalNextSQL(), edge, limit, priorities, customers),

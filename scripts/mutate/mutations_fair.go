@@ -5,19 +5,19 @@ package main
 func init() {
 	register(
 		Mutation{
-			// The FIFO fallback: the arrival edge stops at every backlog,
-			// so a claim sees only the first rows due, whoever's they are.
-			Name:    "fair claim: customers are never remembered (FIFO over the arrival window)",
+			// The arrival edge then passes their rows with no edge of
+			// their own in front of them.
+			Name:    "fair claim: customers seen in the arrival window are not remembered",
 			File:    "internal/engine/claim/fair.go",
 			Find:    "for k, due := range arrived {",
 			Replace: "for k, due := range map[ShareKey]time.Time{} {",
 			Pkg:     "./internal/engine/claim/",
-			Test:    "TestFair_RoundRobinAcrossConcurrentClaimers|TestFair_NextClaimTakesAnotherCustomersRow",
+			Test:    "TestFair_ArrivalEdgeStopsAtUnknownCustomers",
 		},
 		Mutation{
-			Name:    "fair claim: rows ranked by priority and due time, not by turns",
+			Name:    "fair claim: rows ranked by priority and due time, not by turns (FIFO within a priority)",
 			File:    "internal/engine/claim/fairclaim.go",
-			Find:    "ORDER BY p, turn, due\n\tLIMIT",
+			Find:    "ORDER BY p, turn, last, due\n\tLIMIT",
 			Replace: "ORDER BY p, due\n\tLIMIT",
 			Pkg:     "./internal/engine/claim/",
 			Test:    "TestFair_NextClaimTakesAnotherCustomersRow",
@@ -25,10 +25,26 @@ func init() {
 		Mutation{
 			Name:    "fair claim: priority ignored in the ranking",
 			File:    "internal/engine/claim/fairclaim.go",
-			Find:    "ORDER BY p, turn, due\n\tLIMIT",
-			Replace: "ORDER BY turn, due\n\tLIMIT",
+			Find:    "ORDER BY p, turn, last, due\n\tLIMIT",
+			Replace: "ORDER BY turn, last, due\n\tLIMIT",
 			Pkg:     "./internal/engine/claim/",
 			Test:    "TestFair_PriorityFirst",
+		},
+		Mutation{
+			Name:    "fair claim: turns not carried across claims",
+			File:    "internal/engine/claim/fairclaim.go",
+			Find:    "ORDER BY p, turn, last, due\n\tLIMIT",
+			Replace: "ORDER BY p, turn, due\n\tLIMIT",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_NextClaimTakesAnotherCustomersRow|TestFair_OneRowClaimsTakeTurns",
+		},
+		Mutation{
+			Name:    "fair claim: a customer met through the arrival edge is not remembered",
+			File:    "internal/engine/claim/fair.go",
+			Find:    "if _, ok := f.keys[k]; !ok && !rewound {",
+			Replace: "if _, ok := f.keys[k]; false && !ok && !rewound {",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_OneRowClaimsTakeTurns",
 		},
 		Mutation{
 			Name:    "fair claim: the sweep's edge ignores the customers' edges",

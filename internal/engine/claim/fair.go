@@ -35,8 +35,11 @@ const MaxServedKeys = 64
 // A key is known while the lane has seen due rows of it that it did not
 // claim. A claim takes rows from the edges of known keys and, from the
 // arrival edge, rows of keys not known; it ranks them by priority, then by
-// turn — a row's place among its key's rows — then due time, and takes the
-// first n. After it, in the same transaction, each served key's edge moves
+// turn — a row's place among its key's rows — then by when its key last
+// had a row claimed (never first), then due time, and takes the first n.
+// The third is the round-robin across claims: a claim of one row (a rate
+// limit's one token) takes the row of the key whose turn is next, not the
+// oldest row. After it, in the same transaction, each served key's edge moves
 // to its first row still due (the key is forgotten when there is none),
 // the keys of the first rows still due from the arrival edge become known,
 // and the arrival edge moves to the first due row of a key still not
@@ -55,12 +58,12 @@ type Fair struct {
 	mu      sync.Mutex
 	arrival Window
 	keys    map[ShareKey]*keyEdge
-	turns   uint64 // claims so far: a key's served is the turn it was last served
+	turns   uint64 // claims so far: a key's served is the claim that last took a row of it
 	rewinds uint64
 }
 
 // keyEdge is a key's edge, a due time and an id (its rows are read in
-// that order), and the turn it was last served.
+// that order), and the claim that last took a row of it (0: none).
 type keyEdge struct {
 	edge   time.Time
 	id     string // "" for the first id of the due time
@@ -123,7 +126,7 @@ func (f *Fair) Rewind(to time.Time) {
 // MaxServedKeys. It returns them with their edges, every known key (the
 // claim's arrivals exclude their rows), and the turn and rewind count the
 // claim settles with.
-func (f *Fair) serve() (served []ShareKey, edges []time.Time, ids []string, known []ShareKey, turn, rewinds uint64) {
+func (f *Fair) serve() (served []ShareKey, edges []time.Time, ids []string, last []int64, known []ShareKey, turn, rewinds uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.turns++
@@ -138,15 +141,17 @@ func (f *Fair) serve() (served []ShareKey, edges []time.Time, ids []string, know
 		e := f.keys[k]
 		edges = append(edges, e.edge)
 		ids = append(ids, cmp.Or(e.id, firstID))
+		last = append(last, int64(e.served))
 	}
-	return served, edges, ids, known, f.turns, f.rewinds
+	return served, edges, ids, last, known, f.turns, f.rewinds
 }
 
-// settle records what a claim found after it: for each served key the due
-// time of its first row still due (nil: none), the keys of the rows still
-// due from the arrival edge with the due time of their first, and the
-// arrival edge's next (Window.Advance).
-func (f *Fair) settle(served []ShareKey, next []rowEdge, arrived map[ShareKey]time.Time, turn, rewinds uint64, now time.Time) {
+// settle records what a claim that started at the arrival edge from found
+// after it: the keys it took rows of, for each served key the due time of
+// its first row still due (nil: none), and the keys of the rows still due
+// from the arrival edge with the due time of their first. It reports
+// whether rows are known to be left.
+func (f *Fair) settle(from time.Time, took map[ShareKey]bool, served []ShareKey, next []rowEdge, arrived map[ShareKey]time.Time, turn, rewinds uint64, now time.Time) (more bool) {
 	margin := f.Margin
 	if margin <= 0 {
 		margin = DefaultMargin
@@ -159,7 +164,9 @@ func (f *Fair) settle(served []ShareKey, next []rowEdge, arrived map[ShareKey]ti
 	rewound := rewinds != f.rewinds
 	for i, k := range served {
 		e := f.keys[k]
-		e.served = turn
+		if took[k] {
+			e.served = turn
+		}
 		switch {
 		case rewound:
 			// A sweep moved rows since the claim began: what it read
@@ -171,12 +178,27 @@ func (f *Fair) settle(served []ShareKey, next []rowEdge, arrived map[ShareKey]ti
 		default:
 			e.edge, e.id = now.Add(-margin), ""
 		}
+		more = more || next[i].Due != nil
 	}
 	for k, due := range arrived {
 		if e, ok := f.keys[k]; ok {
 			e.at(due, "")
+		} else if took[k] {
+			f.keys[k] = &keyEdge{edge: due, served: turn}
 		} else {
 			f.keys[k] = &keyEdge{edge: due}
 		}
 	}
+	// A key the claim took rows of from the arrival edge is known from
+	// now, at that edge (which no row of a key not known is behind), with
+	// its turn taken: the next claim serves the others first, and forgets
+	// it if it has nothing left. Without this, a key met only through the
+	// arrival edge would rank as never served on every claim of one row,
+	// and take every one.
+	for k := range took {
+		if _, ok := f.keys[k]; !ok && !rewound {
+			f.keys[k] = &keyEdge{edge: from, served: turn}
+		}
+	}
+	return more || len(arrived) > 0
 }

@@ -24,9 +24,12 @@ type fairRow struct {
 	Priority int16
 }
 
+// fairKey is a claimed row's key.
+func fairKey(r fairRow) claim.ShareKey { return claim.ShareKey{Priority: r.Priority, Key: r.Customer} }
+
 func claimFair(t *testing.T, db claim.DB, f *claim.Fair, n int) ([]fairRow, bool) {
 	t.Helper()
-	rows, _, more, err := claim.ClaimFair(context.Background(), db, fairEmails, f, n, time.Hour, nil, pgx.RowToStructByPos[fairRow])
+	rows, _, more, err := claim.ClaimFair(context.Background(), db, fairEmails, f, n, time.Hour, nil, pgx.RowToStructByPos[fairRow], fairKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +83,7 @@ func TestFair_RoundRobinAcrossConcurrentClaimers(t *testing.T) {
 				}
 			}()
 			for empty := 0; empty < 10000; {
-				rows, _, _, err := claim.ClaimFair(context.Background(), pool, fairEmails, f, n, time.Hour, nil, pgx.RowToStructByPos[fairRow])
+				rows, _, _, err := claim.ClaimFair(context.Background(), pool, fairEmails, f, n, time.Hour, nil, pgx.RowToStructByPos[fairRow], fairKey)
 				if err != nil {
 					t.Error(err)
 					return
@@ -184,7 +187,7 @@ func TestFair_KnownBacklogIsNotWalkedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	claimOnce := func(ctx context.Context, tx pgx.Tx) error {
-		rows, _, _, err := claim.ClaimFair(ctx, tx, fairEmails, f, 10, time.Hour, nil, pgx.RowToStructByPos[fairRow])
+		rows, _, _, err := claim.ClaimFair(ctx, tx, fairEmails, f, 10, time.Hour, nil, pgx.RowToStructByPos[fairRow], fairKey)
 		if err == nil && !hasCustomer(rows, "B") {
 			t.Errorf("a claim of 10 from A's backlog missed B's fresh row: %+v", rows)
 		}
@@ -251,15 +254,49 @@ func TestFair_SweepLeavesKnownBacklogsAlone(t *testing.T) {
 // TestFair_NextClaimTakesAnotherCustomersRow: with customer A's backlog
 // known, a row customer B writes is in the very next claim — one claim's
 // worth of delay, not the backlog's.
+//
+// A claim of one row (a rate limit's one token) is the hard case: turns
+// within it say nothing, so the turns must carry across claims.
 func TestFair_NextClaimTakesAnotherCustomersRow(t *testing.T) {
 	t.Parallel()
+	for _, n := range []int{10, 1} {
+		t.Run(fmt.Sprintf("claims of %d", n), func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.NewPool(t)
+			insertFor(t, pool, "A", 5, 500)
+			f := &claim.Fair{}
+			claimFair(t, pool, f, n)
+			claimFair(t, pool, f, n)
+			insertFor(t, pool, "B", 5, 1)
+			if rows, _ := claimFair(t, pool, f, n); !hasCustomer(rows, "B") {
+				t.Fatalf("the claim after B's row was written took only A's: %+v", rows)
+			}
+		})
+	}
+}
+
+// TestFair_OneRowClaimsTakeTurns: two customers' backlogs, claimed one row
+// at a time, alternate.
+func TestFair_OneRowClaimsTakeTurns(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.NewPool(t)
-	insertFor(t, pool, "A", 5, 500)
+	insertFor(t, pool, "A", 5, 50)
+	insertFor(t, pool, "C", 5, 50)
 	f := &claim.Fair{}
-	claimFair(t, pool, f, 10)
-	insertFor(t, pool, "B", 5, 1)
-	if rows, _ := claimFair(t, pool, f, 10); !hasCustomer(rows, "B") {
-		t.Fatalf("the claim after B's row was written took only A's: %+v", rows)
+	var got []string
+	for range 12 {
+		rows, _ := claimFair(t, pool, f, 1)
+		if len(rows) != 1 {
+			t.Fatalf("a claim of one row took %d", len(rows))
+		}
+		got = append(got, rows[0].Customer)
+	}
+	// The first claim meets A alone (its rows are due first); from the
+	// next on, both are known and take turns.
+	for i := 2; i < len(got); i++ {
+		if got[i] == got[i-1] {
+			t.Fatalf("one-row claims took %v: the same customer twice running", got)
+		}
 	}
 }
 

@@ -10,9 +10,9 @@ import (
 )
 
 // FairClaimSQL is the fair claim (ClaimFair): $1 = the most rows, $2 =
-// the lease, $3 = the arrival edge, $4, $5, $6, $9 = the served keys'
-// priorities, keys, edges and edge ids, $7, $8 = every known key's
-// priorities and keys.
+// the lease, $3 = the arrival edge, $4, $5, $6, $9, $10 = the served keys'
+// priorities, keys, edges, edge ids and the claims that last took a row
+// of each, $7, $8 = every known key's priorities and keys.
 //
 // The rows come back in the claim's own order, most urgent first and
 // customers in turn, so that a caller working them in that order sends a
@@ -40,11 +40,11 @@ func (t Table) rankedRows() string {
 	return fmt.Sprintf(`SELECT %s FROM claimed ORDER BY claim_rank`, t.Returning)
 }
 
-// LimitedFairClaimSQL is FairClaimSQL through bucket $12 at rate $10 up
-// to burst $11 (Bucket): it claims at most as many rows as the bucket
+// LimitedFairClaimSQL is FairClaimSQL through bucket $13 at rate $11 up
+// to burst $12 (Bucket): it claims at most as many rows as the bucket
 // holds whole tokens, and takes one per row.
 func (t Table) LimitedFairClaimSQL() string {
-	return t.limited(t.fairIDsSQL(bucketLimit), 10)
+	return t.limited(t.fairIDsSQL(bucketLimit), 11)
 }
 
 // fairIDsSQL chooses a fair claim's rows, at most limit (an SQL
@@ -52,16 +52,17 @@ func (t Table) LimitedFairClaimSQL() string {
 // so concurrent claimers read disjoint rows: from each served key up to
 // an even part of limit, from its edge; from the arrival edge up to limit
 // rows of keys not known. Ranked by priority, turn (the row's place among
-// its key's rows) and due time, the first limit are claimed; the others
-// are unlocked when the claim commits.
+// its key's rows), the claim that last took a row of its key (0 for a key
+// not known) and due time, the first limit are claimed; the others are
+// unlocked when the claim commits.
 func (t Table) fairIDsSQL(limit string) string {
 	due, order := t.keyDue("e")
 	arrivalDue, arrivalOrder := t.Due("e", "$3")
 	p, key := t.shareColumns("e")
 	return fmt.Sprintf(`
 	WITH known AS (
-		SELECT h.id, k.p, h.due, row_number() OVER (PARTITION BY k.i ORDER BY h.due, h.id) AS turn
-		FROM unnest($4::smallint[], $5::text[], $6::timestamptz[], $9::uuid[]) WITH ORDINALITY AS k(p, c, edge, edge_id, i)
+		SELECT h.id, k.p, h.due, row_number() OVER (PARTITION BY k.i ORDER BY h.due, h.id) AS turn, k.last
+		FROM unnest($4::smallint[], $5::text[], $6::timestamptz[], $9::uuid[], $10::bigint[]) WITH ORDINALITY AS k(p, c, edge, edge_id, last, i)
 		CROSS JOIN LATERAL (
 			SELECT e.id, e.%[9]s AS due FROM %[1]s e
 			WHERE e.status = 'pending' AND %[5]s = k.p AND %[6]s = k.c AND %[2]s%[7]s
@@ -69,7 +70,7 @@ func (t Table) fairIDsSQL(limit string) string {
 			LIMIT ceil((%[4]s)::float8 / greatest(cardinality($5::text[]), 1))::int
 			FOR UPDATE SKIP LOCKED) h
 	), fresh AS (
-		SELECT a.id, a.p, a.due, row_number() OVER (PARTITION BY a.p, a.c ORDER BY a.due) AS turn
+		SELECT a.id, a.p, a.due, row_number() OVER (PARTITION BY a.p, a.c ORDER BY a.due) AS turn, 0::bigint AS last
 		FROM (
 			SELECT e.id, %[5]s AS p, %[6]s AS c, e.%[9]s AS due FROM %[1]s e
 			WHERE e.status = 'pending' AND %[8]s%[7]s
@@ -78,8 +79,8 @@ func (t Table) fairIDsSQL(limit string) string {
 			LIMIT %[4]s
 			FOR UPDATE SKIP LOCKED) a
 	)
-	SELECT id FROM (SELECT id, p, turn, due FROM known UNION ALL SELECT id, p, turn, due FROM fresh) c
-	ORDER BY p, turn, due
+	SELECT id FROM (SELECT id, p, turn, last, due FROM known UNION ALL SELECT id, p, turn, last, due FROM fresh) c
+	ORDER BY p, turn, last, due
 	LIMIT %[4]s`, t.Name, due, order, limit, p, key, t.claimableAs("e"), arrivalDue, t.DueColumn, arrivalOrder)
 }
 
@@ -187,7 +188,10 @@ SELECT now(), (SELECT %[3]s FROM %[1]s e
 // implicit transaction: the claim, and the reads after it that move f's
 // edges. more reports that due rows were left: keys the claim knows but
 // could not finish.
-func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease time.Duration, bucket *Bucket, scan pgx.RowToFunc[T]) (claimed []T, h Held, more bool, err error) {
+//
+// keyOf is the key of a claimed row, as the claim reads it: the claim
+// that last took a key's row decides its place in the next ones.
+func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease time.Duration, bucket *Bucket, scan pgx.RowToFunc[T], keyOf func(T) ShareKey) (claimed []T, h Held, more bool, err error) {
 	f.claiming.Lock()
 	defer f.claiming.Unlock()
 	// Detached and bounded like every claim (claimRows says why).
@@ -197,14 +201,14 @@ func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease
 		return nil, Held{}, false, fmt.Errorf("claim %s: %w", t.Name, err)
 	}
 	f.arrival.Margin = f.Margin
-	served, edges, edgeIDs, known, turn, rewinds := f.serve()
+	served, edges, edgeIDs, last, known, turn, rewinds := f.serve()
 	edge, token := f.arrival.Start()
 	sp, sk := splitKeys(served)
 	kp, kk := splitKeys(known)
 	b := &pgx.Batch{}
 	b.Queue(IndexOnlySQL)
 	b.Queue(FairPlanSQL)
-	args := []any{n, lease, edge, sp, sk, edges, kp, kk, edgeIDs}
+	args := []any{n, lease, edge, sp, sk, edges, kp, kk, edgeIDs, last}
 	if bucket == nil {
 		b.Queue(t.FairClaimSQL(), args...)
 	} else {
@@ -275,13 +279,17 @@ func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease
 	if len(next) != len(served) {
 		return fail(fmt.Errorf("read the next row of %d keys, served %d", len(next), len(served)))
 	}
-	f.settle(served, next, arrived, turn, rewinds, now)
+	took := make(map[ShareKey]bool, len(claimed))
+	for _, r := range claimed {
+		took[keyOf(r)] = true
+	}
+	more = f.settle(edge, took, served, next, arrived, turn, rewinds, now)
 	var at time.Time
 	if arrivalNext != nil {
 		at = *arrivalNext
 	}
 	f.arrival.Advance(token, now, at)
-	return claimed, h, f.Known() > 0 || len(arrived) > 0, nil
+	return claimed, h, more, nil
 }
 
 // splitKeys is keys as the arrays of its priorities and keys.
