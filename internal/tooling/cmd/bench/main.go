@@ -12,7 +12,7 @@
 // the River peer from this module and runs the pool sections (pool-backlog,
 // pool-latency, pool-enqueue, pool-leaderkill), counting from process start;
 // --only selects the others (pool-scale, pool-retention, pool-pgbouncer,
-// pool-ratelimit, pool-lowrate, and the webhook sections pool-webhook,
+// pool-ratelimit, pool-lowrate, pool-fair, and the webhook sections pool-webhook,
 // pool-webhook-ratelimit, pool-webhook-retry, pool-webhook-breaker,
 // pool-webhook-ordered, pool-webhook-scale, pool-webhook-tenants,
 // pool-webhook-isolation).
@@ -95,6 +95,11 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 	webhookLoad := fs.Duration("webhook-load", 0, "pool-webhook-ratelimit, -retry, -breaker: how long the load is offered (default 60s; 15s with --quick)")
 	webhookSettle := fs.Duration("webhook-settle", 0, "pool-webhook-breaker: the wait after the load before delivered webhooks are counted (default 120s; 20s with --quick)")
 	breakerOff := fs.String("breaker-off", "", "pool-webhook-breaker: the worker settings that turn the breaker off, comma-separated NAME=value (default "+strings.Join(bench.BreakerOffEnv, ",")+")")
+	fairRows := fs.Int("fair-rows", 0, "pool-fair: customer A's invoices enqueued at once (default 20000; 5000 with --quick)")
+	fairLoad := fs.Duration("fair-load", 0, "pool-fair: how long customer B enqueues a reset and an invoice every second (default 60s; 20s with --quick)")
+	fairWait := fs.Duration("fair-wait", 0, "pool-fair: how long B's rows are awaited after B's load (default 12m; 3m with --quick)")
+	fairBaseline := fs.String("fair-baseline", "", "pool-fair: a previous release's worker binary, run as the FIFO baseline path against this schema (default: none)")
+	fairSnapshot := fs.String("fair-snapshot", "", "pool-fair: run each case again with a REPEATABLE READ snapshot held: off, postbox (its path only) or all (default postbox; off with --quick)")
 	keepSeed := fs.Bool("keep-seed", false, "pool-scale: keep the seeded database (postbox_scale_seed_*) for the next run, which reuses it while the migrations are unchanged")
 	return func(ctx context.Context, stdout, stderr io.Writer) error {
 		if *rate != "" {
@@ -167,7 +172,7 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 			}{{*n, &popts.N}, {*concurrency, &popts.Concurrency}, {*trials, &popts.Trials},
 				{*scaleRows, &popts.ScaleRows}, {*scaleRate, &popts.ScaleRate}, {*scaleBacklog, &popts.ScaleBacklog},
 				{*retentionRows, &popts.RetentionRows}, {*webhookEvents, &popts.WebhookEvents}, {*webhookConcurrency, &popts.WebhookConcurrency},
-				{*webhookScaleEvents, &popts.WebhookScaleEvents}, {*isolationEvents, &popts.IsolationEvents}} {
+				{*webhookScaleEvents, &popts.WebhookScaleEvents}, {*isolationEvents, &popts.IsolationEvents}, {*fairRows, &popts.FairRows}} {
 				if f.v < 0 {
 					return program.Usagef("a count flag is %d: want 0 (the default) or more", f.v)
 				}
@@ -183,6 +188,24 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 			}
 			if *idleFor > 0 {
 				popts.IdleFor = *idleFor
+			}
+			if *fairLoad > 0 {
+				popts.FairLoad = *fairLoad
+			}
+			if *fairWait > 0 {
+				popts.FairWait = *fairWait
+			}
+			popts.FairBaseline = *fairBaseline
+			switch *fairSnapshot {
+			case "":
+			case "off":
+				popts.FairHold, popts.FairHoldAll = false, false
+			case "postbox":
+				popts.FairHold, popts.FairHoldAll = true, false
+			case "all":
+				popts.FairHold, popts.FairHoldAll = true, true
+			default:
+				return program.Usagef("--fair-snapshot %q: want off, postbox or all", *fairSnapshot)
 			}
 			if *receiverDelay >= 0 {
 				popts.ReceiverDelay = *receiverDelay

@@ -1,8 +1,9 @@
 // Command riverpeer is the River peer of `go run ./internal/tooling/cmd/bench --pool`: one River
 // job per message, run as its own process beside the `worker run`
 // replicas. The bench builds and starts it; it is not part of the product.
-// Configuration is by environment (see bench.PeerProcessFromEnv); it runs
-// until SIGTERM or SIGINT.
+// Configuration is by environment (see bench.PeerProcessFromEnv; PEER_RATE
+// caps the messages a process sends a second, as River itself cannot); it
+// runs until SIGTERM or SIGINT.
 package main
 
 import (

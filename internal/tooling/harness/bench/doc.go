@@ -70,6 +70,15 @@
 //     processes, their Postgres backends, the bench, the rest),
 //     statements per message (pg_stat_statements where the server
 //     preloads it, else transactions), p99 and the slowest message.
+//   - pool-fair (only with --only): one replica; customer A enqueues
+//     20,000 invoices at once, then customer B a password reset and an
+//     invoice every second for a minute, with EMAIL_RATE_LIMIT=50 and a
+//     relay answering at once, and again with no limit and a 50 ms relay:
+//     B's commit → DATA per kind, A's rate (or all rows') at the relay
+//     meanwhile, the machine's CPU per message; postbox beside the previous
+//     release (first come, first served, given its binary) and River with
+//     job priorities (and, for the limit, a per-process rate limiter), and
+//     postbox again with a snapshot held.
 //   - pool-api (only with --only): webhook.EnqueueEvent against POST
 //     /api/v1/events from EnqueueGoroutines goroutines (keep-alive, 1 KB
 //     payloads), one `worker run` fanning out meanwhile; the ratio, p50/p99

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"golang.org/x/time/rate"
 
 	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
 	"github.com/postbox/postbox/outbox"
@@ -58,10 +59,18 @@ func (peerArgs) Kind() string { return "bench_peer_email" }
 // per email" would write it.
 type peerWorker struct {
 	river.WorkerDefaults[peerArgs]
-	mailer *smtp.Mailer
+	mailer  *smtp.Mailer
+	limiter *rate.Limiter // PeerProcess.Rate; nil sends at once
 }
 
 func (w *peerWorker) Work(ctx context.Context, job *river.Job[peerArgs]) error {
+	if w.limiter != nil {
+		// The job is already running: it holds one of MaxWorkers while it
+		// waits, as a limit written into a River worker does.
+		if err := w.limiter.Wait(ctx); err != nil {
+			return err
+		}
+	}
 	return w.mailer.Send(ctx, smtp.Message{
 		RowID:   "job" + strconv.FormatInt(job.ID, 10),
 		To:      job.Args.To,

@@ -148,6 +148,9 @@ FROM generate_series(1, $1::int) AS i`, explainRows, subject, r.body); err != ni
 		return err
 	}
 	markArgs := append([]any{pending}, markStmt.args[1:]...)
+	// The claim's first argument is its LIMIT, whatever else it takes (the
+	// fair claim: the served and known keys).
+	drainArgs := append([]any{r.opts.Concurrency * d.Leases().BatchSize}, claimStmt.args[1:]...)
 
 	for _, e := range []struct {
 		name string
@@ -158,7 +161,7 @@ FROM generate_series(1, $1::int) AS i`, explainRows, subject, r.body); err != ni
 		// Drain claims for every free batch slot in one statement: the
 		// same SQL with a larger LIMIT, the case a semi-join plans badly.
 		{fmt.Sprintf("claim (%d pending rows, Drain with %d free batch slots)", explainRows, r.opts.Concurrency),
-			claimStmt, []any{r.opts.Concurrency * d.Leases().BatchSize, claimStmt.args[1], claimStmt.args[2]}},
+			claimStmt, drainArgs},
 		{"dispatched mark (CAS on one pending row)", markStmt, markArgs},
 	} {
 		plan, err := explainRolledBack(ctx, pool, e.stmt.sql, e.args)

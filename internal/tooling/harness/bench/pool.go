@@ -30,6 +30,7 @@ const (
 	SectionPoolPgBouncer  = "pool-pgbouncer"
 	SectionPoolRateLimit  = "pool-ratelimit"
 	SectionPoolLowRate    = "pool-lowrate"
+	SectionPoolFair       = "pool-fair"
 
 	SectionPoolWebhook          = "pool-webhook"
 	SectionPoolWebhookRateLimit = "pool-webhook-ratelimit"
@@ -45,7 +46,7 @@ const (
 
 // PoolSections lists the pool sections in run order.
 var PoolSections = []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLeaderKill, SectionPoolScale, SectionPoolRetention,
-	SectionPoolPgBouncer, SectionPoolRateLimit, SectionPoolLowRate,
+	SectionPoolPgBouncer, SectionPoolRateLimit, SectionPoolLowRate, SectionPoolFair,
 	SectionPoolWebhook, SectionPoolWebhookRateLimit, SectionPoolWebhookRetry, SectionPoolWebhookBreaker, SectionPoolWebhookOrdered,
 	SectionPoolWebhookScale, SectionPoolWebhookTenants, SectionPoolWebhookIsolation, SectionPoolWebhookSchemas, SectionPoolAPI}
 
@@ -65,6 +66,7 @@ const (
 	titlePoolPgBouncer = "pool through PgBouncer, transaction mode"
 	titlePoolRateLimit = "pool email rate limit (EMAIL_RATE_LIMIT)"
 	titlePoolLowRate   = "pool low rate: machine CPU per message, 1 replica, relay 0"
+	titlePoolFair      = "pool fairness: one customer's flood against another's mail"
 
 	titlePoolWebhook          = "pool webhooks"
 	titlePoolWebhookRateLimit = "pool webhook rate limit (webhook_endpoints.rate_limit)"
@@ -134,6 +136,21 @@ type PoolOptions struct {
 	// ScaleDuration for its steady load.
 	RetentionRows int
 
+	// The fairness section (pool-fair): customer A enqueues FairRows
+	// invoices at once, then customer B a password reset and an invoice
+	// every second for FairLoad; B's rows are waited for up to FairWait
+	// after B's load. FairBaseline, when set, is a previous release's
+	// worker binary (first come, first served), run as a path of its own
+	// against this build's schema. FairHold runs each case again with a
+	// REPEATABLE READ snapshot held: postbox's path only, every path with
+	// FairHoldAll (the FIFO paths take A's whole drain, minutes, each).
+	FairRows     int
+	FairLoad     time.Duration
+	FairWait     time.Duration
+	FairBaseline string
+	FairHold     bool
+	FairHoldAll  bool
+
 	// The webhook sections (pool-webhook*): WebhookEvents events per
 	// backlog, to each of WebhookFanouts endpoint counts in turn, with
 	// WebhookReplicas processes (the other webhook sections run the
@@ -193,6 +210,10 @@ func DefaultPool() PoolOptions {
 		ScaleDuration:     120 * time.Second,
 		ScaleBacklog:      20_000,
 		RetentionRows:     1_000_000,
+		FairRows:          20_000,
+		FairLoad:          60 * time.Second,
+		FairWait:          12 * time.Minute,
+		FairHold:          true,
 		BodyBytes:         2048,
 
 		WebhookEvents:      3000,
@@ -223,6 +244,10 @@ func QuickPool() PoolOptions {
 	o.ScaleDuration = 20 * time.Second
 	o.ScaleBacklog = 5000
 	o.RetentionRows = 100_000
+	o.FairRows = 5000
+	o.FairLoad = 20 * time.Second
+	o.FairWait = 3 * time.Minute
+	o.FairHold = false
 	o.WebhookEvents = 600
 	o.WebhookLoad = 15 * time.Second
 	o.WebhookSettle = 20 * time.Second
@@ -296,6 +321,15 @@ func (o PoolOptions) withDefaults() PoolOptions {
 	if o.ScaleBacklog <= 0 {
 		o.ScaleBacklog = d.ScaleBacklog
 	}
+	if o.FairRows <= 0 {
+		o.FairRows = d.FairRows
+	}
+	if o.FairLoad <= 0 {
+		o.FairLoad = d.FairLoad
+	}
+	if o.FairWait <= 0 {
+		o.FairWait = d.FairWait
+	}
 	if o.BodyBytes <= 0 {
 		o.BodyBytes = d.BodyBytes
 	}
@@ -362,6 +396,16 @@ func (o PoolOptions) Validate() error {
 			return fmt.Errorf("rate %d: must be positive", r)
 		}
 	}
+	if o.FairLoad > 0 && o.FairLoad < time.Second {
+		return fmt.Errorf("fairness load %s: want at least 1s (B enqueues once a second)", o.FairLoad)
+	}
+	if o.FairBaseline != "" {
+		if fi, err := os.Stat(o.FairBaseline); err != nil {
+			return fmt.Errorf("fairness baseline: %w", err)
+		} else if fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return fmt.Errorf("fairness baseline %s: not an executable file", o.FairBaseline)
+		}
+	}
 	return nil
 }
 
@@ -424,6 +468,21 @@ func (o PoolOptions) String() string {
 	}
 	if o.want(SectionPoolWebhookScale) {
 		s += fmt.Sprintf("; webhook scale: %s delivered events seeded, %d events/s for %s, backlog %d", fmtCount(o.WebhookScaleEvents), o.ScaleRate, o.ScaleDuration, o.ScaleBacklog)
+	}
+	if o.want(SectionPoolFair) {
+		base := "no FIFO baseline binary"
+		if o.FairBaseline != "" {
+			base = "FIFO baseline " + o.FairBaseline
+		}
+		held := "no snapshot held"
+		switch {
+		case o.FairHold && o.FairHoldAll:
+			held = "each path again with a snapshot held"
+		case o.FairHold:
+			held = "postbox again with a snapshot held"
+		}
+		s += fmt.Sprintf("; fairness: A's %s invoices, then B's reset and invoice every second for %s, B awaited up to %s, %s, %s",
+			fmtCount(o.FairRows), o.FairLoad, o.FairWait, base, held)
 	}
 	if o.want(SectionPoolWebhookIsolation) {
 		s += fmt.Sprintf("; webhook isolation: %s events at random tenants of 1,000", fmtCount(o.IsolationEvents))
@@ -521,6 +580,7 @@ func RunPoolURL(ctx context.Context, url string, opts PoolOptions) (rep *Report,
 		{opts.want(SectionPoolPgBouncer), pr.pgbouncerSection},
 		{opts.want(SectionPoolRateLimit), pr.rateLimitSection},
 		{opts.want(SectionPoolLowRate), pr.lowRateSection},
+		{opts.want(SectionPoolFair), pr.fairSection},
 		{opts.want(SectionPoolWebhook), pr.webhookSection},
 		{opts.want(SectionPoolWebhookRateLimit), pr.webhookRateLimitSection},
 		{opts.want(SectionPoolWebhookRetry), pr.webhookRetrySection},
@@ -691,6 +751,12 @@ type path struct {
 	// workers, when set, is the peer's MaxWorkers per process instead of
 	// PoolOptions.peerWorkers (the webhook sections: WebhookConcurrency).
 	workers int
+	// bin, when set, is the worker binary run instead of this build's: a
+	// previous release, as a baseline (pool-fair).
+	bin string
+	// peerRate, when set, caps each peer process's sends a second
+	// (PEER_RATE): River has no pool-wide rate limit of its own.
+	peerRate int
 }
 
 // peerWorkers is the River peer's MaxWorkers per process on path p.
@@ -780,14 +846,18 @@ func (pr *poolRunner) start(ctx context.Context, p path, rs *relaySet, replicas 
 				env = append(env, pr.otlp.tracingEnv()...)
 			}
 			env = append(env, p.env...)
-			pc, err = startProc(fmt.Sprintf("worker %d", i), pr.bins.worker, logPath, env, "run")
+			bin := pr.bins.worker
+			if p.bin != "" {
+				bin = p.bin
+			}
+			pc, err = startProc(fmt.Sprintf("worker %d", i), bin, logPath, env, "run")
 			if pc != nil {
 				pc.httpAddr = addr
 			}
 		} else {
 			ready := logPath + ".ready"
 			pp := PeerProcess{DatabaseURL: pr.url, SMTPHost: "127.0.0.1", SMTPPort: sink.Port(), MaxWorkers: p.peerWorkers(pr.po),
-				FetchCooldown: p.peer.cooldown, FetchPollInterval: p.peer.pollInterval, ReadyFile: ready, UserAgent: replicaAgent(i)}
+				FetchCooldown: p.peer.cooldown, FetchPollInterval: p.peer.pollInterval, ReadyFile: ready, UserAgent: replicaAgent(i), Rate: p.peerRate}
 			pc, err = startProc(fmt.Sprintf("peer %d", i), pr.bins.peer, logPath, pp.env())
 			if pc != nil {
 				pc.readyFile = ready

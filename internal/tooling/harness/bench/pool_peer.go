@@ -16,7 +16,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"golang.org/x/time/rate"
 
+	"github.com/postbox/postbox/outbox"
 	"github.com/postbox/postbox/smtp"
 	"github.com/postbox/postbox/webhook"
 )
@@ -34,6 +36,10 @@ type PeerProcess struct {
 	FetchPollInterval time.Duration // PEER_FETCH_POLL_INTERVAL; 0 keeps River's default (1s)
 	ReadyFile         string        // PEER_READY_FILE: created once the client runs
 	UserAgent         string        // PEER_USER_AGENT: sent with every webhook, so a receiver tells the processes apart
+	// Rate (PEER_RATE), when set, is the most messages this process sends
+	// a second: River has no pool-wide rate limit, so a user who needs
+	// the relay's limit kept writes one into the worker, per process.
+	Rate int
 }
 
 // Environment variables of the peer process, beside DATABASE_URL,
@@ -44,6 +50,7 @@ const (
 	envPeerFetchPoll     = "PEER_FETCH_POLL_INTERVAL"
 	envPeerReadyFile     = "PEER_READY_FILE"
 	envPeerUserAgent     = "PEER_USER_AGENT"
+	envPeerRate          = "PEER_RATE"
 )
 
 // PeerProcessFromEnv reads a PeerProcess through lookup.
@@ -59,6 +66,11 @@ func PeerProcessFromEnv(lookup func(string) (string, bool)) (PeerProcess, error)
 	}
 	if p.MaxWorkers, err = strconv.Atoi(get(envPeerMaxWorkers)); err != nil || p.MaxWorkers < 1 {
 		return p, fmt.Errorf("riverpeer: %s=%q: want a positive integer", envPeerMaxWorkers, get(envPeerMaxWorkers))
+	}
+	if v := get(envPeerRate); v != "" {
+		if p.Rate, err = strconv.Atoi(v); err != nil || p.Rate < 0 {
+			return p, fmt.Errorf("riverpeer: %s=%q: want a count of messages a second, 0 for none", envPeerRate, v)
+		}
 	}
 	for _, d := range []struct {
 		name string
@@ -85,6 +97,9 @@ func (p PeerProcess) env() []string {
 	}
 	if p.FetchPollInterval > 0 {
 		e = append(e, envPeerFetchPoll+"="+p.FetchPollInterval.String())
+	}
+	if p.Rate > 0 {
+		e = append(e, envPeerRate+"="+strconv.Itoa(p.Rate))
 	}
 	return e
 }
@@ -120,7 +135,7 @@ func RunPeerProcess(ctx context.Context, p PeerProcess, logger *slog.Logger) err
 	}
 	defer mailer.Close()
 	workers := river.NewWorkers()
-	river.AddWorker(workers, &peerWorker{mailer: mailer})
+	river.AddWorker(workers, &peerWorker{mailer: mailer, limiter: peerLimiter(p.Rate)})
 	river.AddWorker(workers, newPeerHookWorker(p.MaxWorkers, p.UserAgent))
 	host, _ := os.Hostname()
 	client, err := river.NewClient(riverpgxv5.New(pool), &river.Config{
@@ -153,6 +168,16 @@ func RunPeerProcess(ctx context.Context, p PeerProcess, logger *slog.Logger) err
 		_ = client.StopAndCancel(hard)
 	}
 	return nil
+}
+
+// peerLimiter is the process's send limit, nil for none: a token bucket
+// that saves up outbox.RateBurst's worth of sending (at least one
+// message), as EMAIL_RATE_LIMIT's does.
+func peerLimiter(perSecond int) *rate.Limiter {
+	if perSecond <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(perSecond), max(1, int(float64(perSecond)*outbox.RateBurst.Seconds())))
 }
 
 // peerInserter is an insert-only River client that knows the peer's job,
