@@ -8,20 +8,30 @@ package main
 func init() {
 	register(
 		Mutation{
+			// The email claim is the fair claim: its rows of customers
+			// not known yet are read from the arrival edge.
 			Name:    "outbox claim: drop FOR UPDATE SKIP LOCKED",
-			File:    "internal/engine/claim/claim.go",
-			Find:    "\tFOR UPDATE SKIP LOCKED`, t.Name, due, order, limit, t.claimable())",
-			Replace: "\t`, t.Name, due, order, limit, t.claimable())",
+			File:    "internal/engine/claim/fairclaim.go",
+			Find:    "\t\t\tFOR UPDATE SKIP LOCKED) a",
+			Replace: "\t\t\t) a",
 			Pkg:     "./outbox/",
 			Test:    "TestClaim_SkipsRowsLockedBySibling",
 		},
 		Mutation{
 			Name:    "outbox claim: FOR UPDATE without SKIP LOCKED",
-			File:    "internal/engine/claim/claim.go",
-			Find:    "FOR UPDATE SKIP LOCKED`, t.Name, due, order, limit, t.claimable())",
-			Replace: "FOR UPDATE`, t.Name, due, order, limit, t.claimable())",
+			File:    "internal/engine/claim/fairclaim.go",
+			Find:    "\t\t\tFOR UPDATE SKIP LOCKED) a",
+			Replace: "\t\t\tFOR UPDATE) a",
 			Pkg:     "./outbox/",
 			Test:    "TestClaim_SkipsRowsLockedBySibling",
+		},
+		Mutation{
+			Name:    "fair claim: a known customer's rows read without FOR UPDATE SKIP LOCKED",
+			File:    "internal/engine/claim/fairclaim.go",
+			Find:    "FOR UPDATE SKIP LOCKED) h",
+			Replace: ") h",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_RoundRobinAcrossConcurrentClaimers",
 		},
 		Mutation{
 			// The parameter stays referenced so the statement still runs:
