@@ -56,8 +56,9 @@ GROUP BY customer_id ORDER BY min(` + dueSince + `), customer_id LIMIT $1`
 )
 
 // ReadWaiting reads Waiting, with the top customers that have waited
-// longest. It reads every due row (through the claim index), as the due
-// gauge does: cheap while little is due, a backlog's size when it is not.
+// longest (none, and no second read, for top 0: a scrape's gauges). It
+// reads every due row (through the claim index), as the due gauge does:
+// cheap while little is due, a backlog's size when it is not.
 func ReadWaiting(ctx context.Context, db claim.DB, top int) (Waiting, error) {
 	var w Waiting
 	rows, err := db.Query(ctx, waitingByPrioritySQL)
@@ -72,6 +73,9 @@ func ReadWaiting(ctx context.Context, db claim.DB, top int) (Waiting, error) {
 		return nil
 	}); err != nil {
 		return Waiting{}, fmt.Errorf("outbox: waiting by priority: %w", err)
+	}
+	if top <= 0 {
+		return w, nil
 	}
 	rows, err = db.Query(ctx, waitingCustomersSQL, top)
 	if err != nil {

@@ -73,9 +73,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.failed, prometheus.GaugeValue, float64(f.Failed), f.Outbox)
 		ch <- prometheus.MustNewConstMetric(c.age, prometheus.GaugeValue, f.OldestDue.Seconds(), f.Outbox)
 	}
-	// Only the top customer is read: customers are not labels (there may
-	// be millions); the console and worker stats name the longest waiting.
-	waiting, err := outbox.ReadWaiting(ctx, c.db, 1)
+	// No customer is read: customers are not labels (there may be
+	// millions); the console names the longest waiting.
+	waiting, err := outbox.ReadWaiting(ctx, c.db, 0)
 	if err != nil {
 		c.logger.Warn("email priority gauges: query failed", "error", err)
 	}
