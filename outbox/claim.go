@@ -26,7 +26,7 @@ var table = claim.Table{
 	Name:      "email_outbox",
 	DueColumn: "next_attempt_at",
 	Returning: "id::text, kind, customer_id, coalesce(invoice_id, ''), payload, attempts, created_at, coalesce(traceparent, ''), throttles, priority",
-	Fair:      &claim.Share{Priority: "priority", Key: "customer_id"},
+	Fair:      &claim.Share{Priority: "priority", Key: "email_outbox.customer_id"},
 }
 
 // Claim takes up to n pending, due rows in one short statement of its own
@@ -55,7 +55,7 @@ func Claim(ctx context.Context, db DB, n int, lease time.Duration) ([]Row, error
 // (EMAIL_RATE_LIMIT's; nil: no limit) in the claim's own transaction: see
 // claim.ClaimFair. more reports due rows left behind.
 func claimFair(ctx context.Context, db DB, f *claim.Fair, b *claim.Bucket, n int, lease time.Duration) (rows []Row, held claim.Held, more bool, err error) {
-	return claim.ClaimFair(ctx, db, table, f, n, lease, b, scanRow, rowKey)
+	return claim.ClaimFair(ctx, db, table, f, n, lease, claim.FairOptions{Bucket: b}, scanRow, rowKey)
 }
 
 // rowKey is a claimed row's key in the fair claim: its priority and its

@@ -66,19 +66,10 @@ func TestFairClaim_ReadsItsIndexes(t *testing.T) {
 	edge := time.Now().Add(-time.Minute)
 	priorities, customers := []int16{5, 5}, []string{"cus1", "cus2"}
 	edges, ids := []time.Time{edge, edge}, []string{"00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000"}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	for _, sql := range []string{claim.IndexOnlySQL, claim.FairPlanSQL} {
-		if _, err := tx.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tx := pgtest.BeginWith(t, pool, claim.IndexOnlySQL, claim.FairPlanSQL)
 	for _, limit := range []int{5, 1000} {
 		plans := map[string]string{
-			"claim":        pgtest.Plan(t, tx, table.FairClaimSQL(), limit, time.Minute, edge, priorities, customers, edges, priorities, customers, ids, []int64{3, 0}),
+			"claim":        pgtest.Plan(t, tx, table.FairClaimSQL(), limit, time.Minute, edge, priorities, customers, edges, priorities, customers, ids, []int64{3, 0}, []int{limit, limit}),
 			"next":         pgtest.Plan(t, tx, table.FairNextSQL(), priorities, customers, edges, ids),
 			"arrived":      pgtest.Plan(t, tx, table.FairArrivedSQL(), edge, limit),
 			"arrival edge": pgtest.Plan(t, tx, table.FairArrivalNextSQL(), edge, limit, priorities, customers),

@@ -59,7 +59,7 @@ func fillBucket(t *testing.T, db DB, endpointID string, tokens float64) {
 // leased (for an hour: nothing is attempted, the lease only keeps them).
 func claimIDs(t *testing.T, p *Dispatcher, n int) []string {
 	t.Helper()
-	got, _, err := p.claimAdmitted(context.Background(), n, time.Hour)
+	got, _, err := p.claimAdmitted(context.Background(), n, time.Hour, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestBreaker_NoRequestMadeCountsNoFailure(t *testing.T) {
 		ep := createEndpoint(t, pool, rc.URL)
 		p := newDispatcher(t, pool, func(o *Config) { oneFailure(o); o.Backoff = shortSchedule })
 		insertDueDeliveries(t, pool, ep.ID, 3, time.Minute)
-		ds, _, err := p.claimRetries(ctx, 10)
+		ds, _, err := p.claimRetries(ctx, 10, nil)
 		if err != nil || len(ds) != 3 {
 			t.Fatalf("claim = %d deliveries, %v; want 3", len(ds), err)
 		}

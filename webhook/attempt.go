@@ -51,6 +51,9 @@ type delivery struct {
 	// retry lane needs waking. raced is true when that mark may have
 	// missed its birth (bornColumns): takeRaced looks again.
 	waits, raced bool
+	// share is the share key of the outbox row a fan-out made it from
+	// (shareKeySQL); a retry's is unknown, "".
+	share string
 }
 
 // event is one event as its deliveries send it: the body every endpoint

@@ -58,7 +58,7 @@ func TestDispatchFromOutbox_BornLeased(t *testing.T) {
 	}
 
 	// The retry worker runs now, inside the birth lease: it takes nothing.
-	claimed, _, err := p.claimRetries(ctx, 10)
+	claimed, _, err := p.claimRetries(ctx, 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

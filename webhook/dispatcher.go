@@ -106,8 +106,15 @@ type Dispatcher struct {
 	marks *claim.Group
 
 	// Where each lane's claims start in its table's claim index, and the
-	// outbox lane's claims of ordered deliveries whose turn has come.
-	outboxWindow, retryWindow, turnWindow claim.Window
+	// outbox lane's claims of ordered deliveries whose turn has come; the
+	// outbox lane's, with the share keys it knows (claim.Fair).
+	outboxFair              claim.Fair
+	retryWindow, turnWindow claim.Window
+
+	// shares is the share key (shareKeySQL) each endpoint's deliveries
+	// were last fanned out under: an endpoint crowding the slots caps its
+	// key's rows in the next fan-out claims (crowdedShares).
+	shares sync.Map
 
 	// orderedAt is when this replica last saw an ordered delivery
 	// (UnixNano): until a minute after, its outbox lane also claims

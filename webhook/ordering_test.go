@@ -44,7 +44,7 @@ SELECT ev.id, $1, $3, $4, clock_timestamp() + $5::interval, $2, ev.ordering_seq 
 // claimedIDs is one retry claim of up to ten deliveries, as ids.
 func claimedIDs(t *testing.T, p *Dispatcher) []string {
 	t.Helper()
-	ds, _, err := p.claimRetries(context.Background(), 10)
+	ds, _, err := p.claimRetries(context.Background(), 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,16 @@ import (
 )
 
 // outboxTable is webhook_outbox for the shared claim: FOR UPDATE SKIP
-// LOCKED, lease stamp, attempts incremented there and nowhere else.
-var outboxTable = claim.Table{Name: "webhook_outbox", DueColumn: "next_attempt_at", Returning: "id, attempts, coalesce(traceparent, '')"}
+// LOCKED, lease stamp, attempts incremented there and nowhere else. Its
+// rows are claimed fairly, round-robin over their share key (shareKeySQL).
+var outboxTable = claim.Table{Name: "webhook_outbox", DueColumn: "next_attempt_at", Returning: "id, attempts, coalesce(traceparent, '')",
+	Fair: &claim.Share{Key: shareKeySQL}}
+
+// shareKeySQL is whose a webhook_outbox row is, for the fan-out's fair
+// claim: its tenant; for an event of no tenant, the endpoint it is
+// addressed to; ” for one fanned out to every endpoint of no tenant.
+// Migration 00034's index is on this expression, spelled the same.
+const shareKeySQL = "coalesce(webhook_outbox.tenant_id, webhook_outbox.endpoint_id::text, '')"
 
 type outboxRow struct {
 	ID          string
@@ -58,10 +66,10 @@ type outboxSource struct{ p *Dispatcher }
 
 // Sweep moves the outbox rows due behind the claim window into it.
 func (s outboxSource) Sweep(ctx context.Context) (int, []string, error) {
-	return sweep(ctx, s.p.pool, outboxTable, &s.p.outboxWindow)
+	return sweep(ctx, s.p.pool, outboxTable, &s.p.outboxFair)
 }
 
-func sweep(ctx context.Context, db DB, t claim.Table, w *claim.Window) (int, []string, error) {
+func sweep(ctx context.Context, db DB, t claim.Table, w claim.Edges) (int, []string, error) {
 	s, err := claim.Sweep(ctx, db, t, w)
 	if err != nil {
 		err = fmt.Errorf("webhook: %w", err)
@@ -122,21 +130,21 @@ func fanOutSQL(rows, counted, checked, unproven string) string {
 	FROM inserted i JOIN claimed c ON c.id = i.id
 ), ` + bornSQL("ev", "$2", unproven) + `
 SELECT c.status = 'pending', CASE WHEN c.status = 'pending' THEN (SELECT t.schema_digest FROM webhook_event_types t WHERE t.name = c.event_type) END, c.attempts,
-	c.id::text, c.event_type, c.payload, coalesce(i.created_at, now()), coalesce(c.traceparent, ''), ` + bornColumns + `
+	c.id::text, c.event_type, c.payload, coalesce(i.created_at, now()), coalesce(c.traceparent, ''), ` + strings.ReplaceAll(shareKeySQL, "webhook_outbox.", "c.") + `, ` + bornColumns + `
 FROM claimed c LEFT JOIN inserted i ON i.id = c.id LEFT JOIN born ON born.event_id = i.id LEFT JOIN webhook_endpoints ep ON ep.id = born.endpoint_id
 WHERE c.status <> 'failed'
 ORDER BY i.ordering_seq, ep.created_at`
 }
 
-// The two fan-outs: a lane's claim, which takes its rows as the claim does
-// ($1 rows at most from the window's edge $3, claim.ClaimIDsSQL) and counts
-// their attempt, the claim being the one place attempts go up; and given
-// rows' ($1), already claimed or named by an operator, each checked
-// against the schema whose digest is at the same place in $4 (NULL or
-// missing: none). $2 is the birth lease; the last, an unproven endpoint's
-// cap (bornSQL).
+// The two fan-outs: a lane's claim, which takes its rows as the fair claim
+// does ($1 rows at most, with the fair claim's parameters up to $11,
+// claim.FairIDsSQL) and counts their attempt, the claim being the one
+// place attempts go up; and given rows' ($1), already claimed or named by
+// an operator, each checked against the schema whose digest is at the same
+// place in $4 (NULL or missing: none). $2 is the birth lease; the last, an
+// unproven endpoint's cap (bornSQL).
 var (
-	claimFanOutSQL = fanOutSQL(outboxTable.ClaimIDsSQL("$1", "$3"), claim.Set("o", ""), "NULL", "$4")
+	claimFanOutSQL = fanOutSQL(outboxTable.FairIDsSQL("$1::int"), claim.Set("o", ""), "NULL", "$12")
 	rowFanOutSQL   = fanOutSQL("SELECT unnest($1::uuid[])", "attempts = o.attempts",
 		"(SELECT c.digest FROM unnest($1::uuid[], $4::text[]) AS c(id, digest) WHERE c.id = o.id)", "$3")
 )
@@ -177,6 +185,7 @@ type fanOutRow struct {
 	digest                          *string
 	attempts                        int
 	eventID, eventType, traceparent string
+	share                           string // its outbox row's share key (shareKeySQL)
 	payload                         []byte
 	createdAt                       time.Time
 	d                               delivery
@@ -187,7 +196,7 @@ func scanFanOutRow(sent time.Time) pgx.RowToFunc[fanOutRow] {
 	return func(row pgx.CollectableRow) (fanOutRow, error) {
 		var r fanOutRow
 		var err error
-		r.d, r.ok, err = scanBorn(row, sent, &r.unchecked, &r.digest, &r.attempts, &r.eventID, &r.eventType, &r.payload, &r.createdAt, &r.traceparent)
+		r.d, r.ok, err = scanBorn(row, sent, &r.unchecked, &r.digest, &r.attempts, &r.eventID, &r.eventType, &r.payload, &r.createdAt, &r.traceparent, &r.share)
 		return r, err
 	}
 }
@@ -216,7 +225,7 @@ func collect(rows []fanOutRow) (fanOut, error) {
 			fan.events = append(fan.events, fannedEvent{id: r.eventID, traceparent: r.traceparent})
 		}
 		if r.ok {
-			r.d.event = ev
+			r.d.event, r.d.share = ev, r.share
 			fan.deliveries = append(fan.deliveries, r.d)
 		}
 	}
@@ -311,8 +320,10 @@ func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	// slot to free, so a slot whose attempt has just marked starts the
 	// next at once instead of after a claim's round trip.
 	k := p.fanOutWidth.rows(n + max(p.slots.Cap()/8, 1))
+	most := p.crowdedShares(n)
 	began := time.Now()
-	rows, err := claim.ClaimWith(ctx, p.pool, outboxTable, &p.outboxWindow, claimFanOutSQL, k, p.lc.BirthLeaseWindow, scanFanOutRow(began), p.cfg.Concurrency)
+	rows, _, more, err := claim.ClaimFair(ctx, p.pool, outboxTable, &p.outboxFair, k, p.lc.BirthLeaseWindow,
+		claim.FairOptions{SQL: claimFanOutSQL, Args: []any{p.cfg.Concurrency}, Most: most}, scanFanOutRow(began), fanOutKey)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr):
@@ -343,7 +354,37 @@ func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 		c.Rows += len(turns)
 	}
 	c.Full = claimed == k
+	c.Crowded = !c.Full && more && len(most) > 0
 	return c, nil
+}
+
+// fanOutKey is a fan-out row's key in the fair claim.
+func fanOutKey(r fanOutRow) claim.ShareKey { return claim.ShareKey{Key: r.share} }
+
+// crowdedShares caps, for a fan-out claim for n slots, the rows of each
+// share key whose endpoint holds its share of this process's slots
+// (engine.Slots.Crowded): at the rows for n slots less the headroom, none
+// when n is no more. Their backlog waits for their own slots to come back,
+// and the slots left free take the other keys' rows as they come. The
+// share of a no-tenant event fanned out to every endpoint ("") is never
+// capped: it is everyone's.
+func (p *Dispatcher) crowdedShares(n int) map[string]int {
+	crowded, headroom := p.slots.Crowded()
+	if len(crowded) == 0 {
+		return nil
+	}
+	most := make(map[string]int, len(crowded))
+	for _, endpoint := range crowded {
+		share, ok := p.shares.Load(endpoint)
+		if !ok || share.(string) == "" {
+			continue
+		}
+		most[share.(string)] = 0
+		if n > headroom {
+			most[share.(string)] = p.fanOutWidth.rows(n - headroom)
+		}
+	}
+	return most
 }
 
 // claimRowByRow claims up to k outbox rows (at most BatchSize) under the
@@ -356,7 +397,7 @@ func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 func (p *Dispatcher) claimRowByRow(ctx context.Context, k int, began time.Time) (engine.Claim, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.lc.BatchTimeout)
 	defer cancel()
-	claimed, err := claim.Claim(ctx, p.pool, outboxTable, &p.outboxWindow, min(k, p.lc.BatchSize), p.lc.ClaimLease(p.lc.BatchSize), pgx.RowToStructByPos[outboxRow])
+	claimed, err := claim.Claim(ctx, p.pool, outboxTable, p.outboxFair.Arrival(), min(k, p.lc.BatchSize), p.lc.ClaimLease(p.lc.BatchSize), pgx.RowToStructByPos[outboxRow])
 	if err != nil {
 		return engine.Claim{}, fmt.Errorf("webhook: %w", err)
 	}
@@ -420,6 +461,7 @@ func (p *Dispatcher) units(ctx context.Context, fan fanOut, began time.Time) (c 
 	perEvent := map[string]int{}
 	for _, d := range fan.deliveries {
 		perEvent[d.eventID]++
+		p.shares.Store(d.endpointID, d.share)
 	}
 	for _, ev := range fan.events {
 		if h := p.hooks.beforeDispatch; h != nil {

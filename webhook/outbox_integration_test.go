@@ -201,7 +201,7 @@ func TestOutbox_LateCommitIsClaimedAfterTheSweep(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
 	p := newDispatcher(t, pool, nil)
-	p.outboxWindow.Margin = 20 * time.Millisecond
+	p.outboxFair.Margin = 20 * time.Millisecond
 	late, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)

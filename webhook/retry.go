@@ -95,7 +95,8 @@ func (s retrySource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 		return engine.Claim{}, nil
 	}
 	n = min(n, p.lc.RetryClaimBatch)
-	ds, throttled, err := p.claimRetries(ctx, n)
+	skip := p.crowdedEndpoints(n)
+	ds, throttled, err := p.claimRetries(ctx, n, skip)
 	if err != nil {
 		return engine.Claim{}, err
 	}
@@ -106,7 +107,19 @@ func (s retrySource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	// Throttled rows count as found, so the lane stays hot (HotPoll) and
 	// takes them when their tokens come; they do not make the claim full,
 	// which would have the lane claim again at once, in a busy loop.
-	return engine.Claim{Units: units, Rows: len(ds) + throttled, Full: len(ds) == n}, nil
+	return engine.Claim{Units: units, Rows: len(ds) + throttled, Full: len(ds) == n, Crowded: len(skip) > 0 && len(ds) < n}, nil
+}
+
+// crowdedEndpoints are the endpoints a retry claim for n slots leaves
+// alone: those holding their share of this process's slots
+// (engine.Slots.Crowded), when the claim has no more than the headroom
+// they leave — its slots are the other endpoints'.
+func (p *Dispatcher) crowdedEndpoints(n int) []string {
+	crowded, headroom := p.slots.Crowded()
+	if n > headroom {
+		return nil
+	}
+	return crowded
 }
 
 // NextDue lets the idle retry lane come back when the next back-off
@@ -147,14 +160,14 @@ func (s retrySource) Sweep(ctx context.Context) (int, []string, error) {
 // so a lane window closing mid-claim cannot leave rows committed as
 // claimed but never handed to an attempt — they would wait out their
 // lease, minutes at RetryClaimLease.
-func (p *Dispatcher) claimRetries(ctx context.Context, n int) (ds []delivery, throttled int, err error) {
+func (p *Dispatcher) claimRetries(ctx context.Context, n int, skip []string) (ds []delivery, throttled int, err error) {
 	if ctx.Err() != nil {
 		return nil, 0, ctx.Err()
 	}
 	ctx, cancel := claim.MarkContext(ctx)
 	defer cancel()
 	sent := time.Now()
-	claimed, throttled, err := p.claimAdmitted(ctx, n, p.lc.RetryClaimLease(n))
+	claimed, throttled, err := p.claimAdmitted(ctx, n, p.lc.RetryClaimLease(n), skip)
 	if err != nil || len(claimed) == 0 {
 		return nil, throttled, err
 	}

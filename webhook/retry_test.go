@@ -41,7 +41,7 @@ SELECT ev.id, $1, 0, NULL FROM ev RETURNING id`, ep.ID).Scan(&deliveryID); err !
 		t.Fatalf("the sweep moved %d (%v), want the legacy row", n, err)
 	}
 	before := dbNow(t, pool)
-	claimed, _, err := p.claimRetries(ctx, leases.RetryClaimBatch)
+	claimed, _, err := p.claimRetries(ctx, leases.RetryClaimBatch, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestRetry_DisabledEndpointHeldUntilEnabled(t *testing.T) {
 	if err := EnableEndpoint(ctx, pool, d.EndpointID); err != nil {
 		t.Fatal(err)
 	}
-	ds, _, err := p.claimRetries(ctx, 10)
+	ds, _, err := p.claimRetries(ctx, 10, nil)
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("claim after enable = %d rows, %v; want 1", len(ds), err)
 	}
@@ -291,7 +291,7 @@ func TestRetry_DisabledEndpointLeavesTheWindowAlone(t *testing.T) {
 INSERT INTO webhook_deliveries (event_id, endpoint_id, next_retry_at) SELECT id, $1, now() - interval '1 minute' FROM ev`, ep.ID); err != nil {
 		t.Fatal(err)
 	}
-	claimed, _, err := p.claimAdmitted(ctx, 10, time.Hour)
+	claimed, _, err := p.claimAdmitted(ctx, 10, time.Hour, nil)
 	if err != nil || len(claimed) != 0 {
 		t.Fatalf("claimed %d (%v) of a disabled endpoint's deliveries", len(claimed), err)
 	}
@@ -312,7 +312,7 @@ INSERT INTO webhook_deliveries (event_id, endpoint_id, next_retry_at) SELECT id,
 	if n, _, err := src.Sweep(ctx); err != nil || n != 1 {
 		t.Fatalf("after the enable the sweep moved %d (%v), want its delivery", n, err)
 	}
-	if claimed, _, err := p.claimAdmitted(ctx, 10, time.Hour); err != nil || len(claimed) != 1 {
+	if claimed, _, err := p.claimAdmitted(ctx, 10, time.Hour, nil); err != nil || len(claimed) != 1 {
 		t.Fatalf("after the sweep claimed %d (%v), want the delivery", len(claimed), err)
 	}
 }

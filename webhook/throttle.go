@@ -92,7 +92,8 @@ const probeSlots = `least(1 + breaker_requests - breaker_failures, $2::int)`
 // opening rate and window (firstAttemptFits), $6 the first attempts an
 // unproven endpoint may have unresolved (Settings.Concurrency): its first
 // attempts are skipped while that many are, as a recovering endpoint's
-// are while its slow start lets none out.
+// are while its slow start lets none out; $7 endpoints whose deliveries
+// this claim leaves (crowdedEndpoints).
 var claimCandidatesSQL = func() string {
 	due, order := deliveriesTable.Due("d", "$3")
 	return fmt.Sprintf(`SELECT d.id, d.endpoint_id, %s
@@ -106,6 +107,7 @@ WHERE d.status = 'pending' AND %s
 	AND (ep.rate_limit IS NULL OR ep.rl_tokens + greatest(EXTRACT(EPOCH FROM now() - ep.rl_at), 0) * ep.rate_limit >= 1)
 	AND (ep.max_in_flight IS NULL OR ep.max_in_flight > %s)
 	AND NOT %s
+	AND d.endpoint_id <> ALL (coalesce($7::uuid[], '{}'))
 ORDER BY %s
 LIMIT $1
 FOR UPDATE OF d SKIP LOCKED`, needsAdmission, due, probeSlots, inFlightOf, firstAttemptFits, inFlightOf, failedWaitingOf, inFlightOf, deliveryWaitsSQL("d"), order)
@@ -325,9 +327,10 @@ type candidate struct {
 }
 
 // claimAdmitted is the retry lane's claim: up to n due deliveries, through
-// the pool-wide admission above, with lease, in one transaction. It
-// returns the claimed rows and how many it throttled.
-func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Duration) (claimed []claimedDelivery, throttled int, err error) {
+// the pool-wide admission above, with lease, in one transaction, none of
+// the endpoints in skip. It returns the claimed rows and how many it
+// throttled.
+func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Duration, skip []string) (claimed []claimedDelivery, throttled int, err error) {
 	tx, err := p.pool.Begin(ctx)
 	if err != nil {
 		return nil, 0, wrapClaim(err)
@@ -337,7 +340,7 @@ func (p *Dispatcher) claimAdmitted(ctx context.Context, n int, lease time.Durati
 	edge, token := p.retryWindow.Start()
 	b := &pgx.Batch{}
 	b.Queue(claim.IndexOnlySQL) // for the whole claim: see there
-	b.Queue(claimCandidatesSQL, n, p.cfg.BreakerProbes, edge, p.cfg.BreakerFailureRate, p.cfg.BreakerWindow.Seconds(), p.cfg.Concurrency)
+	b.Queue(claimCandidatesSQL, n, p.cfg.BreakerProbes, edge, p.cfg.BreakerFailureRate, p.cfg.BreakerWindow.Seconds(), p.cfg.Concurrency, skip)
 	br := tx.SendBatch(ctx, b)
 	if _, err := br.Exec(); err != nil {
 		br.Close()

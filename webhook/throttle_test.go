@@ -192,7 +192,7 @@ func TestMaxInFlight_DeadReplicaFreesSlotWhenLeaseExpires(t *testing.T) {
 WHERE id = `+dead); err != nil {
 		t.Fatal(err)
 	}
-	ds, _, err := p.claimRetries(ctx, 10)
+	ds, _, err := p.claimRetries(ctx, 10, nil)
 	if err != nil || len(ds) != 0 {
 		t.Fatalf("claim while the dead replica's lease holds the slot: %d claimed, %v; want 0", len(ds), err)
 	}
@@ -202,7 +202,7 @@ WHERE id = `+dead); err != nil {
 WHERE id = `+dead); err != nil {
 		t.Fatal(err)
 	}
-	ds, _, err = p.claimRetries(ctx, 10)
+	ds, _, err = p.claimRetries(ctx, 10, nil)
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("claim after the lease expired: %d claimed, %v; want 1 (the cap of 1 holds)", len(ds), err)
 	}
@@ -231,7 +231,7 @@ SELECT id, $1, now() - interval '1 minute' FROM ev`, ep.ID); err != nil {
 	p := newDispatcher(t, pool, nil)
 	take := func(want int) []claimedDelivery {
 		t.Helper()
-		got, _, err := p.claimAdmitted(ctx, 10, time.Hour)
+		got, _, err := p.claimAdmitted(ctx, 10, time.Hour, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

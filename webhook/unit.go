@@ -166,6 +166,10 @@ func (p *Dispatcher) giveBack(ctx context.Context, ids []string) {
 	}
 }
 
+// SlotKey is whose slot the attempt holds: its endpoint's, which may hold
+// no more than its share of them while others wait (engine.Keyed).
+func (u *attemptUnit) SlotKey() string { return u.d.endpointID }
+
 // Rank is an ordered delivery's place in its key: waiting for a slot,
 // older ones go first (engine.Ranked).
 func (u *attemptUnit) Rank() (int64, bool) { return u.d.orderingSeq, u.d.orderingKey != "" }

@@ -99,6 +99,11 @@ type Claim struct {
 	// a webhook fan-out made, the rows it failed or released.
 	Tally Tally
 
+	// Crowded says due rows were left because their keys hold their
+	// share of the slots (Slots.Crowded): the Lane claims again when a
+	// slot is given back, a wake-up comes or its poll ends.
+	Crowded bool
+
 	// Again, when above zero, says a limit of the Source's own — a
 	// pool-wide rate's token bucket — held due rows back, and when it
 	// will let more through. The Lane claims again then (at most its
@@ -274,6 +279,7 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		// makes it cold: the Lane then waits for a wake-up, a freed
 		// slot's claim, the next due row or its Poll.
 		hot      bool
+		crowded  bool          // the last claim left rows to keys holding their share: a freed slot is a reason to claim
 		woke     bool          // a wake-up came since the last claim
 		hotUntil time.Time     // with HotFor: hot till then, after rows or a wake-up
 		again    time.Duration // the Source's limit holds rows back this long
@@ -301,16 +307,21 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 				}
 			}
 			timer.Reset(wait)
+			var freed <-chan struct{} // nil: never
+			if crowded {
+				freed = l.cfg.Slots.Freed()
+			}
 			select {
 			case <-l.cfg.Wake:
 				woke = true
+			case <-freed:
 			case <-timer.C:
 			case <-claimCtx.Done():
 				continue
 			}
 			due = true
 		}
-		again = 0
+		again, crowded = 0, false
 		least := 1
 		if backlog && r.running() > 0 {
 			least = l.cfg.Refill
@@ -334,7 +345,15 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 			span.End()
 		}
 		for i, u := range c.Units {
-			if i >= n && !r.slotFor(claimCtx, u) {
+			k, keyed := u.(Keyed)
+			switch {
+			case keyed && (i >= n || !l.cfg.Slots.Assign(k.SlotKey())):
+				// A key's unit that its share keeps from a slot now
+				// waits for one on its own, not in the Lane's way: the
+				// next claim, for the other keys, goes on.
+				r.startWhenFree(claimCtx, unitCtx, u)
+				continue
+			case i >= n && !r.slotFor(claimCtx, u):
 				continue
 			}
 			r.start(unitCtx, u)
@@ -349,6 +368,10 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 			due, backlog, hot = false, false, false
 		case c.Full:
 			due, backlog = true, true
+		case c.Crowded:
+			// Rows are due, but to keys that hold their share: claim
+			// again as slots come back, or for another key's wake-up.
+			due, backlog, crowded = false, false, true
 		case c.Again > 0:
 			// Rows are due but the Source's limit says not yet: wait for
 			// it, even in a drain, which ends only when nothing is due.
@@ -457,16 +480,29 @@ func (r *run) claimed(c Claim) {
 // is released (or, not being Expiring, left to wait for a slot on the run's
 // own context).
 func (r *run) slotFor(ctx context.Context, u Unit) bool {
+	slots := r.lane.cfg.Slots
 	e, ok := u.(Expiring)
 	if !ok {
-		return r.lane.cfg.Slots.Acquire(r.ctx, 1, 1) == 1 || r.release(u)
+		if k, ok := u.(Keyed); ok {
+			return slots.AcquireFor(r.ctx, k.SlotKey()) || r.release(u)
+		}
+		return slots.Acquire(r.ctx, 1, 1) == 1 || r.release(u)
 	}
 	wait, cancel := context.WithDeadline(ctx, e.StartBy())
 	defer cancel()
 	if rank, ok := rankOf(u); ok {
-		return r.lane.cfg.Slots.AcquireRanked(wait, rank) || r.release(u)
+		if !slots.AcquireRanked(wait, rank) {
+			return r.release(u)
+		}
+		if k, ok := u.(Keyed); ok {
+			slots.Take(k.SlotKey())
+		}
+		return true
 	}
-	if r.lane.cfg.Slots.Acquire(wait, 1, 1) == 1 {
+	if k, ok := u.(Keyed); ok {
+		return slots.AcquireFor(wait, k.SlotKey()) || r.release(u)
+	}
+	if slots.Acquire(wait, 1, 1) == 1 {
 		return true
 	}
 	return r.release(u)
@@ -499,17 +535,35 @@ func (r *run) noteError(err error) {
 	r.mu.Unlock()
 }
 
+// startWhenFree waits, on a goroutine of its own, for a slot for u
+// (slotFor, until wait ends), and runs u in it.
+func (r *run) startWhenFree(wait, ctx context.Context, u Unit) {
+	r.wg.Go(func() {
+		if r.slotFor(wait, u) {
+			r.work(ctx, u)
+		}
+	})
+}
+
 // start runs u on its own goroutine in a slot the Lane holds for it.
 func (r *run) start(ctx context.Context, u Unit) {
-	r.wg.Go(func() {
-		t := r.lane.work(ctx, u)
+	r.wg.Go(func() { r.work(ctx, u) })
+}
+
+// work runs u in the slot it holds, gives the slot back and counts u out
+// of the run.
+func (r *run) work(ctx context.Context, u Unit) {
+	t := r.lane.work(ctx, u)
+	if k, ok := u.(Keyed); ok {
+		r.lane.cfg.Slots.ReleaseFor(k.SlotKey())
+	} else {
 		r.lane.cfg.Slots.Release(1)
-		r.lane.cfg.Metrics.Panics(r.lane.cfg.Name, t.Panics)
-		r.mu.Lock()
-		r.tally.Add(t)
-		r.live--
-		r.mu.Unlock()
-	})
+	}
+	r.lane.cfg.Metrics.Panics(r.lane.cfg.Name, t.Panics)
+	r.mu.Lock()
+	r.tally.Add(t)
+	r.live--
+	r.mu.Unlock()
 }
 
 func (r *run) wait() Tally {

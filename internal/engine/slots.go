@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Slots is a per-process cap on work in flight: EMAIL_CONCURRENCY SMTP
@@ -18,17 +19,19 @@ import (
 // slot while nothing older waits, and many keys on fewer slots take
 // turns, oldest first.
 type Slots struct {
-	mu    sync.Mutex
-	cap   int
-	used  int
-	peak  int
-	freed chan struct{} // closed and replaced whenever slots are released
-	ranks []int64       // the ranks of the goroutines in AcquireRanked
+	mu     sync.Mutex
+	cap    int
+	used   int
+	peak   int
+	freed  chan struct{}      // closed and replaced whenever slots are released
+	ranks  []int64            // the ranks of the goroutines in AcquireRanked
+	keys   map[string]*keyUse // the keys sharing the slots (shares.go)
+	recent time.Duration      // SetRecent's; zero: ShareRecent
 }
 
 // NewSlots returns n slots (at least one).
 func NewSlots(n int) *Slots {
-	return &Slots{cap: max(n, 1), freed: make(chan struct{})}
+	return &Slots{cap: max(n, 1), freed: make(chan struct{}), keys: map[string]*keyUse{}}
 }
 
 // Cap is the number of slots.
@@ -56,21 +59,34 @@ func (s *Slots) Peak() int {
 func (s *Slots) Acquire(ctx context.Context, least, most int) int {
 	least = min(max(least, 1), s.cap)
 	most = max(most, least)
-	for {
-		s.mu.Lock()
+	n := 0
+	s.await(ctx, func() bool {
 		if free := s.cap - s.used - len(s.ranks); free >= least {
-			n := min(free, most)
+			n = min(free, most)
 			s.used += n
 			s.peak = max(s.peak, s.used)
+		}
+		return n > 0
+	})
+	return n
+}
+
+// await runs take with s.mu held until it reports that it took slots,
+// waiting for slots to be given back between tries. It reports false
+// when ctx ended first.
+func (s *Slots) await(ctx context.Context, take func() bool) bool {
+	for {
+		s.mu.Lock()
+		if take() {
 			s.mu.Unlock()
-			return n
+			return true
 		}
 		freed := s.freed
 		s.mu.Unlock()
 		select {
 		case <-freed:
 		case <-ctx.Done():
-			return 0
+			return false
 		}
 	}
 }

@@ -156,3 +156,57 @@ func TestSlots_FreedSlotGoesToARankedWaiterBeforeAPlainAcquire(t *testing.T) {
 		t.Fatal("the ranked waiter got no slot")
 	}
 }
+
+// A key that holds its share of the slots while another shares them may
+// take a free slot but not the last (the headroom), which another key's
+// unit takes at once; alone, a key takes every slot. Acquisitions are
+// tried on a context already done: each takes a slot only if it may now.
+func TestSlots_CrowdedKeyLeavesTheHeadroom(t *testing.T) {
+	t.Parallel()
+	now, cancel := context.WithCancel(context.Background())
+	cancel()
+	tryFor := func(s *engine.Slots, key string) bool { return s.AcquireFor(now, key) }
+
+	alone := engine.NewSlots(16)
+	for i := range 16 {
+		if !tryFor(alone, "slow") {
+			t.Fatalf("a key alone got %d of 16 slots", i)
+		}
+	}
+
+	s := engine.NewSlots(16) // a headroom of one
+	s.SetRecent(time.Hour)
+	if !tryFor(s, "fast") {
+		t.Fatal("fast got no slot of 16 free")
+	}
+	s.ReleaseFor("fast") // fast shares the slots for an hour after
+	for i := range 15 {
+		if !tryFor(s, "slow") {
+			t.Fatalf("slow got %d slots beside a key holding none, want 15", i)
+		}
+	}
+	if tryFor(s, "slow") {
+		t.Fatal("slow took the last slot, the headroom, while another key shares them")
+	}
+	if keys, headroom := s.Crowded(); !slices.Equal(keys, []string{"slow"}) || headroom != 1 {
+		t.Fatalf("Crowded() = %v, %d; want [slow], 1", keys, headroom)
+	}
+	if !tryFor(s, "fast") {
+		t.Fatal("fast got no slot while slow held its share and one was free")
+	}
+	// A slot taken for a claim is a crowded key's only if it leaves the
+	// headroom free.
+	s.ReleaseFor("fast")
+	if n := s.Acquire(now, 1, 1); n != 1 {
+		t.Fatalf("a claim got %d slots with one free", n)
+	}
+	if s.Assign("slow") {
+		t.Fatal("a claim's last slot went to slow")
+	}
+	if s.InUse() != 15 {
+		t.Fatalf("%d slots in use after the refused assignment, want slow's 15", s.InUse())
+	}
+	if n := s.Acquire(now, 1, 1); n != 1 || !s.Assign("fast") {
+		t.Fatal("a claim's last slot did not go to fast")
+	}
+}

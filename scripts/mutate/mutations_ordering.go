@@ -18,8 +18,8 @@ func init() {
 		Mutation{
 			Name:    "ordering: the retry claim takes a key's later deliveries beside its head",
 			File:    "webhook/throttle.go",
-			Find:    "\tAND NOT %s\nORDER BY %s\nLIMIT $1\nFOR UPDATE OF d SKIP LOCKED`",
-			Replace: "\tAND (true OR %s)\nORDER BY %s\nLIMIT $1\nFOR UPDATE OF d SKIP LOCKED`",
+			Find:    "\tAND NOT %s\n\tAND d.endpoint_id <> ALL",
+			Replace: "\tAND (true OR %s)\n\tAND d.endpoint_id <> ALL",
 			Pkg:     pkg,
 			Test:    claimRules,
 		},

@@ -41,7 +41,7 @@ func TestClaimFair_LimitedClaimsTakeTurnsOnTheBucket(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		rows, _, _, err := claim.ClaimFair(ctx, pool, fairEmails, &claim.Fair{}, 3, time.Hour, &bucket, pgx.RowToStructByPos[fairRow], fairKey)
+		rows, _, _, err := claim.ClaimFair(ctx, pool, fairEmails, &claim.Fair{}, 3, time.Hour, claim.FairOptions{Bucket: &bucket}, pgx.RowToStructByPos[fairRow], fairKey)
 		var ids []string
 		for _, r := range rows {
 			ids = append(ids, r.ID)

@@ -8,9 +8,13 @@ import (
 )
 
 // Share names the columns by which a table's rows are claimed fairly
-// (ClaimFair): whose rows they are (Key, e.g. "customer_id", text) and how
-// urgent (Priority, e.g. "priority", smallint; lower first). Its index is
-// (Priority, Key, due column) with the claim index's predicate.
+// (ClaimFair): whose rows they are (Key, text) and how urgent (Priority,
+// e.g. "priority", smallint; lower first; "" for a table whose rows are
+// all alike). Key is an SQL expression on the table by its name, as
+// Claimable is: a column ("email_outbox.customer_id") or, where rows of
+// no owner fall back on another column, an expression of several. Its
+// index is (Priority, Key, due column, id) with the claim index's
+// predicate, Key spelled as the claim spells it.
 type Share struct {
 	Priority string
 	Key      string
@@ -86,6 +90,11 @@ func (e *keyEdge) at(due time.Time, id string) {
 		e.edge, e.id = due, id
 	}
 }
+
+// Arrival is f's arrival edge, for a claim that is not fair (a fallback
+// that takes rows one by one): it moves it no further than its first due
+// row of any key, which leaves every row in front of one of f's edges.
+func (f *Fair) Arrival() *Window { return &f.arrival }
 
 // Known is how many keys f knows: keys with due rows its claims left.
 func (f *Fair) Known() int {

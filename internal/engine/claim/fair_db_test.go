@@ -16,7 +16,7 @@ import (
 
 // fairEmails is email_outbox as the fair claim takes it.
 var fairEmails = claim.Table{Name: "email_outbox", DueColumn: "next_attempt_at",
-	Returning: "id::text, customer_id, priority", Fair: &claim.Share{Priority: "priority", Key: "customer_id"}}
+	Returning: "id::text, customer_id, priority", Fair: &claim.Share{Priority: "priority", Key: "email_outbox.customer_id"}}
 
 type fairRow struct {
 	ID       string
@@ -29,7 +29,7 @@ func fairKey(r fairRow) claim.ShareKey { return claim.ShareKey{Priority: r.Prior
 
 func claimFair(t *testing.T, db claim.DB, f *claim.Fair, n int) ([]fairRow, bool) {
 	t.Helper()
-	rows, _, more, err := claim.ClaimFair(context.Background(), db, fairEmails, f, n, time.Hour, nil, pgx.RowToStructByPos[fairRow], fairKey)
+	rows, _, more, err := claim.ClaimFair(context.Background(), db, fairEmails, f, n, time.Hour, claim.FairOptions{}, pgx.RowToStructByPos[fairRow], fairKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestFair_RoundRobinAcrossConcurrentClaimers(t *testing.T) {
 				}
 			}()
 			for empty := 0; empty < 10000; {
-				rows, _, _, err := claim.ClaimFair(context.Background(), pool, fairEmails, f, n, time.Hour, nil, pgx.RowToStructByPos[fairRow], fairKey)
+				rows, _, _, err := claim.ClaimFair(context.Background(), pool, fairEmails, f, n, time.Hour, claim.FairOptions{}, pgx.RowToStructByPos[fairRow], fairKey)
 				if err != nil {
 					t.Error(err)
 					return
@@ -187,7 +187,7 @@ func TestFair_KnownBacklogIsNotWalkedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	claimOnce := func(ctx context.Context, tx pgx.Tx) error {
-		rows, _, _, err := claim.ClaimFair(ctx, tx, fairEmails, f, 10, time.Hour, nil, pgx.RowToStructByPos[fairRow], fairKey)
+		rows, _, _, err := claim.ClaimFair(ctx, tx, fairEmails, f, 10, time.Hour, claim.FairOptions{}, pgx.RowToStructByPos[fairRow], fairKey)
 		if err == nil && !hasCustomer(rows, "B") {
 			t.Errorf("a claim of 10 from A's backlog missed B's fresh row: %+v", rows)
 		}

@@ -10,15 +10,16 @@ import (
 )
 
 // FairClaimSQL is the fair claim (ClaimFair): $1 = the most rows, $2 =
-// the lease, $3 = the arrival edge, $4, $5, $6, $9, $10 = the served keys'
-// priorities, keys, edges, edge ids and the claims that last took a row
-// of each, $7, $8 = every known key's priorities and keys.
+// the lease, $3 = the arrival edge, $4, $5, $6, $9, $10, $11 = the served
+// keys' priorities, keys, edges, edge ids, the claims that last took a row
+// of each and the most rows of each this claim may take, $7, $8 = every
+// known key's priorities and keys.
 //
 // The rows come back in the claim's own order, most urgent first and
 // customers in turn, so that a caller working them in that order sends a
 // customer's first row before another's tenth.
 func (t Table) FairClaimSQL() string {
-	return "WITH " + t.rankedClaim(t.fairIDsSQL("$1::int")) + "\n" + t.rankedRows()
+	return "WITH " + t.rankedClaim(t.FairIDsSQL("$1::int")) + "\n" + t.rankedRows()
 }
 
 // rankedClaim is the CTEs picked (the ids the query ids chooses, in its
@@ -40,34 +41,41 @@ func (t Table) rankedRows() string {
 	return fmt.Sprintf(`SELECT %s FROM claimed ORDER BY claim_rank`, t.Returning)
 }
 
-// LimitedFairClaimSQL is FairClaimSQL through bucket $13 at rate $11 up
-// to burst $12 (Bucket): it claims at most as many rows as the bucket
+// LimitedFairClaimSQL is FairClaimSQL through bucket $14 at rate $12 up
+// to burst $13 (Bucket): it claims at most as many rows as the bucket
 // holds whole tokens, and takes one per row.
 func (t Table) LimitedFairClaimSQL() string {
-	return t.limited(t.fairIDsSQL(bucketLimit), 11)
+	return t.limited(t.FairIDsSQL(bucketLimit), fairParams+1)
 }
 
-// fairIDsSQL chooses a fair claim's rows, at most limit (an SQL
-// expression). Every row it reads it locks as it reads it, SKIP LOCKED,
+// fairParams is how many parameters a fair claim's choice of rows takes
+// (FairClaimSQL's); a statement of the caller's (FairOptions.SQL) has its
+// own from the next.
+const fairParams = 11
+
+// FairIDsSQL chooses a fair claim's rows, at most limit (an SQL
+// expression), with FairClaimSQL's parameters: a statement that claims
+// rows and does more with them in the same transaction (the webhook
+// fan-out) takes its rows here. Every row it reads it locks as it reads it, SKIP LOCKED,
 // so concurrent claimers read disjoint rows: from each served key up to
-// an even part of limit, from its edge; from the arrival edge up to limit
-// rows of keys not known. Ranked by priority, turn (the row's place among
+// an even part of limit, and no more than the key's own most ($11), from
+// its edge; from the arrival edge up to limit rows of keys not known. Ranked by priority, turn (the row's place among
 // its key's rows), the claim that last took a row of its key (0 for a key
 // not known) and due time, the first limit are claimed; the others are
 // unlocked when the claim commits.
-func (t Table) fairIDsSQL(limit string) string {
+func (t Table) FairIDsSQL(limit string) string {
 	due, order := t.keyDue("e")
 	arrivalDue, arrivalOrder := t.Due("e", "$3")
 	p, key := t.shareColumns("e")
 	return fmt.Sprintf(`
 	WITH known AS (
 		SELECT h.id, k.p, h.due, row_number() OVER (PARTITION BY k.i ORDER BY h.due, h.id) AS turn, k.last
-		FROM unnest($4::smallint[], $5::text[], $6::timestamptz[], $9::uuid[], $10::bigint[]) WITH ORDINALITY AS k(p, c, edge, edge_id, last, i)
+		FROM unnest($4::smallint[], $5::text[], $6::timestamptz[], $9::uuid[], $10::bigint[], $11::int[]) WITH ORDINALITY AS k(p, c, edge, edge_id, last, most, i)
 		CROSS JOIN LATERAL (
 			SELECT e.id, e.%[9]s AS due FROM %[1]s e
 			WHERE e.status = 'pending' AND %[5]s = k.p AND %[6]s = k.c AND %[2]s%[7]s
 			ORDER BY %[3]s
-			LIMIT ceil((%[4]s)::float8 / greatest(cardinality($5::text[]), 1))::int
+			LIMIT least(ceil((%[4]s)::float8 / greatest(cardinality($5::text[]), 1))::int, k.most)
 			FOR UPDATE SKIP LOCKED) h
 	), fresh AS (
 		SELECT a.id, a.p, a.due, row_number() OVER (PARTITION BY a.p, a.c ORDER BY a.due) AS turn, 0::bigint AS last
@@ -98,7 +106,13 @@ func (t Table) fairIDsSQL(limit string) string {
 func (t Table) keyDue(alias string) (due, order string) {
 	col := alias + "." + t.DueColumn
 	p, key := t.shareColumns(alias)
-	return fmt.Sprintf("(%[3]s, %[4]s, %[1]s, %[2]s.id) >= (k.p, k.c, k.edge, k.edge_id) AND %[1]s <= now()", col, alias, p, key),
+	// A table without a priority has none in its index either: the row
+	// compared starts at the key.
+	row, edge := fmt.Sprintf("%s, %s, %s.id", key, col, alias), "k.c, k.edge, k.edge_id"
+	if t.Fair.Priority != "" {
+		row, edge = p+", "+row, "k.p, "+edge
+	}
+	return fmt.Sprintf("(%s) >= (%s) AND %s <= now()", row, edge, col),
 		fmt.Sprintf("%s, %s.id", col, alias)
 }
 
@@ -121,7 +135,12 @@ func (t Table) shareColumns(alias string) (priority, key string) {
 	if t.Fair.Priority != "" {
 		priority = alias + "." + t.Fair.Priority
 	}
-	return priority, alias + "." + t.Fair.Key
+	return priority, t.onAlias(t.Fair.Key, alias)
+}
+
+// onAlias is the SQL expression expr, on t by its name, on t under alias.
+func (t Table) onAlias(expr, alias string) string {
+	return strings.ReplaceAll(expr, t.Name+".", alias+".")
 }
 
 // claimableAs is Claimable as an extra condition on t under alias.
@@ -129,7 +148,7 @@ func (t Table) claimableAs(alias string) string {
 	if t.Claimable == "" {
 		return ""
 	}
-	return " AND " + strings.ReplaceAll(t.Claimable, t.Name+".", alias+".")
+	return " AND " + t.onAlias(t.Claimable, alias)
 }
 
 // FairNextSQL reads, after a fair claim in its transaction, the due time
@@ -181,17 +200,39 @@ SELECT now(), (SELECT %[3]s FROM %[1]s e
 	ORDER BY %[3]s LIMIT 1)`, t.Name, due, order, p, key, t.claimableAs("e"), t.arrivedSQL())
 }
 
+// FairOptions are what a fair claim does beyond taking rows.
+type FairOptions struct {
+	// Bucket, if set, is a pool-wide rate limit the claim goes through:
+	// concurrent claimers anywhere in the pool never claim more than it
+	// allows, since each locks it first (LimitedFairClaimSQL).
+	Bucket *Bucket
+
+	// SQL, if set, is a statement of the caller's in place of
+	// FairClaimSQL: one that takes its rows with FairIDsSQL("$1::int")
+	// and does more with them in the same transaction (the webhook
+	// fan-out makes their events and deliveries), with FairClaimSQL's
+	// parameters; Args are its own, from $12 on. Not with Bucket.
+	SQL  string
+	Args []any
+
+	// Most caps the rows of a key (ShareKey.Key, at any priority) this
+	// claim takes; a key not in it takes up to an even share of n. A
+	// webhook endpoint that holds its share of the process's slots is
+	// capped so, and its backlog leaves the rest to the others
+	// (engine.Slots).
+	Most map[string]int
+}
+
 // ClaimFair claims up to n rows of t as a fair claim from f's edges:
 // priorities first, then round-robin over the keys of t.Fair (see Fair),
-// through bucket if it is set: concurrent claimers anywhere in the pool
-// never claim more than the bucket allows, since each locks it first. Everything runs in one
+// as opts says. Everything runs in one
 // implicit transaction: the claim, and the reads after it that move f's
 // edges. more reports that due rows were left: keys the claim knows but
 // could not finish.
 //
 // keyOf is the key of a claimed row, as the claim reads it: the claim
 // that last took a key's row decides its place in the next ones.
-func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease time.Duration, bucket *Bucket, scan pgx.RowToFunc[T], keyOf func(T) ShareKey) (claimed []T, h Held, more bool, err error) {
+func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease time.Duration, opts FairOptions, scan pgx.RowToFunc[T], keyOf func(T) ShareKey) (claimed []T, h Held, more bool, err error) {
 	f.claiming.Lock()
 	defer f.claiming.Unlock()
 	// Detached and bounded like every claim (claimRows says why).
@@ -205,15 +246,26 @@ func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease
 	edge, token := f.arrival.Start()
 	sp, sk := splitKeys(served)
 	kp, kk := splitKeys(known)
+	most := make([]int, len(served))
+	for i, k := range served {
+		most[i] = n
+		if m, ok := opts.Most[k.Key]; ok {
+			most[i] = max(min(m, n), 0)
+		}
+	}
+	bucket := opts.Bucket
 	b := &pgx.Batch{}
 	b.Queue(IndexOnlySQL)
 	b.Queue(FairPlanSQL)
-	args := []any{n, lease, edge, sp, sk, edges, kp, kk, edgeIDs, last}
-	if bucket == nil {
-		b.Queue(t.FairClaimSQL(), args...)
-	} else {
+	args := []any{n, lease, edge, sp, sk, edges, kp, kk, edgeIDs, last, most}
+	switch {
+	case bucket != nil:
 		b.Queue(bucketLockSQL, bucket.Name)
 		b.Queue(t.LimitedFairClaimSQL(), append(args, bucket.Rate, bucket.Burst, bucket.Name)...)
+	case opts.SQL != "":
+		b.Queue(opts.SQL, append(args, opts.Args...)...)
+	default:
+		b.Queue(t.FairClaimSQL(), args...)
 	}
 	b.Queue(t.FairNextSQL(), sp, sk, edges, edgeIDs)
 	b.Queue(t.FairArrivedSQL(), edge, n)

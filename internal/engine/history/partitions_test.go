@@ -93,16 +93,7 @@ func dropNewestWeeks(t *testing.T, db *pgxpool.Pool) {
 // holds what it read until it ends; it is rolled back when t ends.
 func openReader(t *testing.T, db *pgxpool.Pool, sql string) pgx.Tx {
 	t.Helper()
-	ctx := context.Background()
-	tx, err := db.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tx.Rollback(ctx) })
-	if _, err := tx.Exec(ctx, sql); err != nil {
-		t.Fatal(err)
-	}
-	return tx
+	return pgtest.BeginWith(t, db, sql)
 }
 
 // history fixture: an email row with its attempts and events, and a

@@ -30,6 +30,27 @@ func Plan(t testing.TB, db Querier, sql string, args ...any) string {
 	return strings.Join(lines, "\n")
 }
 
+// BeginWith begins a transaction on db, runs statements in it, and
+// returns it, rolled back when the test ends: the local set_config
+// statements a claim runs first (claim.IndexOnlySQL), so that what a test
+// plans in it is planned as the claim's is; a report's first read, whose
+// snapshot it then holds.
+func BeginWith(t testing.TB, db Querier, statements ...string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	for _, sql := range statements {
+		if _, err := tx.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", firstLine(sql), err)
+		}
+	}
+	return tx
+}
+
 // IndexEntriesRead runs fn in a transaction it rolls back and returns how
 // many entries of index fn's statements read, dead ones included
 // (pg_stat_get_xact_tuples_returned): the work an index scan does,
