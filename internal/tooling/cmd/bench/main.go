@@ -15,7 +15,7 @@
 // pool-ratelimit, pool-lowrate, pool-fair, and the webhook sections pool-webhook,
 // pool-webhook-ratelimit, pool-webhook-retry, pool-webhook-breaker,
 // pool-webhook-ordered, pool-webhook-scale, pool-webhook-tenants,
-// pool-webhook-isolation).
+// pool-webhook-isolation, pool-webhook-fair).
 //
 // It is a program of its own so that the production binary does not link
 // the harness. Exit codes: 0 done; 1 a run or check failed; 2 bad flags.
@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/postbox/postbox/internal/tooling/harness/bench"
 	"github.com/postbox/postbox/internal/tooling/harness/program"
@@ -100,6 +101,11 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 	fairWait := fs.Duration("fair-wait", 0, "pool-fair: how long B's rows are awaited after B's load (default 12m; 3m with --quick)")
 	fairBaseline := fs.String("fair-baseline", "", "pool-fair: a previous release's worker binary, run as the FIFO baseline path against this schema (default: none)")
 	fairSnapshot := fs.String("fair-snapshot", "", "pool-fair: run each case again with a REPEATABLE READ snapshot held: off, postbox (its path only) or all (default postbox; off with --quick)")
+	webhookFairEvents := fs.Int("webhook-fair-events", 0, "pool-webhook-fair: tenant A's events to its slow endpoint, enqueued at once (default 20000; 2000 with --quick)")
+	webhookFairLoad := fs.Duration("webhook-fair-load", 0, "pool-webhook-fair: how long tenants B…K enqueue 5 events a second each; A alone is read for a third of it, at least 6s (default 60s; 15s with --quick)")
+	webhookFairBacklog := fs.Int("webhook-fair-backlog", 0, "pool-webhook-fair: tenant A's fan-out backlog before B's single events (default 100000; 10000 with --quick)")
+	webhookFairWait := fs.Duration("webhook-fair-wait", 0, "pool-webhook-fair: how long the other tenants' events are awaited after their load; what is missing then makes lower bounds (default 60s; 15s with --quick)")
+	webhookFairBaseline := fs.String("webhook-fair-baseline", "", "pool-webhook-fair: a previous build's worker binary, run as a path of its own against this schema (default: none)")
 	keepSeed := fs.Bool("keep-seed", false, "pool-scale: keep the seeded database (postbox_scale_seed_*) for the next run, which reuses it while the migrations are unchanged")
 	return func(ctx context.Context, stdout, stderr io.Writer) error {
 		if *rate != "" {
@@ -172,7 +178,8 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 			}{{*n, &popts.N}, {*concurrency, &popts.Concurrency}, {*trials, &popts.Trials},
 				{*scaleRows, &popts.ScaleRows}, {*scaleRate, &popts.ScaleRate}, {*scaleBacklog, &popts.ScaleBacklog},
 				{*retentionRows, &popts.RetentionRows}, {*webhookEvents, &popts.WebhookEvents}, {*webhookConcurrency, &popts.WebhookConcurrency},
-				{*webhookScaleEvents, &popts.WebhookScaleEvents}, {*isolationEvents, &popts.IsolationEvents}, {*fairRows, &popts.FairRows}} {
+				{*webhookScaleEvents, &popts.WebhookScaleEvents}, {*isolationEvents, &popts.IsolationEvents}, {*fairRows, &popts.FairRows},
+				{*webhookFairEvents, &popts.WebhookFairEvents}, {*webhookFairBacklog, &popts.WebhookFairBacklog}} {
 				if f.v < 0 {
 					return program.Usagef("a count flag is %d: want 0 (the default) or more", f.v)
 				}
@@ -196,6 +203,15 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 				popts.FairWait = *fairWait
 			}
 			popts.FairBaseline = *fairBaseline
+			popts.WebhookFairBaseline = *webhookFairBaseline
+			for _, d := range []struct {
+				v   time.Duration
+				dst *time.Duration
+			}{{*webhookFairLoad, &popts.WebhookFairLoad}, {*webhookFairWait, &popts.WebhookFairWait}} {
+				if d.v > 0 {
+					*d.dst = d.v
+				}
+			}
 			switch *fairSnapshot {
 			case "":
 			case "off":

@@ -79,6 +79,16 @@
 //     release (first come, first served, given its binary) and River with
 //     job priorities (and, for the limit, a per-process rate limiter), and
 //     postbox again with a snapshot held.
+//   - pool-webhook-fair (only with --only): one replica,
+//     WEBHOOK_CONCURRENCY=32; tenant A's endpoint answers after 2 s, ten
+//     other tenants' after 20 ms. A enqueues 20,000 events at once, then
+//     the others 5 events a second each for a minute: their commit →
+//     request p99, and the requests A's receiver holds (read every
+//     50 ms) against A's max-min fair share, 32 less what the others
+//     held; A alone, its peak and mean requests in flight; A's backlog
+//     of 100,000 events to a 20 ms endpoint, then B's single events a
+//     second apart, commit → request. Postbox beside a previous build
+//     (given its binary) and River, one job per delivery.
 //   - pool-api (only with --only): webhook.EnqueueEvent against POST
 //     /api/v1/events from EnqueueGoroutines goroutines (keep-alive, 1 KB
 //     payloads), one `worker run` fanning out meanwhile; the ratio, p50/p99

@@ -41,6 +41,7 @@ const (
 	SectionPoolWebhookTenants   = "pool-webhook-tenants"
 	SectionPoolWebhookIsolation = "pool-webhook-isolation"
 	SectionPoolWebhookSchemas   = "pool-webhook-schemas"
+	SectionPoolWebhookFair      = "pool-webhook-fair"
 	SectionPoolAPI              = "pool-api"
 )
 
@@ -48,7 +49,7 @@ const (
 var PoolSections = []string{SectionPoolBacklog, SectionPoolLatency, SectionPoolEnqueue, SectionPoolLeaderKill, SectionPoolScale, SectionPoolRetention,
 	SectionPoolPgBouncer, SectionPoolRateLimit, SectionPoolLowRate, SectionPoolFair,
 	SectionPoolWebhook, SectionPoolWebhookRateLimit, SectionPoolWebhookRetry, SectionPoolWebhookBreaker, SectionPoolWebhookOrdered,
-	SectionPoolWebhookScale, SectionPoolWebhookTenants, SectionPoolWebhookIsolation, SectionPoolWebhookSchemas, SectionPoolAPI}
+	SectionPoolWebhookScale, SectionPoolWebhookTenants, SectionPoolWebhookIsolation, SectionPoolWebhookSchemas, SectionPoolWebhookFair, SectionPoolAPI}
 
 // DefaultPoolSections are what --pool runs without --only: all but the
 // scale and retention sections, which seed millions of rows and run for
@@ -77,6 +78,7 @@ const (
 	titlePoolWebhookTenants   = "pool webhook tenants: 10,000 tenants against one"
 	titlePoolWebhookIsolation = "pool webhook tenant isolation: 1,000 tenants, kill -9, recovery and replays"
 	titlePoolWebhookSchemas   = "pool webhook schemas: enqueue with a catalog of schemas"
+	titlePoolWebhookFair      = "pool webhook fairness: one tenant's slow endpoint against the others' webhooks"
 	titlePoolAPI              = "pool API: enqueue over HTTP against the Go API"
 )
 
@@ -175,6 +177,19 @@ type PoolOptions struct {
 	// IsolationEvents is the events the pool-webhook-isolation section
 	// enqueues at random tenants of its 1,000.
 	IsolationEvents int
+	// The webhook fairness section (pool-webhook-fair): tenant A enqueues
+	// WebhookFairEvents events to its slow endpoint at once, then ten
+	// other tenants 5 events a second each for WebhookFairLoad; A alone
+	// for a third of WebhookFairLoad (at least 6 s); A's backlog of
+	// WebhookFairBacklog events, then B's single events. What has not
+	// arrived WebhookFairWait after a load is counted a lower bound.
+	// WebhookFairBaseline, when set, is a previous build's worker binary,
+	// run as a path of its own against this build's schema.
+	WebhookFairEvents   int
+	WebhookFairLoad     time.Duration
+	WebhookFairBacklog  int
+	WebhookFairWait     time.Duration
+	WebhookFairBaseline string
 
 	BodyBytes int
 	// Tracing adds a path to the backlog section: postbox with tracing on
@@ -226,6 +241,10 @@ func DefaultPool() PoolOptions {
 		BreakerOff:         BreakerOffEnv,
 		WebhookScaleEvents: 2_000_000,
 		IsolationEvents:    20_000,
+		WebhookFairEvents:  20_000,
+		WebhookFairLoad:    60 * time.Second,
+		WebhookFairBacklog: 100_000,
+		WebhookFairWait:    60 * time.Second,
 	}
 }
 
@@ -253,6 +272,10 @@ func QuickPool() PoolOptions {
 	o.WebhookSettle = 20 * time.Second
 	o.WebhookScaleEvents = 100_000
 	o.IsolationEvents = 2000
+	o.WebhookFairEvents = 2000
+	o.WebhookFairLoad = 15 * time.Second
+	o.WebhookFairBacklog = 10_000
+	o.WebhookFairWait = 15 * time.Second
 	return o
 }
 
@@ -363,6 +386,18 @@ func (o PoolOptions) withDefaults() PoolOptions {
 	if o.IsolationEvents <= 0 {
 		o.IsolationEvents = d.IsolationEvents
 	}
+	if o.WebhookFairEvents <= 0 {
+		o.WebhookFairEvents = d.WebhookFairEvents
+	}
+	if o.WebhookFairLoad <= 0 {
+		o.WebhookFairLoad = d.WebhookFairLoad
+	}
+	if o.WebhookFairBacklog <= 0 {
+		o.WebhookFairBacklog = d.WebhookFairBacklog
+	}
+	if o.WebhookFairWait <= 0 {
+		o.WebhookFairWait = d.WebhookFairWait
+	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
@@ -399,11 +434,17 @@ func (o PoolOptions) Validate() error {
 	if o.FairLoad > 0 && o.FairLoad < time.Second {
 		return fmt.Errorf("fairness load %s: want at least 1s (B enqueues once a second)", o.FairLoad)
 	}
-	if o.FairBaseline != "" {
-		if fi, err := os.Stat(o.FairBaseline); err != nil {
-			return fmt.Errorf("fairness baseline: %w", err)
+	if o.WebhookFairLoad > 0 && o.WebhookFairLoad < time.Second {
+		return fmt.Errorf("webhook fairness load %s: want at least 1s (each tenant enqueues 5 events a second)", o.WebhookFairLoad)
+	}
+	for _, b := range []struct{ what, bin string }{{"fairness baseline", o.FairBaseline}, {"webhook fairness baseline", o.WebhookFairBaseline}} {
+		if b.bin == "" {
+			continue
+		}
+		if fi, err := os.Stat(b.bin); err != nil {
+			return fmt.Errorf("%s: %w", b.what, err)
 		} else if fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return fmt.Errorf("fairness baseline %s: not an executable file", o.FairBaseline)
+			return fmt.Errorf("%s %s: not an executable file", b.what, b.bin)
 		}
 	}
 	return nil
@@ -486,6 +527,14 @@ func (o PoolOptions) String() string {
 	}
 	if o.want(SectionPoolWebhookIsolation) {
 		s += fmt.Sprintf("; webhook isolation: %s events at random tenants of 1,000", fmtCount(o.IsolationEvents))
+	}
+	if o.want(SectionPoolWebhookFair) {
+		base := "no baseline binary"
+		if o.WebhookFairBaseline != "" {
+			base = "baseline " + o.WebhookFairBaseline
+		}
+		s += fmt.Sprintf("; webhook fairness: WEBHOOK_CONCURRENCY=%d, A's %s events to a %s endpoint, then 10 tenants × %d events/s for %s (endpoints %s); A alone for %s; A's backlog of %s, then B's %d single events; awaited up to %s; %s",
+			hookFairConc, fmtCount(o.WebhookFairEvents), hookFairSlow, hookFairRate, o.WebhookFairLoad, hookFairQuick, o.hookFairAloneWindow(), fmtCount(o.WebhookFairBacklog), hookFairSingles, o.WebhookFairWait, base)
 	}
 	return s
 }
@@ -590,6 +639,7 @@ func RunPoolURL(ctx context.Context, url string, opts PoolOptions) (rep *Report,
 		{opts.want(SectionPoolWebhookTenants), pr.webhookTenantsSection},
 		{opts.want(SectionPoolWebhookIsolation), pr.webhookIsolationSection},
 		{opts.want(SectionPoolWebhookSchemas), pr.webhookSchemasSection},
+		{opts.want(SectionPoolWebhookFair), pr.webhookFairSection},
 		{opts.want(SectionPoolAPI), pr.apiSection},
 	}
 	for _, s := range steps {
