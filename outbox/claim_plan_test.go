@@ -66,20 +66,18 @@ func TestFairClaim_ReadsItsIndexes(t *testing.T) {
 	edge := time.Now().Add(-time.Minute)
 	priorities, customers := []int16{5, 5}, []string{"cus1", "cus2"}
 	edges, ids := []time.Time{edge, edge}, []string{"00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000000"}
-	tx := pgtest.BeginWith(t, pool, claim.IndexOnlySQL, claim.FairPlanSQL)
+	tx := pgtest.BeginWith(t, pool, claim.FairPlanSQL)
 	for _, limit := range []int{5, 1000} {
 		plans := map[string]string{
-			"claim":        pgtest.Plan(t, tx, table.FairClaimSQL(), limit, time.Minute, edge, priorities, customers, edges, priorities, customers, ids, []int64{3, 0}, []int{limit, limit}),
-			"next":         pgtest.Plan(t, tx, table.FairNextSQL(), priorities, customers, edges, ids),
-			"arrived":      pgtest.Plan(t, tx, table.FairArrivedSQL(), edge, limit),
-			"arrival edge": pgtest.Plan(t, tx, table.FairArrivalNextSQL(), edge, limit, priorities, customers),
+			"claim":  pgtest.Plan(t, tx, table.FairClaimSQL(), limit, time.Minute, edge, priorities, customers, edges, priorities, customers, ids, []int64{3, 0}, []int{limit, limit}),
+			"settle": pgtest.Plan(t, tx, table.FairSettleSQL(), edge, limit, priorities, customers, priorities, customers, edges, ids),
 		}
 		for name, plan := range plans {
 			if strings.Contains(plan, "Seq Scan on email_outbox") {
 				t.Errorf("the fair claim's %s statement (limit %d) reads email_outbox in full:\n%s", name, limit, plan)
 			}
 		}
-		for _, name := range []string{"claim", "next"} {
+		for _, name := range []string{"claim", "settle"} {
 			if p := plans[name]; !strings.Contains(p, "email_outbox_fair_idx") || strings.Count(p, "email_outbox_claim_idx") > strings.Count(p, "Anti Join") {
 				t.Errorf("the fair claim's %s statement (limit %d) reads a customer's rows other than from the share index:\n%s", name, limit, p)
 			}

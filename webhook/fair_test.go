@@ -247,11 +247,11 @@ func TestFanOutClaim_ReadsItsIndexes(t *testing.T) {
 	edge, start := time.Now().Add(-time.Minute), "00000000-0000-0000-0000-000000000000"
 	priorities, tenants := []int16{0, 0}, []string{"t1", "t2"}
 	edges, ids := []time.Time{edge, edge}, []string{start, start}
-	tx := pgtest.BeginWith(t, pool, claim.IndexOnlySQL, claim.FairPlanSQL)
+	tx := pgtest.BeginWith(t, pool, claim.FairPlanSQL)
 	for _, limit := range []int{5, 500} {
 		plans := map[string]string{
-			"claim": pgtest.Plan(t, tx, claimFanOutSQL, limit, time.Minute, edge, priorities, tenants, edges, priorities, tenants, ids, []int64{3, 0}, []int{limit, 0}, 8),
-			"next":  pgtest.Plan(t, tx, outboxTable.FairNextSQL(), priorities, tenants, edges, ids),
+			"claim":  pgtest.Plan(t, tx, claimFanOutSQL, limit, time.Minute, edge, priorities, tenants, edges, priorities, tenants, ids, []int64{3, 0}, []int{limit, 0}, 8),
+			"settle": pgtest.Plan(t, tx, outboxTable.FairSettleSQL(), edge, limit, priorities, tenants, priorities, tenants, edges, ids),
 		}
 		for name, plan := range plans {
 			if strings.Contains(plan, "Seq Scan on webhook_outbox") || !strings.Contains(plan, "webhook_outbox_fair_idx") {

@@ -73,16 +73,16 @@ func init() {
 		Mutation{
 			Name:    "fair claim: the arrival edge passes customers it does not know",
 			File:    "internal/engine/claim/fairclaim.go",
-			Find:    "if arrivalNext != nil {",
-			Replace: "if false && arrivalNext != nil {",
+			Find:    "if st.arrivalNext != nil {",
+			Replace: "if false && st.arrivalNext != nil {",
 			Pkg:     "./internal/engine/claim/",
 			Test:    "TestFair_ArrivalEdgeStopsAtUnknownCustomers",
 		},
 		Mutation{
 			Name:    "fair claim: a customer's rows planned by the statistics alone",
 			File:    "internal/engine/claim/fairclaim.go",
-			Find:    "const FairPlanSQL = `SELECT set_config('enable_sort', 'off', true), set_config('enable_incremental_sort', 'off', true)`",
-			Replace: "const FairPlanSQL = `SELECT 1`",
+			Find:    "const FairPlanSQL = IndexOnlySQL + `, set_config('enable_sort', 'off', true), set_config('enable_incremental_sort', 'off', true),",
+			Replace: "const FairPlanSQL = IndexOnlySQL + `, set_config('enable_sort', 'on', true), set_config('enable_incremental_sort', 'on', true),",
 			Pkg:     "./outbox/",
 			Test:    "TestFairClaim_ReadsItsIndexes",
 		},
@@ -111,4 +111,26 @@ func init() {
 			Test:    "TestReadWaiting",
 		},
 	)
+}
+
+func init() {
+	register(Mutation{
+		Name:    "fair claim: each claim planned for its values (plan_cache_mode left to choose)",
+		File:    "internal/engine/claim/fairclaim.go",
+		Find:    "set_config('plan_cache_mode', 'force_generic_plan', true)",
+		Replace: "set_config('plan_cache_mode', 'auto', true)",
+		Pkg:     "./internal/engine/claim/",
+		Test:    "TestFair_PlannedOnce",
+	})
+}
+
+func init() {
+	register(Mutation{
+		Name:    "fair claim: a key's rows also bounded by an equality on the key (the scan starts at its first entry)",
+		File:    "internal/engine/claim/fairclaim.go",
+		Find:    `return fmt.Sprintf("(%s) >= (%s) AND (%s) <= (%s) AND %s <= now()", row, edge, upto, end, col), row`,
+		Replace: `return fmt.Sprintf("%s = k.c AND (%s) >= (%s) AND (%s) <= (%s) AND %s <= now()", key, row, edge, upto, end, col), row`,
+		Pkg:     "./internal/engine/claim/",
+		Test:    "TestFair_KnownBacklogIsNotWalkedAgain",
+	})
 }

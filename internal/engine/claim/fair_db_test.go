@@ -196,12 +196,20 @@ func TestFair_KnownBacklogIsNotWalkedAgain(t *testing.T) {
 	// Measured on a copy of f's edges each time: the claim is rolled back.
 	arrival := pgtest.IndexEntriesRead(t, pool, "email_outbox_claim_idx", claimOnce)
 	share := pgtest.IndexEntriesRead(t, pool, "email_outbox_fair_idx", claimOnce)
-	t.Logf("one claim of 10 read %d entries of the claim index and %d of the share index", arrival, share)
+	pages := pgtest.IndexPagesRead(t, pool, "email_outbox_fair_idx", claimOnce)
+	t.Logf("one claim of 10 read %d entries of the claim index, %d of the share index in %d pages", arrival, share, pages)
 	if arrival > 50 {
 		t.Errorf("a claim read %d entries of the claim index past a known backlog", arrival)
 	}
 	if share > 100 {
 		t.Errorf("a claim read %d entries of the share index for 10 rows of a known backlog", share)
+	}
+	// The claim's own writes of the 10 rows' new entries descend the
+	// index some 20 pages' worth; a scan from A's first entry rather than
+	// its edge reads the pages of the 3,000 rows claimed before, which the
+	// held snapshot keeps, some 30 more.
+	if pages > 36 {
+		t.Errorf("a claim read %d pages of the share index for 10 rows of a known backlog: it walks the entries behind the edge", pages)
 	}
 }
 
@@ -345,5 +353,45 @@ func TestFair_RowsComeInClaimOrder(t *testing.T) {
 			t.Fatalf("row %d is %s's row %d after a row %d: %+v", i, r.Customer, turns[r.Customer], last, rows)
 		}
 		last = turns[r.Customer]
+	}
+}
+
+// TestFair_PlannedOnce: a connection's fair claims run on one generic plan
+// of each statement, never planned again per claim (FairPlanSQL says why),
+// read from pg_prepared_statements, which counts the plans Postgres made.
+func TestFair_PlannedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var f claim.Fair
+	for i := range 12 {
+		insertFor(t, pool, fmt.Sprint("cus", i%3), 5, 5)
+		claimFair(t, conn, &f, 4)
+	}
+	rows, err := conn.Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements
+		WHERE (statement LIKE '%picked AS MATERIALIZED%' OR statement LIKE '%arrived AS MATERIALIZED%') AND statement NOT LIKE '%pg_prepared_statements%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type planned struct {
+		Statement       string
+		Generic, Custom int64
+	}
+	plans, err := pgx.CollectRows(rows, pgx.RowToStructByPos[planned])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) != 2 {
+		t.Fatalf("%d prepared statements of the fair claim, want the claim and its settling read", len(plans))
+	}
+	for _, p := range plans {
+		if p.Custom != 0 || p.Generic != 12 {
+			t.Errorf("a statement of 12 fair claims was planned %d times for its values and ran %d times on its generic plan, want 0 and 12:\n%.80s", p.Custom, p.Generic, p.Statement)
+		}
 	}
 }

@@ -54,8 +54,27 @@ func BeginWith(t testing.TB, db Querier, statements ...string) pgx.Tx {
 // IndexEntriesRead runs fn in a transaction it rolls back and returns how
 // many entries of index fn's statements read, dead ones included
 // (pg_stat_get_xact_tuples_returned): the work an index scan does,
-// counted, where a duration would depend on how busy the machine is.
+// counted, where a duration would depend on how busy the machine is. An
+// entry a scan passes because its own conditions reject it is not
+// counted: IndexPagesRead sees those.
 func IndexEntriesRead(t testing.TB, db Querier, index string, fn func(ctx context.Context, tx pgx.Tx) error) int64 {
+	t.Helper()
+	return countIn(t, db, `SELECT pg_stat_get_xact_tuples_returned($1::regclass)`, index, fn)
+}
+
+// IndexPagesRead is IndexEntriesRead's count of the index's pages, those
+// in shared buffers and those read in (pg_stat_get_xact_blocks_fetched):
+// a scan that starts before where its conditions let rows through reads
+// every page in between, whose entries it rejects, uncounted by
+// IndexEntriesRead.
+func IndexPagesRead(t testing.TB, db Querier, index string, fn func(ctx context.Context, tx pgx.Tx) error) int64 {
+	t.Helper()
+	return countIn(t, db, `SELECT pg_stat_get_xact_blocks_fetched($1::regclass)`, index, fn)
+}
+
+// countIn runs fn in a transaction it rolls back, and returns what the
+// statement read, of the relation rel, said before and after.
+func countIn(t testing.TB, db Querier, read, rel string, fn func(ctx context.Context, tx pgx.Tx) error) int64 {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := db.Begin(ctx)
@@ -64,14 +83,13 @@ func IndexEntriesRead(t testing.TB, db Querier, index string, fn func(ctx contex
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
 	var before, after int64
-	const read = `SELECT pg_stat_get_xact_tuples_returned($1::regclass)`
-	if err := tx.QueryRow(ctx, read, index).Scan(&before); err != nil {
+	if err := tx.QueryRow(ctx, read, rel).Scan(&before); err != nil {
 		t.Fatal(err)
 	}
 	if err := fn(ctx, tx); err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.QueryRow(ctx, read, index).Scan(&after); err != nil {
+	if err := tx.QueryRow(ctx, read, rel).Scan(&after); err != nil {
 		t.Fatal(err)
 	}
 	return after - before
