@@ -33,3 +33,15 @@ func TestRunMain_BadWebhookLists(t *testing.T) {
 		}
 	}
 }
+
+// TestRunMain_WebhookFairHoldAllAlone: --webhook-fair-hold-all without
+// --webhook-fair-hold is a usage error (exit 2), before any database is
+// touched.
+func TestRunMain_WebhookFairHoldAllAlone(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	args := []string{"--only", "pool-webhook-fair", "--webhook-fair-hold-all"}
+	if code := runMain(t.Context(), args, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "--webhook-fair-hold") {
+		t.Errorf("%v exited %d, want 2 and a word on --webhook-fair-hold: %s", args, code, stderr.String())
+	}
+}

@@ -106,6 +106,8 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 	webhookFairBacklog := fs.Int("webhook-fair-backlog", 0, "pool-webhook-fair: tenant A's fan-out backlog before B's single events (default 100000; 10000 with --quick)")
 	webhookFairWait := fs.Duration("webhook-fair-wait", 0, "pool-webhook-fair: how long the other tenants' events are awaited after their load; what is missing then makes lower bounds (default 60s; 15s with --quick)")
 	webhookFairBaseline := fs.String("webhook-fair-baseline", "", "pool-webhook-fair: a previous build's worker binary, run as a path of its own against this schema (default: none)")
+	webhookFairHold := fs.Bool("webhook-fair-hold", false, "pool-webhook-fair: run the slow tenant's case and the fan-out backlog's again with a REPEATABLE READ snapshot held, on postbox's path")
+	webhookFairHoldAll := fs.Bool("webhook-fair-hold-all", false, "pool-webhook-fair: with --webhook-fair-hold, hold the snapshot on every path: the baseline binary's (when given) and the River peer's too")
 	keepSeed := fs.Bool("keep-seed", false, "pool-scale: keep the seeded database (postbox_scale_seed_*) for the next run, which reuses it while the migrations are unchanged")
 	return func(ctx context.Context, stdout, stderr io.Writer) error {
 		if *rate != "" {
@@ -204,6 +206,10 @@ func benchFlags(fs *flag.FlagSet) program.Run {
 			}
 			popts.FairBaseline = *fairBaseline
 			popts.WebhookFairBaseline = *webhookFairBaseline
+			if *webhookFairHoldAll && !*webhookFairHold {
+				return program.Usagef("--webhook-fair-hold-all: give --webhook-fair-hold too")
+			}
+			popts.WebhookFairHold, popts.WebhookFairHoldAll = *webhookFairHold, *webhookFairHoldAll
 			for _, d := range []struct {
 				v   time.Duration
 				dst *time.Duration

@@ -88,7 +88,10 @@
 //     held; A alone, its peak and mean requests in flight; A's backlog
 //     of 100,000 events to a 20 ms endpoint, then B's single events a
 //     second apart, commit → request. Postbox beside a previous build
-//     (given its binary) and River, one job per delivery.
+//     (given its binary) and River, one job per delivery; with
+//     --webhook-fair-hold, the slow tenant's case and the backlog's again
+//     for postbox with a snapshot held (every path with
+//     --webhook-fair-hold-all).
 //   - pool-api (only with --only): webhook.EnqueueEvent against POST
 //     /api/v1/events from EnqueueGoroutines goroutines (keep-alive, 1 KB
 //     payloads), one `worker run` fanning out meanwhile; the ratio, p50/p99

@@ -185,11 +185,16 @@ type PoolOptions struct {
 	// arrived WebhookFairWait after a load is counted a lower bound.
 	// WebhookFairBaseline, when set, is a previous build's worker binary,
 	// run as a path of its own against this build's schema.
+	// WebhookFairHold runs the slow tenant's case and the backlog's again
+	// with a REPEATABLE READ snapshot held, as FairHold: postbox's path
+	// only, every path with WebhookFairHoldAll.
 	WebhookFairEvents   int
 	WebhookFairLoad     time.Duration
 	WebhookFairBacklog  int
 	WebhookFairWait     time.Duration
 	WebhookFairBaseline string
+	WebhookFairHold     bool
+	WebhookFairHoldAll  bool
 
 	BodyBytes int
 	// Tracing adds a path to the backlog section: postbox with tracing on
@@ -515,15 +520,8 @@ func (o PoolOptions) String() string {
 		if o.FairBaseline != "" {
 			base = "FIFO baseline " + o.FairBaseline
 		}
-		held := "no snapshot held"
-		switch {
-		case o.FairHold && o.FairHoldAll:
-			held = "each path again with a snapshot held"
-		case o.FairHold:
-			held = "postbox again with a snapshot held"
-		}
 		s += fmt.Sprintf("; fairness: A's %s invoices, then B's reset and invoice every second for %s, B awaited up to %s, %s, %s",
-			fmtCount(o.FairRows), o.FairLoad, o.FairWait, base, held)
+			fmtCount(o.FairRows), o.FairLoad, o.FairWait, base, heldSummary(o.FairHold, o.FairHoldAll))
 	}
 	if o.want(SectionPoolWebhookIsolation) {
 		s += fmt.Sprintf("; webhook isolation: %s events at random tenants of 1,000", fmtCount(o.IsolationEvents))
@@ -533,10 +531,23 @@ func (o PoolOptions) String() string {
 		if o.WebhookFairBaseline != "" {
 			base = "baseline " + o.WebhookFairBaseline
 		}
-		s += fmt.Sprintf("; webhook fairness: WEBHOOK_CONCURRENCY=%d, A's %s events to a %s endpoint, then 10 tenants × %d events/s for %s (endpoints %s); A alone for %s; A's backlog of %s, then B's %d single events; awaited up to %s; %s",
-			hookFairConc, fmtCount(o.WebhookFairEvents), hookFairSlow, hookFairRate, o.WebhookFairLoad, hookFairQuick, o.hookFairAloneWindow(), fmtCount(o.WebhookFairBacklog), hookFairSingles, o.WebhookFairWait, base)
+		s += fmt.Sprintf("; webhook fairness: WEBHOOK_CONCURRENCY=%d, A's %s events to a %s endpoint, then 10 tenants × %d events/s for %s (endpoints %s); A alone for %s; A's backlog of %s, then B's %d single events; awaited up to %s; %s; the slow tenant and the backlog: %s",
+			hookFairConc, fmtCount(o.WebhookFairEvents), hookFairSlow, hookFairRate, o.WebhookFairLoad, hookFairQuick, o.hookFairAloneWindow(), fmtCount(o.WebhookFairBacklog), hookFairSingles, o.WebhookFairWait, base,
+			heldSummary(o.WebhookFairHold, o.WebhookFairHoldAll))
 	}
 	return s
+}
+
+// heldSummary says which of a fairness section's paths run again with a
+// snapshot held (FairHold and FairHoldAll, or the webhook section's).
+func heldSummary(hold, all bool) string {
+	switch {
+	case hold && all:
+		return "each path again with a snapshot held"
+	case hold:
+		return "postbox again with a snapshot held"
+	}
+	return "no snapshot held"
 }
 
 // RunPool is Run for the pool sections: a fresh postbox_bench_* database,

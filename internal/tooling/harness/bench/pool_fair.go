@@ -82,15 +82,32 @@ func (pr *poolRunner) fairRuns(c fairCase) []fairRun {
 		runs = append(runs, fairRun{p: path{name: "postbox FIFO (baseline binary)", env: env, bin: pr.po.FairBaseline}, baseline: true})
 	}
 	runs = append(runs, fairRun{p: path{name: pathPeerTuned.name, peer: peerTuned, workers: fairConc, peerRate: peerRate}})
-	if pr.po.FairHold {
-		for _, r := range slices.Clone(runs) {
-			if pr.po.FairHoldAll || (r.p.peer == nil && !r.baseline) {
-				r.hold = true
-				runs = append(runs, r)
-			}
+	return withHeld(runs, pr.po.FairHold, pr.po.FairHoldAll)
+}
+
+// withHeld is runs, then, with hold, each again with a snapshot held:
+// postbox's path only (not the baseline binary's, not the River peer's)
+// unless all.
+func withHeld(runs []fairRun, hold, all bool) []fairRun {
+	if !hold {
+		return runs
+	}
+	for _, r := range slices.Clone(runs) {
+		if all || (r.p.peer == nil && !r.baseline) {
+			r.hold = true
+			runs = append(runs, r)
 		}
 	}
 	return runs
+}
+
+// snapshot holds a snapshot (holdSnapshot) when r.hold says so, from
+// now until release, a no-op otherwise.
+func (r fairRun) snapshot(ctx context.Context, url string) (release func(), err error) {
+	if !r.hold {
+		return func() {}, nil
+	}
+	return holdSnapshot(ctx, url)
 }
 
 // fairNotes says how run r was set up in case c.
@@ -339,11 +356,9 @@ func (pr *poolRunner) fairRunOnce(ctx context.Context, c fairCase, r fairRun) (f
 		return 0, fmt.Errorf("pool fair %s: %w", label, err)
 	}
 	defer pr.stop(procs)
-	release := func() {}
-	if r.hold {
-		if release, err = holdSnapshot(ctx, pr.url); err != nil {
-			return 0, err
-		}
+	release, err := r.snapshot(ctx, pr.url)
+	if err != nil {
+		return 0, err
 	}
 	defer release()
 

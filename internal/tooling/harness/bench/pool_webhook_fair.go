@@ -38,7 +38,12 @@ import (
 // Each on postbox, on the previous build (WebhookFairBaseline, given its
 // binary) and on the River peer, one job per delivery with MaxWorkers
 // hookFairConc, every job at one priority: the events are alike, and
-// River knows no tenants. Nothing is asserted but the counts: a
+// River knows no tenants. With WebhookFairHold, cases 1 and 3 run again
+// with a snapshot held, as pool-fair's FairHold: a REPEATABLE READ
+// transaction that has read (holdSnapshot), opened before A's flood and
+// held to the case's end, so no row version that dies meanwhile can be
+// removed, nor its index entries marked dead; postbox's path only, every
+// path with WebhookFairHoldAll. Nothing is asserted but the counts: a
 // duplicate fails the run, a delivery still missing at the bound makes
 // its figures lower bounds.
 const (
@@ -58,14 +63,17 @@ const (
 	hookFairLoadConns = 4                      // the load's goroutines: pr.ctl's connections
 )
 
-// hookFairPaths are the section's paths: postbox, the previous build
-// when its binary is given, River tuned at the same concurrency.
-func (pr *poolRunner) hookFairPaths() []path {
-	ps := []path{pathPostbox}
+// hookFairRuns are a case's runs: postbox, the previous build when its
+// binary is given, River tuned at the same concurrency; then, for a case
+// that holds (1 and 3) and with WebhookFairHold, the held-snapshot
+// variants, postbox's only unless WebhookFairHoldAll.
+func (pr *poolRunner) hookFairRuns(holds bool) []fairRun {
+	runs := []fairRun{{p: pathPostbox}}
 	if pr.po.WebhookFairBaseline != "" {
-		ps = append(ps, path{name: "postbox baseline binary", bin: pr.po.WebhookFairBaseline})
+		runs = append(runs, fairRun{p: path{name: "postbox baseline binary", bin: pr.po.WebhookFairBaseline}, baseline: true})
 	}
-	return append(ps, path{name: pathPeerTuned.name, peer: peerTuned, workers: hookFairConc})
+	runs = append(runs, fairRun{p: path{name: pathPeerTuned.name, peer: peerTuned, workers: hookFairConc}})
+	return withHeld(runs, holds && pr.po.WebhookFairHold, pr.po.WebhookFairHoldAll)
 }
 
 // hookFairNotes says how path p was set up.
@@ -79,13 +87,17 @@ func (pr *poolRunner) hookFairNotes(p path) string {
 	return fmt.Sprintf("WEBHOOK_CONCURRENCY=%d", hookFairConc)
 }
 
-// webhookFairSection runs the three cases on every path, for every trial.
+// webhookFairSection runs the three cases on every path, for every trial,
+// cases 1 and 3 also with a snapshot held (WebhookFairHold).
 func (pr *poolRunner) webhookFairSection(ctx context.Context) error {
-	cases := []func(context.Context, path) error{pr.hookFairSlowRun, pr.hookFairAloneRun, pr.hookFairBacklogRun}
+	cases := []struct {
+		run   func(context.Context, fairRun) error
+		holds bool
+	}{{pr.hookFairSlowRun, true}, {pr.hookFairAloneRun, false}, {pr.hookFairBacklogRun, true}}
 	return pr.trials(ctx, []int{1}, func(ctx context.Context, t, _ int) error {
-		for _, run := range cases {
-			for _, p := range rotate(pr.hookFairPaths(), t) {
-				if err := run(ctx, p); err != nil {
+		for _, c := range cases {
+			for _, r := range rotate(pr.hookFairRuns(c.holds), t) {
+				if err := c.run(ctx, r); err != nil {
 					return err
 				}
 			}
@@ -212,9 +224,11 @@ func fairShare(slots int, others, a float64) (share, ratio float64) {
 
 // hookFairSetup empties the tables, starts the receiver (A's endpoint
 // answering after slow), makes the 1+hookFairOthers tenants' proven
-// endpoints for postbox's paths (the peer's jobs carry their URL), and
-// starts p's one process. done stops it all.
-func (pr *poolRunner) hookFairSetup(ctx context.Context, p path, slow time.Duration, label string) (rcv *hookFairReceiver, procs []*proc, done func(), err error) {
+// endpoints for postbox's paths (the peer's jobs carry their URL),
+// starts r's one process and, when r holds a snapshot, opens it (before
+// the caller enqueues A's flood). done releases it and stops it all.
+func (pr *poolRunner) hookFairSetup(ctx context.Context, r fairRun, slow time.Duration, label string) (rcv *hookFairReceiver, procs []*proc, done func(), err error) {
+	p := r.p
 	if err := pr.truncate(ctx); err != nil {
 		return nil, nil, nil, err
 	}
@@ -234,7 +248,13 @@ func (pr *poolRunner) hookFairSetup(ctx context.Context, p path, slow time.Durat
 		rcv.close()
 		return nil, nil, nil, err
 	}
-	return rcv, procs, func() { stop(); rcv.close() }, nil
+	release, err := r.snapshot(ctx, pr.url)
+	if err != nil {
+		stop()
+		rcv.close()
+		return nil, nil, nil, fmt.Errorf("%s: %w", label, err)
+	}
+	return rcv, procs, func() { release(); stop(); rcv.close() }, nil
 }
 
 // hookFairEventSQL enqueues tenant $1's events $2…$3 by plain SQL.
@@ -444,10 +464,11 @@ func arrivals(hits []hit, from, to time.Time) (a, others int) {
 	return a, others
 }
 
-// hookFairSlowRun is case 1 on p.
-func (pr *poolRunner) hookFairSlowRun(ctx context.Context, p path) error {
-	label := fmt.Sprintf("A's endpoint %s, B…K's %s: %s", hookFairSlow, hookFairQuick, p.name)
-	rcv, procs, done, err := pr.hookFairSetup(ctx, p, hookFairSlow, label)
+// hookFairSlowRun is case 1 on r.
+func (pr *poolRunner) hookFairSlowRun(ctx context.Context, r fairRun) error {
+	p := r.p
+	label := fmt.Sprintf("A's endpoint %s, B…K's %s: %s", hookFairSlow, hookFairQuick, r.name())
+	rcv, procs, done, err := pr.hookFairSetup(ctx, r, hookFairSlow, label)
 	if err != nil {
 		return err
 	}
@@ -487,6 +508,7 @@ func (pr *poolRunner) hookFairSlowRun(ctx context.Context, p path) error {
 	if err != nil {
 		return err
 	}
+	dead := pr.hookFairDead(ctx, p)
 	figure, p99, _, arrived := pr.latencyFigure(c.lat, c.missing)
 	aIn, othersIn := arrivals(c.hits, loadStart, loadEnd)
 	notes := pr.hookFairNotes(p)
@@ -498,18 +520,25 @@ func (pr *poolRunner) hookFairSlowRun(ctx context.Context, p path) error {
 	oMean, _ := meanP50(samples[1])
 	share, ratio := fairShare(hookFairConc, oMean, aMean)
 	pr.add(Row{Section: titlePoolWebhookFair, Path: label + ": A's requests in flight during B…K's load", Figure: fmt.Sprintf("%.1f / %d", aMean, aP50), Unit: "mean / p50 at A's receiver", Value: aMean,
-		Notes: fmt.Sprintf("%d readings, one every %s; B…K held %.2f on average; A's receiver got %.1f/s (%d in the window; every slot's limit %.1f/s, reached in waves, so a window not a whole number of %s may count a wave more), B…K's %d; machine CPU %s per delivery over the window (every process on the machine); 0 duplicates",
-			len(samples[0]), hookFairSample, oMean, perSecond(aIn, pr.po.WebhookFairLoad), aIn, float64(hookFairConc)/hookFairSlow.Seconds(), hookFairSlow, othersIn, fmtCPU(cpu, aIn+othersIn))})
+		Notes: fmt.Sprintf("%d readings, one every %s; B…K held %.2f on average; A's receiver got %.1f/s (%d in the window; every slot's limit %.1f/s, reached in waves, so a window not a whole number of %s may count a wave more), B…K's %d; machine CPU %s per delivery over the window (every process on the machine); 0 duplicates; %s",
+			len(samples[0]), hookFairSample, oMean, perSecond(aIn, pr.po.WebhookFairLoad), aIn, float64(hookFairConc)/hookFairSlow.Seconds(), hookFairSlow, othersIn, fmtCPU(cpu, aIn+othersIn), dead)})
 	pr.add(Row{Section: titlePoolWebhookFair, Path: label + ": A's share of its fair share", Figure: fmt.Sprintf("%.2f", ratio), Unit: "× (A's mean / (32 − B…K's mean))", Value: ratio,
 		Notes: fmt.Sprintf("aim ≥ %.1f×: %s; A's max-min fair share %.1f of %d slots (%d − the %.2f B…K held), A held %.1f on average", hookFairAimShare, verdict(ratio >= hookFairAimShare), share, hookFairConc, hookFairConc, oMean, aMean)})
 	return nil
 }
 
-// hookFairAloneRun is case 2 on p: A's flood alone, its slots read over
+// hookFairDead is the dead tuples p's queue tables hold at the end of a
+// run, before its snapshot, if it holds one, is released.
+func (pr *poolRunner) hookFairDead(ctx context.Context, p path) string {
+	return deadTuples(ctx, pr.ctl, p, "webhook_outbox", "webhook_deliveries")
+}
+
+// hookFairAloneRun is case 2 on r: A's flood alone, its slots read over
 // a window from hookFairGap after its last commit.
-func (pr *poolRunner) hookFairAloneRun(ctx context.Context, p path) error {
-	label := fmt.Sprintf("A alone, endpoint %s: %s", hookFairSlow, p.name)
-	rcv, procs, done, err := pr.hookFairSetup(ctx, p, hookFairSlow, label)
+func (pr *poolRunner) hookFairAloneRun(ctx context.Context, r fairRun) error {
+	p := r.p
+	label := fmt.Sprintf("A alone, endpoint %s: %s", hookFairSlow, r.name())
+	rcv, procs, done, err := pr.hookFairSetup(ctx, r, hookFairSlow, label)
 	if err != nil {
 		return err
 	}
@@ -555,12 +584,13 @@ func (o PoolOptions) hookFairAloneWindow() time.Duration {
 	return (d + hookFairSlow - 1) / hookFairSlow * hookFairSlow
 }
 
-// hookFairBacklogRun is case 3 on p: A's backlog, then B's single events
+// hookFairBacklogRun is case 3 on r: A's backlog, then B's single events
 // a second apart, from A's last commit.
-func (pr *poolRunner) hookFairBacklogRun(ctx context.Context, p path) error {
+func (pr *poolRunner) hookFairBacklogRun(ctx context.Context, r fairRun) error {
+	p := r.p
 	backlog := pr.po.WebhookFairBacklog
-	label := fmt.Sprintf("fan-out backlog, A's %s events, endpoints %s: %s", fmtCount(backlog), hookFairQuick, p.name)
-	rcv, procs, done, err := pr.hookFairSetup(ctx, p, hookFairQuick, label)
+	label := fmt.Sprintf("fan-out backlog, A's %s events, endpoints %s: %s", fmtCount(backlog), hookFairQuick, r.name())
+	rcv, procs, done, err := pr.hookFairSetup(ctx, r, hookFairQuick, label)
 	if err != nil {
 		return err
 	}
@@ -594,6 +624,7 @@ func (pr *poolRunner) hookFairBacklogRun(ctx context.Context, p path) error {
 		return err
 	}
 	cpu := machineBusy() - busy
+	dead := pr.hookFairDead(ctx, p)
 	figure, _, most, arrived := pr.latencyFigure(c.lat, c.missing)
 	aIn, bIn := arrivals(c.hits, flooded, c.read)
 	aBy, _ := arrivals(c.hits, flooded, c.waited)
@@ -606,8 +637,8 @@ func (pr *poolRunner) hookFairBacklogRun(ctx context.Context, p path) error {
 		}
 	}
 	pr.add(Row{Section: titlePoolWebhookFair, Path: label + ": B's single events", Figure: figure, Unit: "ms p50/p99/max commit→request", Value: float64(most) / float64(time.Millisecond),
-		Notes: fmt.Sprintf("aim every one ≤ %s: %s; %s; in order %v ms; A's %s events committed in %.1f s (%d transactions), %d of them delivered by then, %d more by B's last (%.0f/s); machine CPU %s per delivery from A's last commit; 0 duplicates; %s",
+		Notes: fmt.Sprintf("aim every one ≤ %s: %s; %s; in order %v ms; A's %s events committed in %.1f s (%d transactions), %d of them delivered by then, %d more by B's last (%.0f/s); machine CPU %s per delivery from A's last commit; 0 duplicates; %s; %s",
 			hookFairAimSingle, verdict(most <= hookFairAimSingle), arrived, each, fmtCount(backlog), flooded.Sub(start).Seconds(), (backlog+hookFairChunk-1)/hookFairChunk,
-			atFlood, aBy, perSecond(aBy, c.waited.Sub(flooded)), fmtCPU(cpu, aIn+bIn), pr.hookFairNotes(p))})
+			atFlood, aBy, perSecond(aBy, c.waited.Sub(flooded)), fmtCPU(cpu, aIn+bIn), dead, pr.hookFairNotes(p))})
 	return nil
 }

@@ -141,6 +141,41 @@ func TestHookFairReceiver_HoldsTheAnswer(t *testing.T) {
 	}
 }
 
+// TestHookFairRuns: cases 1 and 3 run again with a snapshot held when
+// WebhookFairHold says so, on postbox's path only, or on every path with
+// WebhookFairHoldAll; case 2 never.
+func TestHookFairRuns(t *testing.T) {
+	t.Parallel()
+	const (
+		pb, old, peer = "postbox worker run", "postbox baseline binary", "River peer, tuned"
+		held          = ", snapshot held"
+	)
+	for _, tc := range []struct {
+		name      string
+		hold, all bool
+		holds     bool // the case holds (1 and 3)
+		want      []string
+	}{
+		{"no hold", false, false, true, []string{pb, old, peer}},
+		{"all without hold", false, true, true, []string{pb, old, peer}},
+		{"hold, case 2", true, true, false, []string{pb, old, peer}},
+		{"hold", true, false, true, []string{pb, old, peer, pb + held}},
+		{"hold all", true, true, true, []string{pb, old, peer, pb + held, old + held, peer + held}},
+	} {
+		pr := &poolRunner{po: PoolOptions{WebhookFairBaseline: "/old/worker", WebhookFairHold: tc.hold, WebhookFairHoldAll: tc.all}}
+		var got []string
+		for _, r := range pr.hookFairRuns(tc.holds) {
+			got = append(got, r.name())
+			if r.baseline != (r.p.bin != "") {
+				t.Errorf("%s: %s: baseline %v, binary %q", tc.name, r.name(), r.baseline, r.p.bin)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: runs %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestPoolOptions_ValidateWebhookFair(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
