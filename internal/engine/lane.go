@@ -323,7 +323,7 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		}
 		again, crowded = 0, false
 		least := 1
-		if backlog && r.running() > 0 {
+		if backlog && r.running() > 0 && !l.cfg.Slots.Shared() {
 			least = l.cfg.Refill
 		}
 		n := l.cfg.Slots.Acquire(claimCtx, least, l.cfg.Slots.Cap())

@@ -64,3 +64,85 @@ func TestLane_RankedUnitBeyondTheSlotsWaitsInRank(t *testing.T) {
 		t.Fatalf("tally %+v", sum)
 	}
 }
+
+// keyedUnit is a unit of key whose Run waits for release.
+type keyedUnit struct {
+	key     string
+	ran     chan<- string
+	release <-chan struct{}
+}
+
+func (u keyedUnit) Run(context.Context) engine.Tally {
+	u.ran <- u.key
+	<-u.release
+	return engine.Tally{Sent: 1}
+}
+func (u keyedUnit) Panicked(context.Context, any) engine.Tally { return engine.Tally{} }
+func (u keyedUnit) StartBy() time.Time                         { return time.Now().Add(time.Hour) }
+func (u keyedUnit) Release(context.Context) engine.Tally       { return engine.Tally{Released: 1} }
+func (u keyedUnit) SlotKey() string                            { return u.key }
+
+// floodSource's first claim is a full one of a slow key's units, for
+// every slot it is given; its next, one unit of another key.
+type floodSource struct {
+	mu      sync.Mutex
+	claims  int
+	ran     chan<- string
+	release <-chan struct{}
+}
+
+func (s *floodSource) Claim(_ context.Context, n int) (engine.Claim, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.claims++
+	switch s.claims {
+	case 1:
+		units := make([]engine.Unit, n)
+		for i := range units {
+			units[i] = keyedUnit{key: "slow", ran: s.ran, release: s.release}
+		}
+		return engine.Claim{Units: units, Rows: n, Full: true}, nil
+	case 2:
+		return engine.Claim{Units: []engine.Unit{keyedUnit{key: "fast", ran: s.ran, release: s.release}}, Rows: 1}, nil
+	}
+	return engine.Claim{}, nil
+}
+
+// After a full claim of a slow key's units, which hold every slot but the
+// headroom, the Lane claims again for the one free slot, not for its
+// Refill: fewer slots than a Refill are all the slow key leaves, and
+// waiting for more would wait for its requests to end.
+func TestLane_CrowdedSlotsClaimForAnyFreeSlot(t *testing.T) {
+	t.Parallel()
+	slots := engine.NewSlots(16) // a headroom of one, a Refill of two
+	slots.SetRecent(time.Hour)
+	if !slots.AcquireFor(context.Background(), "fast") {
+		t.Fatal("no slot for fast")
+	}
+	slots.ReleaseFor("fast") // fast shares the slots from now on
+	ran, release := make(chan string, 32), make(chan struct{})
+	defer close(release)
+	lane := engine.NewLane(engine.LaneConfig{Name: "t", Source: &floodSource{ran: ran, release: release}, Slots: slots, Poll: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _, _ = lane.Run(ctx, engine.RunOptions{}) }()
+	var mu sync.Mutex
+	count := map[string]int{}
+	go func() {
+		for key := range ran {
+			mu.Lock()
+			count[key]++
+			mu.Unlock()
+		}
+	}()
+	ranSoFar := func(key string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return count[key]
+	}
+	eventually.Until(t, "fast's unit run while slow's hold their slots", patience, func() bool { return ranSoFar("fast") == 1 })
+	eventually.Until(t, "slow's units in every slot but the headroom", patience, func() bool { return ranSoFar("slow") == 15 })
+	if held := slots.HeldBy("slow"); held != 15 {
+		t.Fatalf("slow holds %d slots beside fast, want 15", held)
+	}
+}

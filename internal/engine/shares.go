@@ -30,11 +30,12 @@ type keyUse struct {
 // Cap divided among the keys sharing. A crowded key may still take a free
 // slot, so that a slow endpoint alone, or beside endpoints that need
 // little, uses what the others leave — but never one of the last few
-// (headroom): those wait for the keys below their share. So a key whose
-// receiver answers in 2 s fills the process up to the headroom, and an
-// event for any other endpoint starts on a free slot at once, rather than
-// when one of the slow key's requests ends. With one key, nothing is kept
-// back: it may use every slot.
+// (headroom): those are for the keys below their share, the slots they
+// hold counting towards them. So a key whose receiver answers in 2 s fills
+// the process up to the headroom, and an event for any other endpoint
+// starts on a free slot at once, rather than when one of the slow key's
+// requests ends. With one key, nothing is kept back: it may use every
+// slot.
 
 // headroom is how many slots a crowded key leaves free: a sixteenth of
 // the slots, at least one, none below four slots (where one is a quarter
@@ -44,6 +45,21 @@ func (s *Slots) headroom() int {
 		return 0
 	}
 	return max(s.cap/16, 1)
+}
+
+// room is how many slots a crowded key must leave free: the headroom,
+// less the slots the keys below their share hold already. The headroom is
+// theirs, free or in use: counting only the free slots, a slow key would
+// leave the others the headroom and the slots they hold besides. s.mu is
+// held.
+func (s *Slots) room(sharing int) int {
+	room := s.headroom()
+	for _, u := range s.keys {
+		if u.held*sharing < s.cap {
+			room -= u.held
+		}
+	}
+	return max(room, 0)
 }
 
 // SetRecent sets how long after its last slot a key still shares the
@@ -81,9 +97,9 @@ func (s *Slots) crowded(key string, sharing int) bool {
 }
 
 // Crowded is the keys that hold their share of the slots now, and the
-// headroom they leave: a claim for n slots takes at most n minus the
-// headroom of their rows (none when n is no more), so the last free slots
-// stay for the other keys' rows.
+// free slots they leave (room): a claim for n slots takes at most n minus
+// that many of their rows (none when n is no more), so the last free
+// slots stay for the other keys' rows.
 func (s *Slots) Crowded() (keys []string, headroom int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -93,7 +109,23 @@ func (s *Slots) Crowded() (keys []string, headroom int) {
 			keys = append(keys, k)
 		}
 	}
-	return keys, s.headroom()
+	return keys, s.room(n)
+}
+
+// Shared reports whether a key is crowded now: a Lane then claims for
+// any free slot, not for its Refill. The slots a crowded key leaves are
+// the headroom, fewer than a Refill may be: waiting for more, a claim
+// would wait for the slow key's requests to end, the others' rows with it.
+func (s *Slots) Shared() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.sharing(time.Now())
+	for k := range s.keys {
+		if s.crowded(k, n) {
+			return true
+		}
+	}
+	return false
 }
 
 // AcquireFor waits for one slot for a unit of key, which it takes when a
@@ -104,7 +136,7 @@ func (s *Slots) AcquireFor(ctx context.Context, key string) bool {
 	return s.await(ctx, func() bool {
 		n := s.sharing(time.Now())
 		free := s.cap - s.used - len(s.ranks)
-		if free == 0 || s.crowded(key, n) && free <= s.headroom() {
+		if free == 0 || s.crowded(key, n) && free <= s.room(n) {
 			return false
 		}
 		s.used++
@@ -129,7 +161,7 @@ func (s *Slots) Assign(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.sharing(time.Now())
-	if !s.crowded(key, n) || s.cap-s.used-len(s.ranks) >= s.headroom() {
+	if !s.crowded(key, n) || s.cap-s.used-len(s.ranks) >= s.room(n) {
 		s.take(key)
 		return true
 	}

@@ -194,6 +194,15 @@ func TestSlots_CrowdedKeyLeavesTheHeadroom(t *testing.T) {
 	if !tryFor(s, "fast") {
 		t.Fatal("fast got no slot while slow held its share and one was free")
 	}
+	// The slot fast holds is the headroom: one slow gives back, slow may
+	// take again.
+	s.ReleaseFor("slow")
+	if !tryFor(s, "slow") {
+		t.Fatal("slow could not take back a slot while fast held the headroom's one")
+	}
+	if keys, room := s.Crowded(); !slices.Equal(keys, []string{"slow"}) || room != 0 {
+		t.Fatalf("Crowded() with fast holding a slot = %v, %d; want [slow], 0", keys, room)
+	}
 	// A slot taken for a claim is a crowded key's only if it leaves the
 	// headroom free.
 	s.ReleaseFor("fast")

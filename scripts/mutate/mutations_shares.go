@@ -24,6 +24,22 @@ func init() {
 			Test:    "TestSlots_CrowdedKeyLeavesTheHeadroom",
 		},
 		Mutation{
+			Name:    "slot shares: the slots the keys below their share hold do not count towards the headroom",
+			File:    "internal/engine/shares.go",
+			Find:    "\t\t\troom -= u.held\n",
+			Replace: "\t\t\troom -= 0 * u.held\n",
+			Pkg:     "./internal/engine/",
+			Test:    "TestSlots_CrowdedKeyLeavesTheHeadroom",
+		},
+		Mutation{
+			Name:    "slot shares: a lane with crowded slots waits for its Refill of free slots",
+			File:    "internal/engine/lane.go",
+			Find:    "if backlog && r.running() > 0 && !l.cfg.Slots.Shared() {",
+			Replace: "if backlog && r.running() > 0 {",
+			Pkg:     "./internal/engine/",
+			Test:    "TestLane_CrowdedSlotsClaimForAnyFreeSlot",
+		},
+		Mutation{
 			Name:    "slot shares: no key is ever crowded",
 			File:    "internal/engine/shares.go",
 			Find:    "return sharing > 1 && u != nil && u.held*sharing >= s.cap",
@@ -50,7 +66,7 @@ func init() {
 		Mutation{
 			Name:    "slot shares: a claim's slot goes to a crowded key's unit, headroom or not",
 			File:    "internal/engine/shares.go",
-			Find:    "if !s.crowded(key, n) || s.cap-s.used-len(s.ranks) >= s.headroom() {",
+			Find:    "if !s.crowded(key, n) || s.cap-s.used-len(s.ranks) >= s.room(n) {",
 			Replace: "if !s.crowded(key, n) || true {",
 			Pkg:     "./internal/engine/",
 			Test:    "TestSlots_CrowdedKeyLeavesTheHeadroom",
@@ -58,7 +74,7 @@ func init() {
 		Mutation{
 			Name:    "slot shares: a unit waiting for a slot ignores its key's share",
 			File:    "internal/engine/shares.go",
-			Find:    "if free == 0 || s.crowded(key, n) && free <= s.headroom() {",
+			Find:    "if free == 0 || s.crowded(key, n) && free <= s.room(n) {",
 			Replace: "if free == 0 || s.crowded(key, n) && false {",
 			Pkg:     "./internal/engine/",
 			Test:    "TestSlots_CrowdedKeyLeavesTheHeadroom",
