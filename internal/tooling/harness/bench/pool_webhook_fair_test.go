@@ -197,3 +197,14 @@ func TestPoolOptions_ValidateWebhookFair(t *testing.T) {
 		t.Errorf("A alone is read for %s (quick) and %s (full), want 6s and 20s", q.hookFairAloneWindow(), DefaultPool().hookFairAloneWindow())
 	}
 }
+
+// commitsAfter keeps the commits made after t, not at it nor before.
+func TestCommitsAfter(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(100, 0)
+	commits := map[hookKey]time.Time{{1, "before"}: t0.Add(-time.Millisecond), {1, "at"}: t0, {2, "after"}: t0.Add(time.Millisecond)}
+	got := commitsAfter(commits, t0)
+	if len(got) != 1 || !got[hookKey{2, "after"}].Equal(t0.Add(time.Millisecond)) {
+		t.Fatalf("commitsAfter = %v, want the one after", got)
+	}
+}
