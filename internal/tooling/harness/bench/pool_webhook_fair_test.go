@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/postbox/postbox/internal/tooling/testsupport/eventually"
 )
 
 func TestFairShare(t *testing.T) {
@@ -85,7 +87,7 @@ func TestArrivals(t *testing.T) {
 // others' until then.
 func TestHookFairReceiver_HoldsTheAnswer(t *testing.T) {
 	t.Parallel()
-	const slow = 300 * time.Millisecond
+	const slow = 3 * time.Second // long enough that the three are held at once on a busy machine
 	rcv := startHookFairReceiver(slow)
 	defer rcv.close()
 	post := func(endpoint int, id string) time.Duration {
@@ -111,10 +113,7 @@ func TestHookFairReceiver_HoldsTheAnswer(t *testing.T) {
 	for i := range cap(took) {
 		go func() { took <- post(0, "a"+string(rune('0'+i))) }()
 	}
-	deadline := time.Now().Add(slow / 2)
-	for rcv.a.now.Load() < 3 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.Within(slow/2, func() bool { return rcv.a.now.Load() >= 3 })
 	if n := rcv.a.now.Load(); n != 3 {
 		t.Errorf("%d requests in flight at A's receiver, want 3", n)
 	}
