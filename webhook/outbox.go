@@ -130,7 +130,7 @@ func fanOutSQL(rows, counted, checked, unproven string) string {
 	FROM inserted i JOIN claimed c ON c.id = i.id
 ), ` + bornSQL("ev", "$2", unproven) + `
 SELECT c.status = 'pending', CASE WHEN c.status = 'pending' THEN (SELECT t.schema_digest FROM webhook_event_types t WHERE t.name = c.event_type) END, c.attempts,
-	c.id::text, c.event_type, c.payload, coalesce(i.created_at, now()), coalesce(c.traceparent, ''), ` + strings.ReplaceAll(shareKeySQL, "webhook_outbox.", "c.") + `, ` + bornColumns + `
+	c.id::text, c.event_type, c.payload, coalesce(i.created_at, now()), coalesce(c.traceparent, ''), ` + outboxTable.ShareKeyOn("c") + `, ` + bornColumns + `
 FROM claimed c LEFT JOIN inserted i ON i.id = c.id LEFT JOIN born ON born.event_id = i.id LEFT JOIN webhook_endpoints ep ON ep.id = born.endpoint_id
 WHERE c.status <> 'failed'
 ORDER BY i.ordering_seq, ep.created_at`
@@ -358,6 +358,15 @@ func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	return c, nil
 }
 
+// noteShare records the share key d's endpoint was fanned out under
+// (shares). A fan-out makes many deliveries to the same endpoints under
+// the same key: it reads first, and writes only a change.
+func (p *Dispatcher) noteShare(d delivery) {
+	if was, ok := p.shares.Load(d.endpointID); !ok || was.(string) != d.share {
+		p.shares.Store(d.endpointID, d.share)
+	}
+}
+
 // fanOutKey is a fan-out row's key in the fair claim.
 func fanOutKey(r fanOutRow) claim.ShareKey { return claim.ShareKey{Key: r.share} }
 
@@ -461,7 +470,7 @@ func (p *Dispatcher) units(ctx context.Context, fan fanOut, began time.Time) (c 
 	perEvent := map[string]int{}
 	for _, d := range fan.deliveries {
 		perEvent[d.eventID]++
-		p.shares.Store(d.endpointID, d.share)
+		p.noteShare(d)
 	}
 	for _, ev := range fan.events {
 		if h := p.hooks.beforeDispatch; h != nil {

@@ -104,12 +104,7 @@ func (s *Slots) Crowded() (keys []string, headroom int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.sharing(time.Now())
-	for k := range s.keys {
-		if s.crowded(k, n) {
-			keys = append(keys, k)
-		}
-	}
-	return keys, s.room(n)
+	return s.crowdedKeys(n, false), s.room(n)
 }
 
 // Shared reports whether a key is crowded now: a Lane then claims for
@@ -119,13 +114,20 @@ func (s *Slots) Crowded() (keys []string, headroom int) {
 func (s *Slots) Shared() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.sharing(time.Now())
+	return len(s.crowdedKeys(s.sharing(time.Now()), true)) > 0
+}
+
+// crowdedKeys is the keys crowded among sharing keys, only the first if
+// first says so. s.mu is held.
+func (s *Slots) crowdedKeys(sharing int, first bool) (keys []string) {
 	for k := range s.keys {
-		if s.crowded(k, n) {
-			return true
+		if s.crowded(k, sharing) {
+			if keys = append(keys, k); first {
+				break
+			}
 		}
 	}
-	return false
+	return keys
 }
 
 // AcquireFor waits for one slot for a unit of key, which it takes when a

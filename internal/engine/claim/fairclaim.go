@@ -154,7 +154,14 @@ func (t Table) shareColumns(alias string) (priority, key string) {
 	if t.Fair.Priority != "" {
 		priority = alias + "." + t.Fair.Priority
 	}
-	return priority, t.onAlias(t.Fair.Key, alias)
+	return priority, t.ShareKeyOn(alias)
+}
+
+// ShareKeyOn is t's share key (Share.Key) on t under alias: what a
+// statement of the caller's that reads t's rows under another name
+// returns as their key.
+func (t Table) ShareKeyOn(alias string) string {
+	return t.onAlias(t.Fair.Key, alias)
 }
 
 // onAlias is the SQL expression expr, on t by its name, on t under alias.
