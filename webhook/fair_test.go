@@ -89,17 +89,23 @@ func TestFanOut_TenantsTakeTurns(t *testing.T) {
 	}
 }
 
-// blockingReceiver is a receiver whose every request waits until release
-// is closed, and which counts the requests it holds.
+// blockingReceiver is a receiver whose every request, but the first
+// answerFirst, waits until release is closed, and which counts the
+// requests it holds.
 type blockingReceiver struct {
 	*receiver
 	release        chan struct{}
+	answerFirst    atomic.Int32
 	inFlight, peak atomic.Int32
 }
 
 func newBlockingReceiver(t *testing.T) *blockingReceiver {
 	b := &blockingReceiver{release: make(chan struct{})}
 	b.receiver = newReceiver(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		if b.answerFirst.Add(-1) >= 0 {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 		n := b.inFlight.Add(1)
 		for p := b.peak.Load(); n > p && !b.peak.CompareAndSwap(p, n); p = b.peak.Load() {
 		}
@@ -191,11 +197,14 @@ func (s *slowTenant) enqueue(t *testing.T, tenant string, n int) {
 func TestSlots_SlowEndpointLeavesTheHeadroomToOthers(t *testing.T) {
 	t.Parallel()
 	s := newSlowTenant(t)
+	s.slow.answerFirst.Store(1) // answered: what holds it back is its share
 	_, fast := tenantEndpoint(t, s.pool, "globex")
 	s.run(t)
 	s.enqueue(t, "globex", 1)
 	eventually.Until(t, "globex's first event delivered", testWindow, func() bool { return len(fast.requests()) == 1 })
 
+	// acme's first request is answered while its others are held: from
+	// then on acme is answered, and holds slots throughout.
 	s.enqueue(t, "acme", 40)
 	eventually.Until(t, "acme's endpoint holding all but the headroom", testWindow, func() bool {
 		return s.slow.inFlight.Load() == sharedSlots-1
@@ -212,16 +221,41 @@ func TestSlots_SlowEndpointLeavesTheHeadroomToOthers(t *testing.T) {
 	}
 }
 
-// An endpoint alone takes every slot: nothing is kept back for tenants
-// that do not share them.
+// An endpoint alone takes every slot once it has answered: nothing is
+// kept back for tenants that do not share them.
 func TestSlots_EndpointAloneUsesEverySlot(t *testing.T) {
 	t.Parallel()
 	s := newSlowTenant(t)
+	s.slow.answerFirst.Store(1)
 	s.run(t)
+	s.enqueue(t, "acme", 1)
+	eventually.Until(t, "acme's first event answered", testWindow, func() bool { return len(s.slow.requests()) == 1 })
 	s.enqueue(t, "acme", 20)
 	eventually.Until(t, "acme's endpoint holding every slot", testWindow, func() bool {
 		return s.slow.inFlight.Load() == sharedSlots
 	})
+}
+
+// An endpoint that has not answered yet leaves the headroom even alone:
+// the first requests of a flood start together, and, holding every slot,
+// would keep another tenant's event that comes a moment later waiting for
+// the slowest of them. The other's event goes out while they are held.
+func TestSlots_UnansweredEndpointLeavesTheHeadroom(t *testing.T) {
+	t.Parallel()
+	s := newSlowTenant(t)
+	_, fast := tenantEndpoint(t, s.pool, "globex")
+	s.run(t)
+	s.enqueue(t, "acme", 40)
+	eventually.Until(t, "acme's endpoint holding all but the headroom", testWindow, func() bool {
+		return s.slow.inFlight.Load() == sharedSlots-1
+	})
+	s.enqueue(t, "globex", 1)
+	eventually.Until(t, "globex's event delivered while acme's first requests are held", testWindow, func() bool {
+		return len(fast.requests()) == 1
+	})
+	if peak := s.slow.peak.Load(); peak > sharedSlots-1 {
+		t.Errorf("acme's endpoint held %d slots at once before its first answer, want at most %d", peak, sharedSlots-1)
+	}
 }
 
 // The fan-out's fair claim reads each known tenant's rows from
@@ -284,7 +318,7 @@ func TestSlots_RetryClaimLeavesACrowdedEndpointsDeliveries(t *testing.T) {
 	if !s.p.slots.AcquireFor(ctx, fast.ID) {
 		t.Fatal("no slot for globex")
 	}
-	s.p.slots.ReleaseFor(fast.ID) // globex shares the slots from now on
+	s.p.slots.ReleaseFor(fast.ID, 0) // globex shares the slots from now on
 	for range sharedSlots - 1 {
 		if !s.p.slots.AcquireFor(ctx, slow) {
 			t.Fatal("no slot for acme")
@@ -301,7 +335,7 @@ func TestSlots_RetryClaimLeavesACrowdedEndpointsDeliveries(t *testing.T) {
 	if c, err = src.Claim(ctx, 1); err != nil || len(c.Units) != 0 || !c.Crowded {
 		t.Fatalf("the next claim of the headroom: %d deliveries, crowded %v, %v; want none of acme's, crowded", len(c.Units), c.Crowded, err)
 	}
-	s.p.slots.ReleaseFor(slow)
+	s.p.slots.ReleaseFor(slow, 0)
 	if c, err = src.Claim(ctx, 2); err != nil || len(c.Units) != 2 {
 		t.Fatalf("a claim beyond the headroom took %d of acme's deliveries, %v; want 2", len(c.Units), err)
 	}

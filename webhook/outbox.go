@@ -371,26 +371,28 @@ func (p *Dispatcher) noteShare(d delivery) {
 func fanOutKey(r fanOutRow) claim.ShareKey { return claim.ShareKey{Key: r.share} }
 
 // crowdedShares caps, for a fan-out claim for n slots, the rows of each
-// share key whose endpoint holds its share of this process's slots
-// (engine.Slots.Crowded): at the rows for n slots less the headroom, none
-// when n is no more. Their backlog waits for their own slots to come back,
-// and the slots left free take the other keys' rows as they come. The
-// share of a no-tenant event fanned out to every endpoint ("") is never
-// capped: it is everyone's.
+// share key whose endpoint may fill fewer of them (engine.Slots.Crowded):
+// one holding its share of this process's slots, or paced. Their backlog
+// waits for their own slots to come back, and the slots left free take
+// the other keys' rows as they come. The share of a no-tenant event
+// fanned out to every endpoint ("") is never capped: it is everyone's.
 func (p *Dispatcher) crowdedShares(n int) map[string]int {
-	crowded, headroom := p.slots.Crowded()
+	crowded := p.slots.Crowded(n)
 	if len(crowded) == 0 {
 		return nil
 	}
 	most := make(map[string]int, len(crowded))
-	for _, endpoint := range crowded {
+	for endpoint, slots := range crowded {
 		share, ok := p.shares.Load(endpoint)
 		if !ok || share.(string) == "" {
 			continue
 		}
-		most[share.(string)] = 0
-		if n > headroom {
-			most[share.(string)] = p.fanOutWidth.rows(n - headroom)
+		rows := 0
+		if slots > 0 {
+			rows = p.fanOutWidth.rows(slots)
+		}
+		if was, ok := most[share.(string)]; !ok || rows < was {
+			most[share.(string)] = rows
 		}
 	}
 	return most

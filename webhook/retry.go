@@ -111,15 +111,18 @@ func (s retrySource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 }
 
 // crowdedEndpoints are the endpoints a retry claim for n slots leaves
-// alone: those holding their share of this process's slots
-// (engine.Slots.Crowded), when the claim has no more than the headroom
-// they leave — its slots are the other endpoints'.
+// alone: those that may fill none of them (engine.Slots.Crowded) — holding
+// their share of this process's slots when the claim has no more than the
+// headroom they leave, or paced with every slot they could hold taken or
+// waited for.
 func (p *Dispatcher) crowdedEndpoints(n int) []string {
-	crowded, headroom := p.slots.Crowded()
-	if n > headroom {
-		return nil
+	var skip []string
+	for endpoint, slots := range p.slots.Crowded(n) {
+		if slots == 0 {
+			skip = append(skip, endpoint)
+		}
 	}
-	return crowded
+	return skip
 }
 
 // NextDue lets the idle retry lane come back when the next back-off

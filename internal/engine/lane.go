@@ -309,7 +309,7 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 			timer.Reset(wait)
 			var freed <-chan struct{} // nil: never
 			if crowded {
-				freed = l.cfg.Slots.Freed()
+				freed = l.cfg.Slots.Loosened()
 			}
 			select {
 			case <-l.cfg.Wake:
@@ -332,7 +332,7 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		}
 		began := time.Now()
 		c, err := l.cfg.Source.Claim(claimCtx, n)
-		l.cfg.Slots.Release(n - min(len(c.Units), n))
+		l.cfg.Slots.Return(n - min(len(c.Units), n))
 		r.claimed(c)
 		if (c.Rows > 0 || woke) && l.cfg.HotFor > 0 {
 			hotUntil = time.Now().Add(l.cfg.HotFor)
@@ -553,9 +553,10 @@ func (r *run) start(ctx context.Context, u Unit) {
 // work runs u in the slot it holds, gives the slot back and counts u out
 // of the run.
 func (r *run) work(ctx context.Context, u Unit) {
+	began := time.Now()
 	t := r.lane.work(ctx, u)
 	if k, ok := u.(Keyed); ok {
-		r.lane.cfg.Slots.ReleaseFor(k.SlotKey())
+		r.lane.cfg.Slots.ReleaseFor(k.SlotKey(), time.Since(began))
 	} else {
 		r.lane.cfg.Slots.Release(1)
 	}

@@ -119,7 +119,7 @@ func TestLane_CrowdedSlotsClaimForAnyFreeSlot(t *testing.T) {
 	if !slots.AcquireFor(context.Background(), "fast") {
 		t.Fatal("no slot for fast")
 	}
-	slots.ReleaseFor("fast") // fast shares the slots from now on
+	slots.ReleaseFor("fast", 0) // fast shares the slots from now on
 	ran, release := make(chan string, 32), make(chan struct{})
 	defer close(release)
 	lane := engine.NewLane(engine.LaneConfig{Name: "t", Source: &floodSource{ran: ran, release: release}, Slots: slots, Poll: time.Hour})

@@ -18,11 +18,22 @@ type Keyed interface {
 // and wait behind it for the next.
 const ShareRecent = 5 * time.Second
 
-// keyUse is one key's part of the slots: how many it holds, and when it
-// last took or gave one back.
+// PaceAbove is the answer time from which a key's starts are paced
+// (paced): a key whose requests end sooner gives its slots back within it
+// anyway, whenever it took them.
+const PaceAbove = 250 * time.Millisecond
+
+// keyUse is one key's part of the slots: how many it holds, when it last
+// took or gave one back, how long it holds one (answer, a moving average;
+// answered: measured at least once), when its next start is due if it is
+// paced, and how many of its units wait for a slot (AcquireFor).
 type keyUse struct {
-	held int
-	seen time.Time
+	held     int
+	seen     time.Time
+	answer   time.Duration
+	answered bool
+	next     time.Time
+	waiting  int
 }
 
 // Slot shares. While several keys share the slots (each held one within
@@ -36,6 +47,20 @@ type keyUse struct {
 // starts on a free slot at once, rather than when one of the slow key's
 // requests ends. With one key, nothing is kept back: it may use every
 // slot.
+//
+// Two more rules keep a slow key's requests from ending all at once, which
+// would leave a key that comes later waiting for a whole answer time:
+//
+//   - A key that has not been answered yet (its answer time unknown) leaves
+//     the headroom, even alone: the first events of a flood to an endpoint
+//     that answers in 2 s would otherwise take every slot together and end
+//     together 2 s later.
+//   - A key whose answer time is PaceAbove or more starts its requests one
+//     at a time, its answer time divided by the slots apart (paced): so
+//     they end as far apart, and a slot comes back every so often however
+//     many the key holds. That is the rate its slots reach anyway (every
+//     slot busy for one answer time each), so the pace costs it nothing
+//     once it runs.
 
 // headroom is how many slots a crowded key leaves free: a sixteenth of
 // the slots, at least one, none below four slots (where one is a quarter
@@ -55,7 +80,7 @@ func (s *Slots) headroom() int {
 func (s *Slots) room(sharing int) int {
 	room := s.headroom()
 	for _, u := range s.keys {
-		if u.held*sharing < s.cap {
+		if !s.heldBack(u, sharing) {
 			room -= u.held
 		}
 	}
@@ -80,7 +105,7 @@ func (s *Slots) sharing(now time.Time) int {
 	}
 	n := 0
 	for k, u := range s.keys {
-		if u.held > 0 || now.Sub(u.seen) < recent {
+		if u.held > 0 || u.waiting > 0 || now.Sub(u.seen) < recent {
 			n++
 		} else {
 			delete(s.keys, k)
@@ -90,44 +115,93 @@ func (s *Slots) sharing(now time.Time) int {
 }
 
 // crowded reports whether key holds its share of the slots while sharing
-// keys share them. s.mu is held.
+// keys share them, or, not answered yet, holds all but the headroom: it
+// leaves the room. s.mu is held.
 func (s *Slots) crowded(key string, sharing int) bool {
 	u := s.keys[key]
-	return sharing > 1 && u != nil && u.held*sharing >= s.cap
+	return u != nil && s.heldBack(u, sharing)
 }
 
-// Crowded is the keys that hold their share of the slots now, and the
-// free slots they leave (room): a claim for n slots takes at most n minus
-// that many of their rows (none when n is no more), so the last free
-// slots stay for the other keys' rows.
-func (s *Slots) Crowded() (keys []string, headroom int) {
+func (s *Slots) heldBack(u *keyUse, sharing int) bool {
+	return sharing > 1 && u.held*sharing >= s.cap ||
+		!u.answered && u.held > 0 && u.held >= s.cap-s.headroom()
+}
+
+// ahead is how many of a paced key's units beyond its slots a claim may
+// leave waiting: an eighth of the slots, as a Lane's claim reaches ahead.
+func (s *Slots) ahead() int { return max(s.cap/8, 1) }
+
+// pacing reports whether u's starts are paced: it answers in PaceAbove or
+// more, and the slots are enough to keep a headroom (below four, a key
+// holding one more has most of them anyway). s.mu is held.
+func (s *Slots) pacing(u *keyUse) bool {
+	return u.answer >= PaceAbove && s.headroom() > 0
+}
+
+// pace is how far apart a paced key's starts are: its answer time divided
+// by the slots.
+func (s *Slots) pace(u *keyUse) time.Duration {
+	return u.answer / time.Duration(s.cap)
+}
+
+// paced reports whether u's next start is not due yet at now. A start
+// half its pace early is let through: the pace is an average, and
+// answer times vary. s.mu is held.
+func (s *Slots) paced(u *keyUse, now time.Time) bool {
+	return s.pacing(u) && now.Before(u.next.Add(-s.pace(u)/2))
+}
+
+// Crowded is, for a claim for n slots, the keys whose rows it must take
+// fewer of, each with the slots it may fill: a key holding its share (or
+// not answered yet and holding all but the headroom) at most n less the
+// room it leaves, none when n is no more, so the last free slots stay
+// for the other keys' rows; a paced key no more than the slots it could
+// hold and a few more (ahead), less those it holds and its units waiting
+// already: those start at its pace and leave the free slots meanwhile to
+// others, and the few more let one claim serve several of its starts.
+func (s *Slots) Crowded(n int) map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.sharing(time.Now())
-	return s.crowdedKeys(n, false), s.room(n)
-}
-
-// Shared reports whether a key is crowded now: a Lane then claims for
-// any free slot, not for its Refill. The slots a crowded key leaves are
-// the headroom, fewer than a Refill may be: waiting for more, a claim
-// would wait for the slow key's requests to end, the others' rows with it.
-func (s *Slots) Shared() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.crowdedKeys(s.sharing(time.Now()), true)) > 0
-}
-
-// crowdedKeys is the keys crowded among sharing keys, only the first if
-// first says so. s.mu is held.
-func (s *Slots) crowdedKeys(sharing int, first bool) (keys []string) {
-	for k := range s.keys {
-		if s.crowded(k, sharing) {
-			if keys = append(keys, k); first {
-				break
+	now := s.clock()
+	sharing := s.sharing(now)
+	room := s.room(sharing)
+	var most map[string]int
+	limit := func(k string, m int) {
+		if m = max(m, 0); m < n {
+			if most == nil {
+				most = map[string]int{}
+			}
+			if was, ok := most[k]; !ok || m < was {
+				most[k] = m
 			}
 		}
 	}
-	return keys
+	for k, u := range s.keys {
+		if s.heldBack(u, sharing) {
+			limit(k, n-room)
+		}
+		if s.pacing(u) {
+			limit(k, s.cap+s.ahead()-u.held-u.waiting)
+		}
+	}
+	return most
+}
+
+// Shared reports whether a key is crowded or paced now: a Lane then
+// claims for any free slot, not for its Refill. The slots a crowded key
+// leaves are the headroom, fewer than a Refill may be, and a paced key's
+// come back one at a time: waiting for more, a claim would wait for the
+// slow key's requests to end, the others' rows with it.
+func (s *Slots) Shared() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sharing := s.sharing(s.clock())
+	for _, u := range s.keys {
+		if s.heldBack(u, sharing) || s.pacing(u) {
+			return true
+		}
+	}
+	return false
 }
 
 // AcquireFor waits for one slot for a unit of key, which it takes when a
@@ -135,17 +209,45 @@ func (s *Slots) crowdedKeys(sharing int, first bool) (keys []string) {
 // headroom is free. It reports whether it took one: false when ctx ended
 // first. The slot is key's (take); Release gives it back with ReleaseFor.
 func (s *Slots) AcquireFor(ctx context.Context, key string) bool {
-	return s.await(ctx, func() bool {
-		n := s.sharing(time.Now())
-		free := s.cap - s.used - len(s.ranks)
-		if free == 0 || s.crowded(key, n) && free <= s.room(n) {
+	var waiting *keyUse // key's use, once refused: counted among its units waiting
+	took := s.await(ctx, func() bool {
+		if !s.may(key, s.cap-s.used-len(s.ranks)) {
+			if waiting == nil {
+				waiting = s.use(key)
+				waiting.waiting++
+			}
 			return false
+		}
+		if waiting != nil {
+			waiting.waiting--
 		}
 		s.used++
 		s.peak = max(s.peak, s.used)
 		s.take(key)
 		return true
 	})
+	if !took && waiting != nil {
+		s.mu.Lock()
+		waiting.waiting--
+		s.mu.Unlock()
+	}
+	return took
+}
+
+// may reports whether key may take one of free slots now: one is free,
+// and key leaves the room if it must and is not paced. A paced key
+// refused has the waiters woken when its next start is due. s.mu is held.
+func (s *Slots) may(key string, free int) bool {
+	now := s.clock()
+	n := s.sharing(now)
+	if free == 0 || s.crowded(key, n) && free <= s.room(n) {
+		return false
+	}
+	if u := s.keys[key]; u != nil && s.paced(u, now) {
+		s.wakeAt(u.next)
+		return false
+	}
+	return true
 }
 
 // Take counts a slot already taken (by AcquireRanked) as key's.
@@ -162,34 +264,98 @@ func (s *Slots) Take(key string) {
 func (s *Slots) Assign(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.sharing(time.Now())
-	if !s.crowded(key, n) || s.cap-s.used-len(s.ranks) >= s.room(n) {
+	// The slot is taken already: free counts it back in.
+	if s.may(key, s.cap-s.used-len(s.ranks)+1) {
 		s.take(key)
 		return true
 	}
-	s.release(1)
+	s.give(1) // free before the claim too: a Lane's next claim finds what its last did
 	return false
 }
 
-func (s *Slots) take(key string) {
+func (s *Slots) use(key string) *keyUse {
 	u := s.keys[key]
 	if u == nil {
 		u = &keyUse{}
 		s.keys[key] = u
 	}
-	u.held++
-	u.seen = time.Now()
+	return u
 }
 
-// ReleaseFor gives back one slot of key's.
-func (s *Slots) ReleaseFor(key string) {
+// take counts a slot as key's, and puts key's next start its pace later.
+func (s *Slots) take(key string) {
+	u := s.use(key)
+	u.held++
+	u.seen = s.clock()
+	if s.pacing(u) {
+		u.next = later(u.next, u.seen).Add(s.pace(u))
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// ReleaseFor gives back one slot of key's, which it held for held: its
+// answer time moves a quarter of the way towards held. A slot key's own
+// waiting units will take leaves a Lane waiting on Loosened asleep: a
+// claim would find key's rows capped as before.
+func (s *Slots) ReleaseFor(key string, held time.Duration) {
 	s.mu.Lock()
-	if u := s.keys[key]; u != nil && u.held > 0 {
+	defer s.mu.Unlock()
+	u := s.keys[key]
+	if u != nil && u.held > 0 {
 		u.held--
-		u.seen = time.Now()
+		u.seen = s.clock()
+		if u.answered {
+			u.answer += (held - u.answer) / 4
+		} else {
+			u.answer, u.answered = held, true
+		}
+	}
+	if u != nil && u.waiting > 0 {
+		s.give(1)
+		return
 	}
 	s.release(1)
+}
+
+// wakeAt wakes the waiters at t, when a paced key's next start is due,
+// unless a wake-up is set for sooner. s.mu is held.
+func (s *Slots) wakeAt(t time.Time) {
+	if s.paceTimer != nil && s.paceAt.After(s.clock()) && !s.paceAt.After(t) {
+		return
+	}
+	s.paceAt = t
+	d := t.Sub(s.clock())
+	if s.paceTimer == nil {
+		s.paceTimer = time.AfterFunc(d, func() {
+			s.mu.Lock()
+			s.wake()
+			s.mu.Unlock()
+		})
+		return
+	}
+	s.paceTimer.Reset(d)
+}
+
+// SetClock makes now the Slots' clock for paces and shares, in place of
+// time.Now: tests step it rather than wait.
+func (s *Slots) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	s.now = now
 	s.mu.Unlock()
+}
+
+// clock is the time now; s.mu is held.
+func (s *Slots) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
 }
 
 // HeldBy is how many slots key holds now: for metrics and tests.
@@ -202,10 +368,11 @@ func (s *Slots) HeldBy(key string) int {
 	return 0
 }
 
-// Freed is closed when a slot is next given back: a Lane whose keys are
-// crowded waits on it to claim again.
-func (s *Slots) Freed() <-chan struct{} {
+// Loosened is closed when a slot is next given back that a claim may
+// fill: a Lane whose keys are crowded waits on it to claim again. A slot
+// its key's own waiting units will take is not one.
+func (s *Slots) Loosened() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.freed
+	return s.looser
 }

@@ -24,14 +24,19 @@ type Slots struct {
 	used   int
 	peak   int
 	freed  chan struct{}      // closed and replaced whenever slots are released
+	looser chan struct{}      // closed and replaced when a release may let a claim take more (Loosened)
 	ranks  []int64            // the ranks of the goroutines in AcquireRanked
 	keys   map[string]*keyUse // the keys sharing the slots (shares.go)
 	recent time.Duration      // SetRecent's; zero: ShareRecent
+	now    func() time.Time   // SetClock's; nil: time.Now
+
+	paceTimer *time.Timer // wakes the waiters when a paced key's next start is due (wakeAt)
+	paceAt    time.Time
 }
 
 // NewSlots returns n slots (at least one).
 func NewSlots(n int) *Slots {
-	return &Slots{cap: max(n, 1), freed: make(chan struct{}), keys: map[string]*keyUse{}}
+	return &Slots{cap: max(n, 1), freed: make(chan struct{}), looser: make(chan struct{}), keys: map[string]*keyUse{}}
 }
 
 // Cap is the number of slots.
@@ -92,22 +97,45 @@ func (s *Slots) await(ctx context.Context, take func() bool) bool {
 }
 
 // Release gives n slots back.
-func (s *Slots) Release(n int) {
+func (s *Slots) Release(n int) { s.giveBack(n, true) }
+
+// Return gives back n slots a claim took and did not fill. They were free
+// before it, so a Lane waiting on Loosened sleeps on: waking it, two
+// Lanes whose claims find only crowded keys' rows would wake each other
+// in turn, claiming nothing, as fast as the database answers.
+func (s *Slots) Return(n int) { s.giveBack(n, false) }
+
+func (s *Slots) giveBack(n int, loosen bool) {
 	if n <= 0 {
 		return
 	}
 	s.mu.Lock()
-	s.release(n)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	s.give(n)
+	if loosen {
+		s.loosen()
+	}
 }
 
 func (s *Slots) release(n int) {
+	s.give(n)
+	s.loosen()
+}
+
+// give gives n slots back and wakes the waiters for one; s.mu is held.
+func (s *Slots) give(n int) {
 	s.used -= n
 	if s.used < 0 {
 		s.mu.Unlock()
 		panic("engine: Slots released more than acquired")
 	}
 	s.wake()
+}
+
+// loosen tells a Lane waiting on Loosened that a claim may take more now.
+func (s *Slots) loosen() {
+	close(s.looser)
+	s.looser = make(chan struct{})
 }
 
 // wake tells every waiter that something changed.

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -159,8 +160,9 @@ func TestSlots_FreedSlotGoesToARankedWaiterBeforeAPlainAcquire(t *testing.T) {
 
 // A key that holds its share of the slots while another shares them may
 // take a free slot but not the last (the headroom), which another key's
-// unit takes at once; alone, a key takes every slot. Acquisitions are
-// tried on a context already done: each takes a slot only if it may now.
+// unit takes at once; alone, a key takes every slot once answered.
+// Acquisitions are tried on a context already done: each takes a slot
+// only if it may now.
 func TestSlots_CrowdedKeyLeavesTheHeadroom(t *testing.T) {
 	t.Parallel()
 	now, cancel := context.WithCancel(context.Background())
@@ -168,6 +170,10 @@ func TestSlots_CrowdedKeyLeavesTheHeadroom(t *testing.T) {
 	tryFor := func(s *engine.Slots, key string) bool { return s.AcquireFor(now, key) }
 
 	alone := engine.NewSlots(16)
+	if !tryFor(alone, "slow") {
+		t.Fatal("a key alone got no slot of 16 free")
+	}
+	alone.ReleaseFor("slow", 0)
 	for i := range 16 {
 		if !tryFor(alone, "slow") {
 			t.Fatalf("a key alone got %d of 16 slots", i)
@@ -179,7 +185,11 @@ func TestSlots_CrowdedKeyLeavesTheHeadroom(t *testing.T) {
 	if !tryFor(s, "fast") {
 		t.Fatal("fast got no slot of 16 free")
 	}
-	s.ReleaseFor("fast") // fast shares the slots for an hour after
+	s.ReleaseFor("fast", 0) // fast shares the slots for an hour after
+	if !tryFor(s, "slow") {
+		t.Fatal("slow got no slot of 16 free")
+	}
+	s.ReleaseFor("slow", 0) // answered: what holds it back is its share
 	for i := range 15 {
 		if !tryFor(s, "slow") {
 			t.Fatalf("slow got %d slots beside a key holding none, want 15", i)
@@ -188,24 +198,27 @@ func TestSlots_CrowdedKeyLeavesTheHeadroom(t *testing.T) {
 	if tryFor(s, "slow") {
 		t.Fatal("slow took the last slot, the headroom, while another key shares them")
 	}
-	if keys, headroom := s.Crowded(); !slices.Equal(keys, []string{"slow"}) || headroom != 1 {
-		t.Fatalf("Crowded() = %v, %d; want [slow], 1", keys, headroom)
+	if most := s.Crowded(1); !maps.Equal(most, map[string]int{"slow": 0}) {
+		t.Fatalf("Crowded(1) = %v; want slow 0: one slot is the headroom", most)
+	}
+	if most := s.Crowded(4); !maps.Equal(most, map[string]int{"slow": 3}) {
+		t.Fatalf("Crowded(4) = %v; want slow 3: all but the headroom", most)
 	}
 	if !tryFor(s, "fast") {
 		t.Fatal("fast got no slot while slow held its share and one was free")
 	}
 	// The slot fast holds is the headroom: one slow gives back, slow may
 	// take again.
-	s.ReleaseFor("slow")
+	s.ReleaseFor("slow", 0)
 	if !tryFor(s, "slow") {
 		t.Fatal("slow could not take back a slot while fast held the headroom's one")
 	}
-	if keys, room := s.Crowded(); !slices.Equal(keys, []string{"slow"}) || room != 0 {
-		t.Fatalf("Crowded() with fast holding a slot = %v, %d; want [slow], 0", keys, room)
+	if most := s.Crowded(1); len(most) != 0 {
+		t.Fatalf("Crowded(1) with fast holding the headroom's slot = %v, want none", most)
 	}
 	// A slot taken for a claim is a crowded key's only if it leaves the
 	// headroom free.
-	s.ReleaseFor("fast")
+	s.ReleaseFor("fast", 0)
 	if n := s.Acquire(now, 1, 1); n != 1 {
 		t.Fatalf("a claim got %d slots with one free", n)
 	}
@@ -217,5 +230,146 @@ func TestSlots_CrowdedKeyLeavesTheHeadroom(t *testing.T) {
 	}
 	if n := s.Acquire(now, 1, 1); n != 1 || !s.Assign("fast") {
 		t.Fatal("a claim's last slot did not go to fast")
+	}
+}
+
+// A key not answered yet leaves the headroom even alone, so that its
+// first requests, all started together, do not take every slot and keep
+// a key that comes later waiting for their end; answered, it may take the
+// rest.
+func TestSlots_UnansweredKeyLeavesTheHeadroom(t *testing.T) {
+	t.Parallel()
+	now, cancel := context.WithCancel(context.Background())
+	cancel()
+	s := engine.NewSlots(16) // a headroom of one
+	for i := range 15 {
+		if !s.AcquireFor(now, "slow") {
+			t.Fatalf("a key alone got %d of 16 slots, want 15 before its first answer", i)
+		}
+	}
+	if s.AcquireFor(now, "slow") {
+		t.Fatal("a key not answered yet took the last slot, the headroom")
+	}
+	if most := s.Crowded(1); !maps.Equal(most, map[string]int{"slow": 0}) {
+		t.Fatalf("Crowded(1) = %v; want slow 0", most)
+	}
+	if !s.AcquireFor(now, "fast") {
+		t.Fatal("another key got no slot beside the unanswered key")
+	}
+
+	alone := engine.NewSlots(16)
+	for range 15 {
+		alone.AcquireFor(now, "slow")
+	}
+	alone.ReleaseFor("slow", 0)
+	for i := range 2 {
+		if !alone.AcquireFor(now, "slow") {
+			t.Fatalf("an answered key alone took %d more of 2 free slots, want 2", i)
+		}
+	}
+}
+
+// A key whose requests take PaceAbove or more starts them its answer time
+// divided by the slots apart, so they end as far apart; its claims take
+// no more of its rows than it could hold, less its units waiting already,
+// and waiters are woken when its next start is due. The Slots' clock is
+// stepped, not waited on.
+func TestSlots_SlowKeyStartsAtItsPace(t *testing.T) {
+	t.Parallel()
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	var clock atomic.Int64 // the Slots' time, in Unix nanoseconds
+	clock.Store(time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC).UnixNano())
+	s := engine.NewSlots(16)
+	s.SetClock(func() time.Time { return time.Unix(0, clock.Load()) })
+	if !s.AcquireFor(done, "slow") {
+		t.Fatal("no slot for slow")
+	}
+	s.ReleaseFor("slow", 1600*time.Millisecond) // answers in 1.6 s: a start every 100 ms
+	if !s.AcquireFor(done, "slow") {
+		t.Fatal("slow's first start after its answer was refused")
+	}
+	if s.AcquireFor(done, "slow") {
+		t.Fatal("slow started a second request at once; want 100 ms later")
+	}
+	if !s.AcquireFor(done, "fast") {
+		t.Fatal("another key got no slot while slow waited for its pace")
+	}
+	if most := s.Crowded(32); !maps.Equal(most, map[string]int{"slow": 16 + 2 - 1}) {
+		t.Fatalf("Crowded(32) = %v; want slow 17: the slots it does not hold and two ahead", most)
+	}
+	loosened := s.Loosened()
+	s.ReleaseFor("fast", 0)
+	select {
+	case <-loosened:
+	default:
+		t.Fatal("a slot fast gave back did not wake a Lane waiting to claim")
+	}
+	waited := make(chan bool)
+	go func() { waited <- s.AcquireFor(context.Background(), "slow") }()
+	eventually.Until(t, "slow's unit refused and waiting", patience, func() bool { return s.Crowded(32)["slow"] == 16+2-2 })
+	// The wake-up set for slow's next start, 100 ms on the real clock,
+	// finds the pace's time come.
+	clock.Add(int64(100 * time.Millisecond))
+	select {
+	case ok := <-waited:
+		if !ok {
+			t.Fatal("slow's waiting unit got no slot when its start came due")
+		}
+	case <-time.After(patience):
+		t.Fatal("nothing woke slow's waiting unit when its start came due")
+	}
+	loosened = s.Loosened()
+	s.ReleaseFor("slow", 1600*time.Millisecond)
+	select {
+	case <-loosened:
+	default:
+		t.Fatal("a slot of slow's, with none of its units waiting, did not wake a Lane waiting to claim")
+	}
+	waiting := make(chan bool)
+	go func() { waiting <- s.AcquireFor(context.Background(), "slow") }()
+	eventually.Until(t, "slow's next waiting unit counted", patience, func() bool { return s.Crowded(32)["slow"] == 16+2-1-1 })
+	loosened = s.Loosened()
+	s.ReleaseFor("slow", 1600*time.Millisecond)
+	select {
+	case <-loosened:
+		t.Fatal("a slot slow's own waiting unit will take woke a Lane to claim")
+	default:
+	}
+	clock.Add(int64(100 * time.Millisecond))
+	if !<-waiting {
+		t.Fatal("slow's second waiting unit got no slot")
+	}
+	if held := s.HeldBy("slow"); held != 1 {
+		t.Fatalf("slow holds %d slots, want 1", held)
+	}
+}
+
+// Slots a claim took and gave back unfilled wake a unit waiting for one,
+// but not a Lane waiting to claim again (Loosened): two Lanes whose claims
+// find only crowded keys' rows would otherwise wake each other in turn.
+// A slot released after work wakes both.
+func TestSlots_ReturnedSlotsWakeNoLane(t *testing.T) {
+	t.Parallel()
+	s := engine.NewSlots(4)
+	loosened, freed := s.Loosened(), make(chan int)
+	if n := s.Acquire(context.Background(), 4, 4); n != 4 {
+		t.Fatalf("took %d of 4 free slots", n)
+	}
+	go func() { freed <- s.Acquire(context.Background(), 1, 1) }()
+	s.Return(1)
+	if n := <-freed; n != 1 {
+		t.Fatalf("a waiter took %d slots when one was returned, want 1", n)
+	}
+	select {
+	case <-loosened:
+		t.Fatal("a slot returned unfilled woke a Lane waiting to claim")
+	default:
+	}
+	s.Release(1)
+	select {
+	case <-loosened:
+	default:
+		t.Fatal("a slot released after work did not wake a Lane waiting to claim")
 	}
 }

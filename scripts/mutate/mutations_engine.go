@@ -27,7 +27,7 @@ func init() {
 		Mutation{
 			Name:    "engine: the slots a claim did not fill are kept, and the lane's share shrinks",
 			File:    laneGo,
-			Find:    "\t\tl.cfg.Slots.Release(n - min(len(c.Units), n))\n",
+			Find:    "\t\tl.cfg.Slots.Return(n - min(len(c.Units), n))\n",
 			Replace: "",
 			Pkg:     laneTests,
 			Test:    "TestLane_ReleasesTheSlotsAClaimDidNotFill|TestLane_ShortClaimLeavesTheRestForTheNextClaim",
