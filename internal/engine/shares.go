@@ -79,7 +79,7 @@ func (s *Slots) headroom() int {
 // held.
 func (s *Slots) room(sharing int) int {
 	room := s.headroom()
-	for _, u := range s.keys {
+	for _, u := range s.active {
 		if !s.heldBack(u, sharing) {
 			room -= u.held
 		}
@@ -92,26 +92,48 @@ func (s *Slots) room(sharing int) int {
 // machine's speed set it long.
 func (s *Slots) SetRecent(d time.Duration) {
 	s.mu.Lock()
-	s.recent = d
+	s.recent, s.pruneAt = d, time.Time{}
 	s.mu.Unlock()
 }
 
-// sharing counts the keys sharing the slots at now, and forgets the keys
-// that no longer do. s.mu is held.
+// sharing counts the keys sharing the slots at now. The keys that no
+// longer do are forgotten an eighth of recent at a time, a walk of every
+// key not on every slot: so a key stops sharing up to that much after
+// recent has passed. s.mu is held.
 func (s *Slots) sharing(now time.Time) int {
+	if !now.Before(s.pruneAt) {
+		s.prune(now)
+	}
+	return len(s.keys)
+}
+
+// prune forgets the keys that have not held a slot within recent.
+func (s *Slots) prune(now time.Time) {
 	recent := s.recent
 	if recent <= 0 {
 		recent = ShareRecent
 	}
-	n := 0
 	for k, u := range s.keys {
-		if u.held > 0 || u.waiting > 0 || now.Sub(u.seen) < recent {
-			n++
-		} else {
+		if u.held == 0 && u.waiting == 0 && now.Sub(u.seen) >= recent {
 			delete(s.keys, k)
 		}
 	}
-	return n
+	s.pruneAt = now.Add(recent / 8)
+}
+
+// note keeps s.active, the keys holding a slot or waiting for one, in
+// step with u's counts: fewer than the slots and the units waiting,
+// however many keys share them, and what room, Crowded and Shared walk.
+// s.mu is held.
+func (s *Slots) note(key string, u *keyUse) {
+	if u.held > 0 || u.waiting > 0 {
+		if s.active == nil {
+			s.active = map[string]*keyUse{}
+		}
+		s.active[key] = u
+		return
+	}
+	delete(s.active, key)
 }
 
 // crowded reports whether key holds its share of the slots while sharing
@@ -176,7 +198,7 @@ func (s *Slots) Crowded(n int) map[string]int {
 			}
 		}
 	}
-	for k, u := range s.keys {
+	for k, u := range s.active {
 		if s.heldBack(u, sharing) {
 			limit(k, n-room)
 		}
@@ -196,7 +218,7 @@ func (s *Slots) Shared() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sharing := s.sharing(s.clock())
-	for _, u := range s.keys {
+	for _, u := range s.active {
 		if s.heldBack(u, sharing) || s.pacing(u) {
 			return true
 		}
@@ -208,13 +230,26 @@ func (s *Slots) Shared() bool {
 // slot is free and key is not crowded, or, crowded, when more than the
 // headroom is free. It reports whether it took one: false when ctx ended
 // first. The slot is key's (take); Release gives it back with ReleaseFor.
+//
+// Key's pace holds the unit back only for the first half of the time ctx
+// leaves it (its lease, for a unit that has one): a unit that waited out
+// its lease for a pace would be given back unsent, its attempt counted.
 func (s *Slots) AcquireFor(ctx context.Context, key string) bool {
+	var paceBy time.Time // from then on key's pace no longer holds this unit back
+	if d, ok := ctx.Deadline(); ok {
+		paceBy = time.Now().Add(time.Until(d) / 2)
+	}
 	var waiting *keyUse // key's use, once refused: counted among its units waiting
 	took := s.await(ctx, func() bool {
-		if !s.may(key, s.cap-s.used-len(s.ranks)) {
+		patient := paceBy.IsZero() || time.Now().Before(paceBy)
+		if !s.may(key, s.cap-s.used-len(s.ranks), patient) {
 			if waiting == nil {
 				waiting = s.use(key)
 				waiting.waiting++
+				s.note(key, waiting)
+			}
+			if patient && !paceBy.IsZero() {
+				s.wakeAt(s.clock().Add(time.Until(paceBy)))
 			}
 			return false
 		}
@@ -229,21 +264,23 @@ func (s *Slots) AcquireFor(ctx context.Context, key string) bool {
 	if !took && waiting != nil {
 		s.mu.Lock()
 		waiting.waiting--
+		s.note(key, waiting)
 		s.mu.Unlock()
 	}
 	return took
 }
 
 // may reports whether key may take one of free slots now: one is free,
-// and key leaves the room if it must and is not paced. A paced key
-// refused has the waiters woken when its next start is due. s.mu is held.
-func (s *Slots) may(key string, free int) bool {
+// and key leaves the room if it must and, if paced (a unit that can wait),
+// is not paced now. A paced key refused has the waiters woken when its
+// next start is due. s.mu is held.
+func (s *Slots) may(key string, free int, paced bool) bool {
 	now := s.clock()
 	n := s.sharing(now)
 	if free == 0 || s.crowded(key, n) && free <= s.room(n) {
 		return false
 	}
-	if u := s.keys[key]; u != nil && s.paced(u, now) {
+	if u := s.keys[key]; paced && u != nil && s.paced(u, now) {
 		s.wakeAt(u.next)
 		return false
 	}
@@ -265,7 +302,7 @@ func (s *Slots) Assign(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The slot is taken already: free counts it back in.
-	if s.may(key, s.cap-s.used-len(s.ranks)+1) {
+	if s.may(key, s.cap-s.used-len(s.ranks)+1, true) {
 		s.take(key)
 		return true
 	}
@@ -287,6 +324,7 @@ func (s *Slots) take(key string) {
 	u := s.use(key)
 	u.held++
 	u.seen = s.clock()
+	s.note(key, u)
 	if s.pacing(u) {
 		u.next = later(u.next, u.seen).Add(s.pace(u))
 	}
@@ -310,6 +348,7 @@ func (s *Slots) ReleaseFor(key string, held time.Duration) {
 	if u != nil && u.held > 0 {
 		u.held--
 		u.seen = s.clock()
+		s.note(key, u)
 		if u.answered {
 			u.answer += (held - u.answer) / 4
 		} else {
@@ -334,6 +373,7 @@ func (s *Slots) wakeAt(t time.Time) {
 	if s.paceTimer == nil {
 		s.paceTimer = time.AfterFunc(d, func() {
 			s.mu.Lock()
+			s.paceAt = time.Time{} // none set: the next wakeAt sets one
 			s.wake()
 			s.mu.Unlock()
 		})

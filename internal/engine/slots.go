@@ -27,8 +27,11 @@ type Slots struct {
 	looser chan struct{}      // closed and replaced when a release may let a claim take more (Loosened)
 	ranks  []int64            // the ranks of the goroutines in AcquireRanked
 	keys   map[string]*keyUse // the keys sharing the slots (shares.go)
-	recent time.Duration      // SetRecent's; zero: ShareRecent
-	now    func() time.Time   // SetClock's; nil: time.Now
+	active map[string]*keyUse // the keys holding or waiting for a slot (note)
+	// pruneAt is when sharing next forgets the keys that stopped sharing.
+	pruneAt time.Time
+	recent  time.Duration    // SetRecent's; zero: ShareRecent
+	now     func() time.Time // SetClock's; nil: time.Now
 
 	paceTimer *time.Timer // wakes the waiters when a paced key's next start is due (wakeAt)
 	paceAt    time.Time

@@ -2,8 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -345,6 +347,29 @@ func TestSlots_SlowKeyStartsAtItsPace(t *testing.T) {
 	}
 }
 
+// A unit with a lease waits for its key's pace only through the first half
+// of it: past that it takes a free slot, paced or not, rather than be
+// given back unsent at its lease's end with its attempt counted. The
+// Slots' clock stands still, so only the lease lets it through.
+func TestSlots_PaceGivesWayHalfwayThroughTheLease(t *testing.T) {
+	t.Parallel()
+	clock := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	s := engine.NewSlots(16)
+	s.SetClock(func() time.Time { return clock })
+	if !s.AcquireFor(context.Background(), "slow") {
+		t.Fatal("no slot for slow")
+	}
+	s.ReleaseFor("slow", 1600*time.Millisecond)
+	if !s.AcquireFor(context.Background(), "slow") {
+		t.Fatal("slow's first start after its answer was refused")
+	}
+	lease, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	if !s.AcquireFor(lease, "slow") {
+		t.Fatal("a unit waited out its whole lease for its key's pace")
+	}
+}
+
 // Slots a claim took and gave back unfilled wake a unit waiting for one,
 // but not a Lane waiting to claim again (Loosened): two Lanes whose claims
 // find only crowded keys' rows would otherwise wake each other in turn.
@@ -371,5 +396,33 @@ func TestSlots_ReturnedSlotsWakeNoLane(t *testing.T) {
 	case <-loosened:
 	default:
 		t.Fatal("a slot released after work did not wake a Lane waiting to claim")
+	}
+}
+
+// A keyed slot costs the same however many keys share the slots: the
+// walks are over the keys holding or waiting for one (fewer than the
+// slots and the units waiting), and the keys gone quiet are forgotten an
+// eighth of ShareRecent at a time.
+//
+//	go test -run '^$' -bench Slots_KeyedAcquire ./internal/engine/
+func BenchmarkSlots_KeyedAcquire(b *testing.B) {
+	for _, keys := range []int{10, 10_000} {
+		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+			s := engine.NewSlots(32)
+			s.SetRecent(time.Hour)
+			ctx := context.Background()
+			names := make([]string, keys)
+			for i := range names {
+				names[i] = "endpoint-" + strconv.Itoa(i)
+				s.AcquireFor(ctx, names[i])
+				s.ReleaseFor(names[i], time.Millisecond)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				key := names[i%keys]
+				s.AcquireFor(ctx, key)
+				s.ReleaseFor(key, time.Millisecond)
+			}
+		})
 	}
 }
