@@ -259,6 +259,18 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 		defer cancelWindow()
 	}
 	defer context.AfterFunc(l.stopCtx, cancel)()
+	// Claimed units beyond the free slots wait for theirs until waitCtx
+	// ends, then are released. A shift's end with its window, for the
+	// next shift to claim them; a drain's not when its last claim finds
+	// nothing — it waits for the units it claimed, and those are due — but
+	// only with ctx or the Lane's stop.
+	waitCtx := claimCtx
+	if opts.UntilIdle {
+		var cancelWait context.CancelFunc
+		waitCtx, cancelWait = context.WithCancel(ctx)
+		defer cancelWait()
+		defer context.AfterFunc(l.stopCtx, cancelWait)()
+	}
 
 	r := &run{lane: l, ctx: ctx}
 	if s, ok := l.cfg.Source.(Sweeper); ok {
@@ -351,9 +363,9 @@ func (l *Lane) Run(ctx context.Context, opts RunOptions) (Tally, error) {
 				// A key's unit that its share keeps from a slot now
 				// waits for one on its own, not in the Lane's way: the
 				// next claim, for the other keys, goes on.
-				r.startWhenFree(claimCtx, unitCtx, u)
+				r.startWhenFree(waitCtx, unitCtx, u)
 				continue
-			case i >= n && !r.slotFor(claimCtx, u):
+			case i >= n && !r.slotFor(waitCtx, u):
 				continue
 			}
 			r.start(unitCtx, u)
