@@ -56,20 +56,48 @@ func BeginWith(t testing.TB, db Querier, statements ...string) pgx.Tx {
 // (pg_stat_get_xact_tuples_returned): the work an index scan does,
 // counted, where a duration would depend on how busy the machine is. An
 // entry a scan passes because its own conditions reject it is not
-// counted: IndexPagesRead sees those.
+// counted: IndexReads counts the pages too.
 func IndexEntriesRead(t testing.TB, db Querier, index string, fn func(ctx context.Context, tx pgx.Tx) error) int64 {
 	t.Helper()
 	return countIn(t, db, `SELECT pg_stat_get_xact_tuples_returned($1::regclass)`, index, fn)
 }
 
-// IndexPagesRead is IndexEntriesRead's count of the index's pages, those
-// in shared buffers and those read in (pg_stat_get_xact_blocks_fetched):
+// IndexReads is what fn, run once in a transaction rolled back, read of
+// each of indexes: its entries (as IndexEntriesRead) and its pages, those
+// in shared buffers and those read in (pg_stat_get_xact_blocks_fetched) —
 // a scan that starts before where its conditions let rows through reads
-// every page in between, whose entries it rejects, uncounted by
-// IndexEntriesRead.
-func IndexPagesRead(t testing.TB, db Querier, index string, fn func(ctx context.Context, tx pgx.Tx) error) int64 {
+// every page in between, whose entries it rejects, uncounted as entries.
+// One run for every count: a claim run again sees what its first run
+// changed in the claimer's memory, which the rollback does not undo.
+func IndexReads(t testing.TB, db Querier, fn func(ctx context.Context, tx pgx.Tx) error, indexes ...string) (entries, pages map[string]int64) {
 	t.Helper()
-	return countIn(t, db, `SELECT pg_stat_get_xact_blocks_fetched($1::regclass)`, index, fn)
+	ctx := context.Background()
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	read := func() (entries, pages map[string]int64) {
+		entries, pages = map[string]int64{}, map[string]int64{}
+		for _, index := range indexes {
+			var e, p int64
+			if err := tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_returned($1::regclass), pg_stat_get_xact_blocks_fetched($1::regclass)`, index).Scan(&e, &p); err != nil {
+				t.Fatal(err)
+			}
+			entries[index], pages[index] = e, p
+		}
+		return entries, pages
+	}
+	entriesBefore, pagesBefore := read()
+	if err := fn(ctx, tx); err != nil {
+		t.Fatal(err)
+	}
+	entries, pages = read()
+	for _, index := range indexes {
+		entries[index] -= entriesBefore[index]
+		pages[index] -= pagesBefore[index]
+	}
+	return entries, pages
 }
 
 // countIn runs fn in a transaction it rolls back, and returns what the
