@@ -43,9 +43,12 @@ var riverChatter = []string{
 // messages (riverChatter) go out at DEBUG, everything else as River logs
 // it.
 func riverLogger(base *slog.Logger) *slog.Logger {
-	return slog.New(&demoteHandler{next: base.Handler(), demote: func(msg string) bool {
+	return slog.New(&demoteHandler{next: base.Handler(), demote: func(r slog.Record) bool {
+		if r.Level != slog.LevelInfo {
+			return false
+		}
 		for _, s := range riverChatter {
-			if strings.HasSuffix(msg, s) {
+			if strings.HasSuffix(r.Message, s) {
 				return true
 			}
 		}
@@ -53,20 +56,37 @@ func riverLogger(base *slog.Logger) *slog.Logger {
 	}})
 }
 
-// demoteHandler logs INFO records whose message demote matches at DEBUG.
+// riverUILogger wraps base for River UI's handler: the refreshes of its
+// cached counts that a shutdown cancels ("Error running query" with a
+// context canceled) are logged at DEBUG, not as the errors they are not;
+// a refresh that fails otherwise is still an ERROR.
+func riverUILogger(base *slog.Logger) *slog.Logger {
+	return slog.New(&demoteHandler{next: base.Handler(), demote: func(r slog.Record) bool {
+		if r.Level != slog.LevelError || !strings.Contains(r.Message, "Error running query") {
+			return false
+		}
+		canceled := false
+		r.Attrs(func(a slog.Attr) bool {
+			canceled = a.Key == "err" && strings.HasSuffix(a.Value.String(), "context canceled")
+			return !canceled
+		})
+		return canceled
+	}})
+}
+
+// demoteHandler logs the records demote matches at DEBUG.
 type demoteHandler struct {
 	next   slog.Handler
-	demote func(msg string) bool
+	demote func(r slog.Record) bool
 }
 
 func (h *demoteHandler) Enabled(ctx context.Context, level slog.Level) bool {
-	// An INFO record may become DEBUG: decided in Handle, once the message
-	// is known.
+	// A record may become DEBUG: decided in Handle, once it is known.
 	return h.next.Enabled(ctx, level)
 }
 
 func (h *demoteHandler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level == slog.LevelInfo && h.demote(r.Message) {
+	if r.Level > slog.LevelDebug && h.demote(r) {
 		if !h.next.Enabled(ctx, slog.LevelDebug) {
 			return nil
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
@@ -70,6 +71,23 @@ func TestRiverLoggerDemotesChatter(t *testing.T) {
 		if level == slog.LevelDebug && lines[0]["queue"] != "q" {
 			t.Errorf("demoted line lost its attributes: %v", lines[0])
 		}
+	}
+}
+
+// River UI's refresh of its cached counts that a shutdown cancels is not
+// an error (a replica stopping logged one, and the pooler test, which
+// fails on any ERROR, failed): it is logged at DEBUG; one that fails
+// otherwise stays an ERROR.
+func TestRiverUILoggerDemotesCanceledRefreshes(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log := riverUILogger(newLogger(&buf, slog.LevelInfo).With("component", "riverui"))
+	const msg = "querycacher.QueryCacher[riverui.stateCountSnapshot]: Error running query"
+	log.Error(msg, "err", errors.New("error committing transaction: timeout: context already done: context canceled"))
+	log.Error(msg, "err", errors.New("failed to connect: connection refused"))
+	lines := logLines(t, &buf)
+	if len(lines) != 1 || lines[0]["level"] != "ERROR" || !strings.Contains(lines[0]["err"].(string), "connection refused") {
+		t.Fatalf("lines %v, want the refused connection's ERROR alone", lines)
 	}
 }
 

@@ -56,7 +56,7 @@ func newServer(env *Env, pool *pgxpool.Pool, rep *replica, reg *prometheus.Regis
 
 	ui, err := riverui.NewHandler(&riverui.HandlerOpts{
 		Endpoints: riverui.NewEndpoints[pgx.Tx](client, nil),
-		Logger:    env.Logger.With("component", "riverui"),
+		Logger:    riverUILogger(env.Logger.With("component", "riverui")),
 		Prefix:    "/riverui",
 	})
 	if err != nil {
