@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -132,14 +134,55 @@ func postgresUser(dir string) (*syscall.Credential, error) {
 }
 
 // FreePort is a loopback TCP port free a moment ago, for a server this
-// package or its sibling devservers start.
+// package, its sibling devservers or a test harness start. It is drawn
+// below the kernel's ephemeral range (ip_local_port_range), where
+// listeners on port 0 and every outgoing connection take theirs: from
+// that range another process could take it between this check and the
+// server's bind, as a bench's worker once found under a busy test run.
 func FreePort() (int, error) {
+	if low := ephemeralLow(); low > firstPort+1000 {
+		for range 100 {
+			port := firstPort + rand.IntN(low-firstPort)
+			if l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port)); err == nil {
+				l.Close()
+				return port, nil
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// FreeAddr is FreePort as a loopback address, host:port.
+func FreeAddr() (string, error) {
+	port, err := FreePort()
+	if err != nil {
+		return "", err
+	}
+	return "127.0.0.1:" + strconv.Itoa(port), nil
+}
+
+// firstPort is the lowest port FreePort draws: above the well-known
+// services a machine may run.
+const firstPort = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range, or 0
+// where it cannot be read (the range is then not avoided).
+func ephemeralLow() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) == 0 {
+		return 0
+	}
+	low, _ := strconv.Atoi(fields[0])
+	return low
 }
 
 // Restart stops the cluster in fast mode — sessions are terminated, as in

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postbox/postbox/internal/operator/devserver/pgserver"
 	"github.com/postbox/postbox/internal/operator/devserver/smtpsink"
 	"github.com/postbox/postbox/outbox"
 )
@@ -885,7 +886,7 @@ func (pr *poolRunner) start(ctx context.Context, p path, rs *relaySet, replicas 
 			started = time.Now()
 		}
 		if p.peer == nil {
-			addr, aerr := freeAddr()
+			addr, aerr := pgserver.FreeAddr()
 			if aerr != nil {
 				stopAll(procs, time.Second)
 				return nil, started, aerr

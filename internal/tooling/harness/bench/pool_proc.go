@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -131,16 +130,6 @@ func stopAll(procs []*proc, grace time.Duration) {
 			p.kill9()
 		}
 	}
-}
-
-// freeAddr is a loopback address with a port nothing listens on now.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 // waitReady waits until every process serves: /readyz answers 200 for a

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/postbox/postbox/internal/operator/devserver/pgserver"
 )
 
 // proc is one worker process.
@@ -100,7 +102,7 @@ func (f *fleet) spawnLocked(slot int) error {
 	if old := f.current[slot]; old != nil {
 		gen = old.gen + 1
 	}
-	addr, err := freeAddr()
+	addr, err := pgserver.FreeAddr()
 	if err != nil {
 		return err
 	}
@@ -291,13 +293,4 @@ func exitStatus(err error) string {
 		return err.Error()
 	}
 	return "exit 0"
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
