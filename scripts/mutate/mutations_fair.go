@@ -134,3 +134,14 @@ func init() {
 		Test:    "TestFair_KnownBacklogIsNotWalkedAgain",
 	})
 }
+
+func init() {
+	register(Mutation{
+		Name:    "claim statements: the memo ignores the fair claim's columns (two tables of a name share statements)",
+		File:    "internal/engine/claim/memo.go",
+		Find:    "k.table.Fair, k.share, k.fair = nil, *t.Fair, true",
+		Replace: "k.table.Fair, k.fair = nil, true",
+		Pkg:     "./internal/engine/claim/",
+		Test:    "TestMemoized_OnePerTableAndStatement",
+	})
+}

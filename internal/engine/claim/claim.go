@@ -173,7 +173,7 @@ const IndexOnlySQL = `SELECT set_config('enable_seqscan', 'off', true), set_conf
 // found. All run in one implicit transaction (a batch), so NextSQL sees
 // the claim's own leases and shares its now().
 func Claim[T any](ctx context.Context, db DB, t Table, w *Window, n int, lease time.Duration, scan pgx.RowToFunc[T]) ([]T, error) {
-	return claimRows(ctx, db, t, w, t.ClaimSQL(), n, lease, scan)
+	return claimRows(ctx, db, t, w, t.memoized("claim", t.ClaimSQL), n, lease, scan)
 }
 
 // ClaimWith is Claim with a statement of the caller's in place of
@@ -203,7 +203,7 @@ func claimRows[T any](ctx context.Context, db DB, t Table, w *Window, claimSQL s
 	b.Queue(IndexOnlySQL)
 	b.Queue(claimSQL, append([]any{n, lease, edge}, args...)...)
 	if w != nil {
-		b.Queue(t.NextSQL(), edge)
+		b.Queue(t.memoized("next", t.NextSQL), edge)
 	}
 	br := db.SendBatch(ctx, b)
 	defer br.Close()

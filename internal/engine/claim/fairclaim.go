@@ -286,13 +286,13 @@ func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease
 	switch {
 	case bucket != nil:
 		b.Queue(bucketLockSQL, bucket.Name)
-		b.Queue(t.LimitedFairClaimSQL(), append(args, bucket.Rate, bucket.Burst, bucket.Name)...)
+		b.Queue(t.memoized("limited fair claim", t.LimitedFairClaimSQL), append(args, bucket.Rate, bucket.Burst, bucket.Name)...)
 	case opts.SQL != "":
 		b.Queue(opts.SQL, append(args, opts.Args...)...)
 	default:
-		b.Queue(t.FairClaimSQL(), args...)
+		b.Queue(t.memoized("fair claim", t.FairClaimSQL), args...)
 	}
-	b.Queue(t.FairSettleSQL(), edge, n, kp, kk, sp, sk, edges, edgeIDs)
+	b.Queue(t.memoized("fair settle", t.FairSettleSQL), edge, n, kp, kk, sp, sk, edges, edgeIDs)
 	if bucket != nil {
 		b.Queue(bucketLeftSQL, bucket.Name, bucket.Rate, bucket.Burst)
 	}
