@@ -37,12 +37,14 @@ func init() {
 			Test:    "TestOutbox_ProcessBatch_SkipsRowsLockedBySibling",
 		},
 		Mutation{
+			// The first-come claim is the fan-out's row-by-row fallback
+			// now: its own test, not the fan-out's.
 			Name:    "webhook claim: FOR UPDATE without SKIP LOCKED",
 			File:    claimGo,
 			Find:    "FOR UPDATE SKIP LOCKED`, t.Name, due, order, limit, t.claimable())",
 			Replace: "FOR UPDATE`, t.Name, due, order, limit, t.claimable())",
-			Pkg:     pkg,
-			Test:    "TestOutbox_ProcessBatch_SkipsRowsLockedBySibling",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestClaim_SkipsRowsLockedBySibling",
 		},
 		Mutation{
 			// $2 stays referenced so the statement still runs: only the

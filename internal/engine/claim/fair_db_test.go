@@ -395,3 +395,34 @@ func TestFair_PlannedOnce(t *testing.T) {
 		}
 	}
 }
+
+// The first-come claim (claim.Claim, the webhook fan-out's row-by-row
+// fallback) passes over rows a sibling holds locked and takes the rest,
+// rather than waiting for the sibling.
+func TestClaim_SkipsRowsLockedBySibling(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	insertFor(t, pool, "A", 5, 10)
+	sibling, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sibling.Rollback(ctx) }()
+	if _, err := sibling.Exec(ctx, `SELECT id FROM email_outbox ORDER BY id LIMIT 4 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	// Without SKIP LOCKED the claim waits on the sibling's locks until
+	// this context ends.
+	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	fifo := fairEmails
+	fifo.Fair = nil
+	rows, err := claim.Claim(wait, pool, fifo, &claim.Window{}, 10, time.Hour, pgx.RowToStructByPos[fairRow])
+	if err != nil {
+		t.Fatalf("claim beside a sibling's locks: %v", err)
+	}
+	if len(rows) != 6 {
+		t.Fatalf("claimed %d rows beside 4 a sibling holds, want the other 6", len(rows))
+	}
+}
