@@ -33,8 +33,8 @@ func init() {
 			File:    claimGo,
 			Find:    "\tFOR UPDATE SKIP LOCKED`, t.Name, due, order, limit, t.claimable())",
 			Replace: "\t`, t.Name, due, order, limit, t.claimable())",
-			Pkg:     pkg,
-			Test:    "TestOutbox_ProcessBatch_SkipsRowsLockedBySibling",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestClaim_SkipsRowsLockedBySibling",
 		},
 		Mutation{
 			// The first-come claim is the fan-out's row-by-row fallback
