@@ -147,21 +147,6 @@ func TestLane_CrowdedSlotsClaimForAnyFreeSlot(t *testing.T) {
 	}
 }
 
-// unitsOnce is a Source whose first claim is its units, whatever the
-// slots, and whose later claims find nothing.
-type unitsOnce struct {
-	mu    sync.Mutex
-	units []engine.Unit
-}
-
-func (s *unitsOnce) Claim(context.Context, int) (engine.Claim, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	units := s.units
-	s.units = nil
-	return engine.Claim{Units: units, Rows: len(units)}, nil
-}
-
 // A drain whose claim found nothing more still starts the units it
 // claimed beyond its slots, as the slots free: they are due and leased to
 // it. Given back when its claims end, they would wait for another pass
@@ -169,7 +154,7 @@ func (s *unitsOnce) Claim(context.Context, int) (engine.Claim, error) {
 func TestLane_DrainStartsEveryUnitItClaimed(t *testing.T) {
 	t.Parallel()
 	ran, release := make(chan string, 3), make(chan struct{})
-	src := &unitsOnce{units: []engine.Unit{keyedUnit{"a", ran, release}, keyedUnit{"b", ran, release}, keyedUnit{"c", ran, release}}}
+	src := &onceSource{units: []engine.Unit{keyedUnit{"a", ran, release}, keyedUnit{"b", ran, release}, keyedUnit{"c", ran, release}}}
 	lane := engine.NewLane(engine.LaneConfig{Name: "t", Source: src, Slots: engine.NewSlots(1), Poll: time.Hour})
 	sum, err := lane.Run(context.Background(), engine.RunOptions{UntilIdle: true, ClaimsDone: func() { close(release) }})
 	if err != nil {
