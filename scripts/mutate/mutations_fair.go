@@ -41,10 +41,18 @@ func init() {
 		Mutation{
 			Name:    "fair claim: a customer met through the arrival edge is not remembered",
 			File:    "internal/engine/claim/fair.go",
-			Find:    "if _, ok := f.keys[k]; !ok && !rewound {",
-			Replace: "if _, ok := f.keys[k]; false && !ok && !rewound {",
+			Find:    "if full && !rewound {",
+			Replace: "if false && full && !rewound {",
 			Pkg:     "./internal/engine/claim/",
-			Test:    "TestFair_OneRowClaimsTakeTurns",
+			Test:    "TestFair_OneRowClaimsTakeTurns|TestFair_KeysTakenWhole",
+		},
+		Mutation{
+			Name:    "fair claim: a customer whose every due row was taken is remembered, and read for nothing",
+			File:    "internal/engine/claim/fair.go",
+			Find:    "if full && !rewound {",
+			Replace: "if !rewound {",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_KeysTakenWhole",
 		},
 		Mutation{
 			Name:    "fair claim: the sweep's edge ignores the customers' edges",

@@ -155,12 +155,13 @@ func (f *Fair) serve() (served []ShareKey, edges []time.Time, ids []string, last
 	return served, edges, ids, last, known, f.turns, f.rewinds
 }
 
-// settle records what a claim that started at the arrival edge from found
-// after it: the keys it took rows of, for each served key the due time of
-// its first row still due (nil: none), and the keys of the rows still due
-// from the arrival edge with the due time of their first. It reports
+// settle records what a claim that started at the arrival edge from
+// found after it: the keys it took rows of; for each served key the due
+// time of its first row still due (nil: none); the keys of the rows still
+// due from the arrival edge with the due time of their first, and whether
+// those rows filled the read (full: more may be behind them). It reports
 // whether rows are known to be left.
-func (f *Fair) settle(from time.Time, took map[ShareKey]bool, served []ShareKey, next []rowEdge, arrived map[ShareKey]time.Time, turn, rewinds uint64, now time.Time) (more bool) {
+func (f *Fair) settle(from time.Time, took map[ShareKey]bool, served []ShareKey, next []rowEdge, arrived map[ShareKey]time.Time, full bool, turn, rewinds uint64, now time.Time) (more bool) {
 	margin := f.Margin
 	if margin <= 0 {
 		margin = DefaultMargin
@@ -190,23 +191,35 @@ func (f *Fair) settle(from time.Time, took map[ShareKey]bool, served []ShareKey,
 		more = more || next[i].Due != nil
 	}
 	for k, due := range arrived {
-		if e, ok := f.keys[k]; ok {
+		switch e, ok := f.keys[k]; {
+		case ok:
 			e.at(due, "")
-		} else if took[k] {
+		case took[k]:
 			f.keys[k] = &keyEdge{edge: due, served: turn}
-		} else {
+		default:
 			f.keys[k] = &keyEdge{edge: due}
 		}
 	}
 	// A key the claim took rows of from the arrival edge is known from
-	// now, at that edge (which no row of a key not known is behind), with
-	// its turn taken: the next claim serves the others first, and forgets
-	// it if it has nothing left. Without this, a key met only through the
-	// arrival edge would rank as never served on every claim of one row,
-	// and take every one.
-	for k := range took {
-		if _, ok := f.keys[k]; !ok && !rewound {
-			f.keys[k] = &keyEdge{edge: from, served: turn}
+	// now, with its turn taken: the next claim serves the others first,
+	// and forgets it if it has nothing left. Without this, a key met only
+	// through the arrival edge would rank as never served on every claim
+	// of one row, and take every one. Among the rows read after the
+	// claim, its edge is its first (above). Where those filled the read
+	// (full), more may be behind them, and its edge is the claim's start,
+	// which no row of a key not known is behind.
+	//
+	// Where they did not fill it, they were every due row from the
+	// claim's start on, and a key taken and not among them has none left.
+	// It stays unknown: knowing it would cost the next claims a read of
+	// its edge and of its next row, to find nothing — two index descents
+	// for every message of a steady load, whose rows are each a different
+	// customer's and are claimed as they come.
+	if full && !rewound {
+		for k := range took {
+			if _, ok := f.keys[k]; !ok {
+				f.keys[k] = &keyEdge{edge: from, served: turn}
+			}
 		}
 	}
 	return more || len(arrived) > 0

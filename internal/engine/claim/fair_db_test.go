@@ -308,6 +308,43 @@ func TestFair_OneRowClaimsTakeTurns(t *testing.T) {
 	}
 }
 
+// TestFair_KeysTakenWhole: one row each of four customers, as a steady
+// load's rows are claimed, as they come. A claim that takes every due row
+// keeps no customer known: its next claims read no customer's edge, to
+// find nothing. One that leaves rows (two, which fill the read after it)
+// keeps the customers it took rows of too, since more of theirs could be
+// behind what it read: their next rows wait their turn.
+func TestFair_KeysTakenWhole(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		rows      map[string]int // due rows of each customer, at one due time
+		n         int
+		wantKnown int
+	}{
+		{name: "every row taken", rows: map[string]int{"a": 1, "b": 1, "c": 1, "d": 1}, n: 8, wantKnown: 0},
+		{name: "rows left", rows: map[string]int{"a": 1, "b": 1, "c": 1, "d": 1}, n: 2, wantKnown: 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.NewPool(t)
+			total := 0
+			for c, k := range tc.rows {
+				insertFor(t, pool, c, 5, k)
+				total += k
+			}
+			f := &claim.Fair{}
+			rows, _ := claimFair(t, pool, f, tc.n)
+			if want := min(tc.n, total); len(rows) != want {
+				t.Fatalf("claimed %d rows, want %d", len(rows), want)
+			}
+			if got := f.Known(); got != tc.wantKnown {
+				t.Errorf("after a claim of %d of %d rows the claim knows %d customers, want %d", len(rows), total, got, tc.wantKnown)
+			}
+		})
+	}
+}
+
 // TestFair_ArrivalEdgeStopsAtUnknownCustomers: one row each of 30
 // customers, claimed five at a time with the arrival edge free to move to
 // the present: every row is claimed, since the edge stops at the first

@@ -194,7 +194,7 @@ func (t Table) FairSettleSQL() string {
 	due, order := t.Due("e", "$1")
 	p, key := t.shareColumns("e")
 	return fmt.Sprintf(`WITH arrived AS MATERIALIZED (
-	SELECT p, c, min(due) AS due FROM (
+	SELECT p, c, min(due) AS due, count(*) AS rows FROM (
 		SELECT %[4]s AS p, %[5]s AS c, %[3]s AS due FROM %[1]s e
 		WHERE e.status = 'pending' AND %[2]s%[6]s
 		ORDER BY %[3]s LIMIT $2) a
@@ -212,6 +212,7 @@ SELECT now(), (SELECT %[3]s FROM %[1]s e
 	AND NOT EXISTS (SELECT FROM unnest($3::smallint[], $4::text[]) AS k(p, c) WHERE k.p = %[4]s AND k.c = %[5]s)
 	ORDER BY %[3]s LIMIT 1),
 	(SELECT array_agg(p) FROM arrived), (SELECT array_agg(c) FROM arrived), (SELECT array_agg(due) FROM arrived),
+	(SELECT coalesce(sum(rows), 0)::int FROM arrived),
 	next.due, next.id
 FROM next`, t.Name, due, order, p, key, t.claimableAs("e"), keyDue, keyOrder, t.DueColumn)
 }
@@ -222,6 +223,7 @@ type settled struct {
 	arrivedP         []int16
 	arrivedC         []string
 	arrivedDue       []time.Time
+	window           int // rows still due read from the arrival edge, at most $2
 	nextDue          []*time.Time
 	nextID           []*string
 }
@@ -314,7 +316,7 @@ func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease
 		return fail(err)
 	}
 	var st settled
-	if err := br.QueryRow().Scan(&st.now, &st.arrivalNext, &st.arrivedP, &st.arrivedC, &st.arrivedDue, &st.nextDue, &st.nextID); err != nil {
+	if err := br.QueryRow().Scan(&st.now, &st.arrivalNext, &st.arrivedP, &st.arrivedC, &st.arrivedDue, &st.window, &st.nextDue, &st.nextID); err != nil {
 		return fail(err)
 	}
 	if bucket != nil {
@@ -344,7 +346,7 @@ func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease
 	for _, r := range claimed {
 		took[keyOf(r)] = true
 	}
-	more = f.settle(edge, took, served, next, arrived, turn, rewinds, now)
+	more = f.settle(edge, took, served, next, arrived, st.window >= n, turn, rewinds, now)
 	var at time.Time
 	if st.arrivalNext != nil {
 		at = *st.arrivalNext
