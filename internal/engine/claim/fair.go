@@ -191,12 +191,11 @@ func (f *Fair) settle(from time.Time, took map[ShareKey]bool, served []ShareKey,
 		more = more || next[i].Due != nil
 	}
 	for k, due := range arrived {
-		switch e, ok := f.keys[k]; {
-		case ok:
+		if e, ok := f.keys[k]; ok {
 			e.at(due, "")
-		case took[k]:
+		} else if took[k] {
 			f.keys[k] = &keyEdge{edge: due, served: turn}
-		default:
+		} else {
 			f.keys[k] = &keyEdge{edge: due}
 		}
 	}

@@ -316,22 +316,20 @@ func TestFair_OneRowClaimsTakeTurns(t *testing.T) {
 // behind what it read: their next rows wait their turn.
 func TestFair_KeysTakenWhole(t *testing.T) {
 	t.Parallel()
+	const total = 4
 	for _, tc := range []struct {
 		name      string
-		rows      map[string]int // due rows of each customer, at one due time
 		n         int
 		wantKnown int
 	}{
-		{name: "every row taken", rows: map[string]int{"a": 1, "b": 1, "c": 1, "d": 1}, n: 8, wantKnown: 0},
-		{name: "rows left", rows: map[string]int{"a": 1, "b": 1, "c": 1, "d": 1}, n: 2, wantKnown: 4},
+		{name: "every row taken", n: 8, wantKnown: 0},
+		{name: "rows left", n: 2, wantKnown: 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			pool := pgtest.NewPool(t)
-			total := 0
-			for c, k := range tc.rows {
-				insertFor(t, pool, c, 5, k)
-				total += k
+			for _, c := range []string{"a", "b", "c", "d"} {
+				insertFor(t, pool, c, 5, 1)
 			}
 			f := &claim.Fair{}
 			rows, _ := claimFair(t, pool, f, tc.n)
@@ -430,36 +428,5 @@ func TestFair_PlannedOnce(t *testing.T) {
 		if p.Custom != 0 || p.Generic != 12 {
 			t.Errorf("a statement of 12 fair claims was planned %d times for its values and ran %d times on its generic plan, want 0 and 12:\n%.80s", p.Custom, p.Generic, p.Statement)
 		}
-	}
-}
-
-// The first-come claim (claim.Claim, the webhook fan-out's row-by-row
-// fallback) passes over rows a sibling holds locked and takes the rest,
-// rather than waiting for the sibling.
-func TestClaim_SkipsRowsLockedBySibling(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	insertFor(t, pool, "A", 5, 10)
-	sibling, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sibling.Rollback(ctx) }()
-	if _, err := sibling.Exec(ctx, `SELECT id FROM email_outbox ORDER BY id LIMIT 4 FOR UPDATE`); err != nil {
-		t.Fatal(err)
-	}
-	// Without SKIP LOCKED the claim waits on the sibling's locks until
-	// this context ends.
-	wait, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	fifo := fairEmails
-	fifo.Fair = nil
-	rows, err := claim.Claim(wait, pool, fifo, &claim.Window{}, 10, time.Hour, pgx.RowToStructByPos[fairRow])
-	if err != nil {
-		t.Fatalf("claim beside a sibling's locks: %v", err)
-	}
-	if len(rows) != 6 {
-		t.Fatalf("claimed %d rows beside 4 a sibling holds, want the other 6", len(rows))
 	}
 }

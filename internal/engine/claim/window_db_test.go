@@ -226,6 +226,28 @@ func TestClaim_CompletesOnceBegun(t *testing.T) {
 	}
 }
 
+// TestClaim_SkipsRowsLockedBySibling: the first-come claim (claim.Claim,
+// the webhook fan-out's row-by-row fallback) passes over rows a sibling
+// holds locked and takes the rest. Without SKIP LOCKED it would wait on
+// the sibling's locks until its own bound (MarkContext) ends it.
+func TestClaim_SkipsRowsLockedBySibling(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	insertDue(t, pool, 10, time.Minute)
+	sibling, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sibling.Rollback(ctx) }()
+	if _, err := sibling.Exec(ctx, `SELECT id FROM email_outbox ORDER BY id LIMIT 4 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	if ids := claimIDs(t, pool, &claim.Window{}, 10); len(ids) != 6 {
+		t.Fatalf("claimed %d rows beside 4 a sibling holds, want the other 6", len(ids))
+	}
+}
+
 // TestSweep_LeavesLeasesAndBackOffsAlone: rows in front of the edge — a
 // claimed row's lease, a retry's back-off — are not the sweep's.
 func TestSweep_LeavesLeasesAndBackOffsAlone(t *testing.T) {
