@@ -5,6 +5,42 @@ package main
 func init() {
 	register(
 		Mutation{
+			// Correct, and the fair claim's statements for every message
+			// of a steady load: the cost it exists to save.
+			Name:    "fair claim: a claim knowing no customer is a fair one, not the first-come claim",
+			File:    "internal/engine/claim/fairclaim.go",
+			Find:    "if opts.Bucket == nil && opts.SQL == \"\" && f.Known() == 0 {",
+			Replace: "if false && opts.Bucket == nil && opts.SQL == \"\" && f.Known() == 0 {",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_NothingKnownTakesTheFirstDueRows",
+		},
+		Mutation{
+			Name:    "fair claim: the first-come claim while customers are known (FIFO)",
+			File:    "internal/engine/claim/fairclaim.go",
+			Find:    "if opts.Bucket == nil && opts.SQL == \"\" && f.Known() == 0 {",
+			Replace: "if opts.Bucket == nil && opts.SQL == \"\" {",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_NextClaimTakesAnotherCustomersRow|TestFair_NothingKnownTakesTheFirstDueRows",
+		},
+		Mutation{
+			// The customers of the rows it left stay unknown: the next
+			// claim is first-come again, a backlog's rows before others'.
+			Name:    "fair claim: a first-come claim that left rows does not settle",
+			File:    "internal/engine/claim/fairclaim.go",
+			Find:    "\tif due == nil {\n",
+			Replace: "\tif true {\n",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_NextClaimTakesAnotherCustomersRow|TestFair_NothingKnownTakesTheFirstDueRows",
+		},
+		Mutation{
+			Name:    "fair claim: a first-come claim's rows in the order they came, not the fair claim's",
+			File:    "internal/engine/claim/fairclaim.go",
+			Find:    "\tinTurn(claimed, keyOf)\n",
+			Replace: "\n",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_NothingKnownTakesTheFirstDueRows",
+		},
+		Mutation{
 			// The arrival edge then passes their rows with no edge of
 			// their own in front of them.
 			Name:    "fair claim: customers seen in the arrival window are not remembered",

@@ -3,6 +3,8 @@ package claim_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -313,31 +315,41 @@ func TestFair_OneRowClaimsTakeTurns(t *testing.T) {
 // keeps no customer known: its next claims read no customer's edge, to
 // find nothing. One that leaves rows (two, which fill the read after it)
 // keeps the customers it took rows of too, since more of theirs could be
-// behind what it read: their next rows wait their turn.
+// behind what it read: their next rows wait their turn. A lane that knows
+// no customer takes the first due rows (TestFair_NothingKnownTakesTheFirstDueRows);
+// where it knows one, z, whose last row is among those taken, the claim is
+// the fair one, and the same holds.
 func TestFair_KeysTakenWhole(t *testing.T) {
 	t.Parallel()
-	const total = 4
 	for _, tc := range []struct {
-		name      string
-		n         int
-		wantKnown int
+		name                string
+		zKnown              bool
+		n                   int
+		wantRows, wantKnown int
 	}{
-		{name: "every row taken", n: 8, wantKnown: 0},
-		{name: "rows left", n: 2, wantKnown: 4},
+		{name: "every row taken", n: 8, wantRows: 4, wantKnown: 0},
+		{name: "rows left", n: 2, wantRows: 2, wantKnown: 4},
+		{name: "every row taken, a customer known", zKnown: true, n: 8, wantRows: 5, wantKnown: 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			pool := pgtest.NewPool(t)
+			f := &claim.Fair{}
+			if tc.zKnown {
+				insertFor(t, pool, "z", 5, 2)
+				if claimFair(t, pool, f, 1); f.Known() != 1 {
+					t.Fatalf("a claim of one of z's two rows knows %d customers, want 1", f.Known())
+				}
+			}
 			for _, c := range []string{"a", "b", "c", "d"} {
 				insertFor(t, pool, c, 5, 1)
 			}
-			f := &claim.Fair{}
 			rows, _ := claimFair(t, pool, f, tc.n)
-			if want := min(tc.n, total); len(rows) != want {
-				t.Fatalf("claimed %d rows, want %d", len(rows), want)
+			if len(rows) != tc.wantRows {
+				t.Fatalf("claimed %d rows, want %d", len(rows), tc.wantRows)
 			}
 			if got := f.Known(); got != tc.wantKnown {
-				t.Errorf("after a claim of %d of %d rows the claim knows %d customers, want %d", len(rows), total, got, tc.wantKnown)
+				t.Errorf("after a claim of %d rows of %d the claim knows %d customers, want %d", len(rows), tc.n, got, tc.wantKnown)
 			}
 		})
 	}
@@ -372,22 +384,96 @@ func TestFair_ArrivalEdgeStopsAtUnknownCustomers(t *testing.T) {
 // works them in order serves each customer in turn.
 func TestFair_RowsComeInClaimOrder(t *testing.T) {
 	t.Parallel()
+	// A lane that knows no customer takes the first due rows and ranks
+	// them itself; one that does takes them by the fair claim, ranked in
+	// the statement.
+	for _, known := range []bool{false, true} {
+		t.Run(fmt.Sprintf("customers known %v", known), func(t *testing.T) {
+			t.Parallel()
+			pool := pgtest.NewPool(t)
+			for i := range 10 {
+				insertFor(t, pool, fmt.Sprintf("c%d", i), 5, 3)
+			}
+			f := &claim.Fair{}
+			if known {
+				claimFair(t, pool, f, 2)
+				if f.Known() == 0 {
+					t.Fatal("a claim of 2 rows of 30 left no customer known")
+				}
+			}
+			rows, _ := claimFair(t, pool, f, 20)
+			if len(rows) != 20 {
+				t.Fatalf("claimed %d rows, want 20", len(rows))
+			}
+			turns := map[string]int{}
+			last := 0
+			for i, r := range rows {
+				turns[r.Customer]++
+				if turns[r.Customer] < last {
+					t.Fatalf("row %d is %s's row %d after a row %d: %+v", i, r.Customer, turns[r.Customer], last, rows)
+				}
+				last = turns[r.Customer]
+			}
+		})
+	}
+}
+
+// TestFair_NothingKnownTakesTheFirstDueRows: a lane that knows no
+// customer (every due row is in front of its arrival edge) claims the
+// first due rows by the first-come statement, which takes the rows the
+// fair claim would, and hands them out in the fair claim's order. Rows
+// left behind make their customers known, and the claim after is the fair
+// one. Which statements ran is read from pg_prepared_statements.
+func TestFair_NothingKnownTakesTheFirstDueRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	for i := range 10 {
-		insertFor(t, pool, fmt.Sprintf("c%d", i), 5, 3)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	rows, _ := claimFair(t, pool, &claim.Fair{}, 20)
-	if len(rows) != 20 {
-		t.Fatalf("claimed %d rows, want 20", len(rows))
-	}
-	turns := map[string]int{}
-	last := 0
-	for i, r := range rows {
-		turns[r.Customer]++
-		if turns[r.Customer] < last {
-			t.Fatalf("row %d is %s's row %d after a row %d: %+v", i, r.Customer, turns[r.Customer], last, rows)
+	defer conn.Release()
+	ran := func() (firstCome, fair, settle int64) {
+		t.Helper()
+		if err := conn.QueryRow(ctx, `SELECT
+			coalesce(sum(generic_plans + custom_plans) FILTER (WHERE statement LIKE 'UPDATE email_outbox SET%'), 0)::bigint,
+			coalesce(sum(generic_plans + custom_plans) FILTER (WHERE statement LIKE '%picked AS MATERIALIZED%'), 0)::bigint,
+			coalesce(sum(generic_plans + custom_plans) FILTER (WHERE statement LIKE '%arrived AS MATERIALIZED%'), 0)::bigint
+			FROM pg_prepared_statements WHERE statement NOT LIKE '%pg_prepared_statements%'`).Scan(&firstCome, &fair, &settle); err != nil {
+			t.Fatal(err)
 		}
-		last = turns[r.Customer]
+		return firstCome, fair, settle
+	}
+	var f claim.Fair
+	insertFor(t, pool, "a", 5, 2)
+	insertFor(t, pool, "b", 2, 1)
+	insertFor(t, pool, "c", 5, 1)
+	rows, more := claimFair(t, conn, &f, 10)
+	var got []string
+	for _, r := range rows {
+		got = append(got, r.Customer)
+	}
+	// b is the most urgent; a's second row comes after every first row.
+	if len(got) != 4 || got[0] != "b" || got[3] != "a" || !slices.Contains(got[1:3], "c") {
+		t.Errorf("claimed customers %v, want b, then a and c in either order, then a", got)
+	}
+	if more || f.Known() != 0 {
+		t.Errorf("a claim that took every due row reports more %v and knows %d customers, want false and 0", more, f.Known())
+	}
+	if firstCome, fair, settle := ran(); firstCome != 1 || fair != 0 || settle != 0 {
+		t.Fatalf("a claim knowing no customer, with nothing left, ran the first-come claim %d times, the fair claim %d and the settling read %d, want 1, 0, 0", firstCome, fair, settle)
+	}
+
+	insertFor(t, pool, "a", 5, 6)
+	if rows, _ := claimFair(t, conn, &f, 2); len(rows) != 2 || f.Known() != 1 {
+		t.Fatalf("a claim of 2 rows of a's 6 took %d and knows %d customers, want 2 and 1", len(rows), f.Known())
+	}
+	if firstCome, fair, settle := ran(); firstCome != 2 || fair != 0 || settle != 1 {
+		t.Fatalf("a claim knowing no customer that left rows ran the first-come claim %d times, the fair claim %d and the settling read %d, want 2, 0, 1", firstCome, fair, settle)
+	}
+	claimFair(t, conn, &f, 2)
+	if firstCome, fair, _ := ran(); firstCome != 2 || fair != 1 {
+		t.Fatalf("a claim knowing a customer ran the first-come claim %d times and the fair claim %d, want 2 and 1", firstCome, fair)
 	}
 }
 
@@ -425,8 +511,14 @@ func TestFair_PlannedOnce(t *testing.T) {
 		t.Fatalf("%d prepared statements of the fair claim, want the claim and its settling read", len(plans))
 	}
 	for _, p := range plans {
-		if p.Custom != 0 || p.Generic != 12 {
-			t.Errorf("a statement of 12 fair claims was planned %d times for its values and ran %d times on its generic plan, want 0 and 12:\n%.80s", p.Custom, p.Generic, p.Statement)
+		// The first claim knows no customer and takes the first due rows
+		// (ClaimFair); it leaves rows, so it settles as a fair one does.
+		want := int64(11)
+		if strings.Contains(p.Statement, "arrived AS MATERIALIZED") {
+			want = 12
+		}
+		if p.Custom != 0 || p.Generic != want {
+			t.Errorf("a statement of 12 claims was planned %d times for its values and ran %d times on its generic plan, want 0 and %d:\n%.80s", p.Custom, p.Generic, want, p.Statement)
 		}
 	}
 }

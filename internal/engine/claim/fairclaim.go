@@ -1,8 +1,10 @@
 package claim
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -253,10 +255,10 @@ type FairOptions struct {
 
 // ClaimFair claims up to n rows of t as a fair claim from f's edges:
 // priorities first, then round-robin over the keys of t.Fair (see Fair),
-// as opts says. Everything runs in one
-// implicit transaction: the claim, and the reads after it that move f's
-// edges. more reports that due rows were left: keys the claim knows but
-// could not finish.
+// as opts says. The claim and the reads after it that move f's edges run
+// in one implicit transaction (a first-come claim, made while f knows no
+// key, may read in a second: claimFirstCome). more reports that due rows
+// were left: keys the claim knows but could not finish.
 //
 // keyOf is the key of a claimed row, as the claim reads it: the claim
 // that last took a key's row decides its place in the next ones.
@@ -270,6 +272,13 @@ func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease
 		return nil, Held{}, false, fmt.Errorf("claim %s: %w", t.Name, err)
 	}
 	f.arrival.Margin = f.Margin
+	if opts.Bucket == nil && opts.SQL == "" && f.Known() == 0 {
+		claimed, more, err = claimFirstCome(ctx, db, t, f, n, lease, scan, keyOf)
+		if err != nil {
+			return fail(err)
+		}
+		return claimed, Held{}, more, nil
+	}
 	served, edges, edgeIDs, last, known, turn, rewinds := f.serve()
 	edge, token := f.arrival.Start()
 	sp, sk := splitKeys(served)
@@ -315,8 +324,8 @@ func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease
 	if claimed, err = pgx.CollectRows(rows, scan); err != nil {
 		return fail(err)
 	}
-	var st settled
-	if err := br.QueryRow().Scan(&st.now, &st.arrivalNext, &st.arrivedP, &st.arrivedC, &st.arrivedDue, &st.window, &st.nextDue, &st.nextID); err != nil {
+	st, err := scanSettled(br.QueryRow())
+	if err != nil {
 		return fail(err)
 	}
 	if bucket != nil {
@@ -329,9 +338,130 @@ func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease
 	if err := br.Close(); err != nil {
 		return fail(err)
 	}
+	if more, err = f.settleFrom(st, edge, token, served, tookKeys(claimed, keyOf), n, turn, rewinds); err != nil {
+		return fail(err)
+	}
+	return claimed, h, more, nil
+}
+
+// claimFirstCome is ClaimFair's claim while f knows no key: every due row
+// is then in front of the arrival edge, and the fair claim, with no key's
+// edge to read, takes the first n rows due from it — the rows a claim of
+// the first due rows takes (ClaimSQL). That claim is the cheaper: a smaller
+// plan, and after it only the read of where the window's next due row is
+// (NextSQL). This is the claim of a steady load, each of whose rows is
+// claimed as it comes; a fair claim of its one row cost the database about
+// half as much again. Only where rows are left due (a backlog begins, a
+// row came in the meantime) does it read, in a second transaction, what the
+// fair claim's settling read would have read after it, and settles f
+// alike; the next claim is then fair. The rows are put in the fair claim's
+// order in Go (inTurn).
+func claimFirstCome[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease time.Duration, scan pgx.RowToFunc[T], keyOf func(T) ShareKey) (claimed []T, more bool, err error) {
+	_, _, _, _, _, turn, rewinds := f.serve()
+	edge, token := f.arrival.Start()
+	b := &pgx.Batch{}
+	b.Queue(IndexOnlySQL)
+	b.Queue(t.memoized("claim", t.ClaimSQL), n, lease, edge)
+	b.Queue(t.memoized("next", t.NextSQL), edge)
+	var now time.Time
+	var due *time.Time
+	err = func() error {
+		br := db.SendBatch(ctx, b)
+		defer br.Close()
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		if claimed, err = pgx.CollectRows(rows, scan); err != nil {
+			return err
+		}
+		if err := br.QueryRow().Scan(&now, &due); err != nil {
+			return err
+		}
+		return br.Close()
+	}()
+	if err != nil {
+		return nil, false, err
+	}
+	inTurn(claimed, keyOf)
+	if due == nil {
+		// No row is due from the arrival edge: the settling read would
+		// have found no keys, and the claim's own are taken whole.
+		f.arrival.Advance(token, now, time.Time{})
+		return claimed, false, nil
+	}
+	b = &pgx.Batch{}
+	b.Queue(FairPlanSQL)
+	b.Queue(t.memoized("fair settle", t.FairSettleSQL), edge, n, []int16{}, []string{}, []int16{}, []string{}, []time.Time{}, []string{})
+	br := db.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, false, err
+	}
+	st, err := scanSettled(br.QueryRow())
+	if err != nil {
+		return nil, false, err
+	}
+	if err := br.Close(); err != nil {
+		return nil, false, err
+	}
+	more, err = f.settleFrom(st, edge, token, nil, tookKeys(claimed, keyOf), n, turn, rewinds)
+	return claimed, more, err
+}
+
+// inTurn sorts rows, claimed as the first due rows, into a fair claim's
+// order: by priority, then turn (a row's place among its key's rows), the
+// order they came in within each.
+func inTurn[T any](rows []T, keyOf func(T) ShareKey) {
+	if len(rows) < 2 {
+		return
+	}
+	type ranked struct {
+		row      T
+		priority int16
+		turn, at int
+	}
+	turns := make(map[ShareKey]int, len(rows))
+	rs := make([]ranked, len(rows))
+	for i, r := range rows {
+		k := keyOf(r)
+		turns[k]++
+		rs[i] = ranked{row: r, priority: k.Priority, turn: turns[k], at: i}
+	}
+	slices.SortFunc(rs, func(a, b ranked) int {
+		return cmp.Or(cmp.Compare(a.priority, b.priority), cmp.Compare(a.turn, b.turn), cmp.Compare(a.at, b.at))
+	})
+	for i, r := range rs {
+		rows[i] = r.row
+	}
+}
+
+// tookKeys is the keys of claimed rows.
+func tookKeys[T any](claimed []T, keyOf func(T) ShareKey) map[ShareKey]bool {
+	took := make(map[ShareKey]bool, len(claimed))
+	for _, r := range claimed {
+		took[keyOf(r)] = true
+	}
+	return took
+}
+
+// scanSettled reads FairSettleSQL's row.
+func scanSettled(row pgx.Row) (st settled, err error) {
+	err = row.Scan(&st.now, &st.arrivalNext, &st.arrivedP, &st.arrivedC, &st.arrivedDue, &st.window, &st.nextDue, &st.nextID)
+	return st, err
+}
+
+// settleFrom settles f (Fair.settle) with what FairSettleSQL read, st,
+// after a claim from the arrival edge edge (Window.Start's token) that
+// served the keys served, took rows of the keys took and could take n,
+// and moves the arrival edge. It reports whether rows are known to be left.
+func (f *Fair) settleFrom(st settled, edge time.Time, token uint64, served []ShareKey, took map[ShareKey]bool, n int, turn, rewinds uint64) (more bool, err error) {
 	if len(st.nextDue) != len(served) || len(st.nextID) != len(served) || len(st.arrivedC) != len(st.arrivedP) || len(st.arrivedDue) != len(st.arrivedP) {
-		return fail(fmt.Errorf("settling read %d next rows of %d served keys, %d arrived keys with %d and %d columns",
-			len(st.nextDue), len(served), len(st.arrivedP), len(st.arrivedC), len(st.arrivedDue)))
+		return false, fmt.Errorf("settling read %d next rows of %d served keys, %d arrived keys with %d and %d columns",
+			len(st.nextDue), len(served), len(st.arrivedP), len(st.arrivedC), len(st.arrivedDue))
 	}
 	next := make([]rowEdge, len(served))
 	for i := range next {
@@ -342,17 +472,13 @@ func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease
 		arrived[ShareKey{Priority: p, Key: st.arrivedC[i]}] = st.arrivedDue[i]
 	}
 	now := *st.now
-	took := make(map[ShareKey]bool, len(claimed))
-	for _, r := range claimed {
-		took[keyOf(r)] = true
-	}
 	more = f.settle(edge, took, served, next, arrived, st.window >= n, turn, rewinds, now)
 	var at time.Time
 	if st.arrivalNext != nil {
 		at = *st.arrivalNext
 	}
 	f.arrival.Advance(token, now, at)
-	return claimed, h, more, nil
+	return more, nil
 }
 
 // splitKeys is keys as the arrays of its priorities and keys.
