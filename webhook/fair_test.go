@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/postbox/postbox/internal/engine/claim"
 	"github.com/postbox/postbox/internal/tooling/testsupport/eventually"
 	"github.com/postbox/postbox/internal/tooling/testsupport/pgtest"
@@ -86,6 +89,72 @@ func TestFanOut_TenantsTakeTurns(t *testing.T) {
 		if got := in[id]; got == 0 || got > 2 {
 			t.Errorf("late row %s fanned out in its replica's claim %d, want the first or second (first come, first served: after 300 rows)", id, got)
 		}
+	}
+}
+
+// batchRecorder is a pool that records the statements of every batch
+// sent through it.
+type batchRecorder struct {
+	*pgxpool.Pool
+	mu   sync.Mutex
+	sent []string
+}
+
+func (r *batchRecorder) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	r.mu.Lock()
+	for _, q := range b.QueuedQueries {
+		r.sent = append(r.sent, q.SQL)
+	}
+	r.mu.Unlock()
+	return r.Pool.SendBatch(ctx, b)
+}
+
+// take is what the batches sent since the last call ran.
+func (r *batchRecorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sent := r.sent
+	r.sent = nil
+	return sent
+}
+
+// TestFanOut_NothingKnownClaimsTheFirstDueRows: a fan-out lane that knows
+// no share key takes the first due rows by the first-come fan-out, which
+// takes the rows the fair one would (claim.ClaimFair); once rows are left
+// and their keys known, the fair one.
+func TestFanOut_NothingKnownClaimsTheFirstDueRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := &batchRecorder{Pool: pgtest.NewPool(t)}
+	p, err := NewDispatcher(pool, Config{Settings: Settings{AllowedCIDRs: loopback}, Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	src := outboxSource{p}
+	enqueue := func(n int) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, `INSERT INTO webhook_outbox (event_type, payload, tenant_id)
+			SELECT 'invoice.paid', '{}', 'acme' FROM generate_series(1, $1::int)`, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue(1)
+	if c, err := src.Claim(ctx, 4); err != nil || c.Rows != 1 {
+		t.Fatalf("claimed %d rows (%v), want the 1 due", c.Rows, err)
+	}
+	sent := pool.take()
+	if first, fair := slices.Contains(sent, firstFanOutSQL), slices.Contains(sent, claimFanOutSQL); !first || fair {
+		t.Fatalf("a claim knowing no key ran the first-come fan-out %v and the fair one %v, want only the first-come", first, fair)
+	}
+	enqueue(200)
+	for range 2 {
+		if _, err := src.Claim(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.outboxFair.Known() != 1 || !slices.Contains(pool.take(), claimFanOutSQL) {
+		t.Fatalf("claims that left 200 rows of one tenant know %d keys and did not run the fair fan-out, want 1 and the fair fan-out", p.outboxFair.Known())
 	}
 }
 
@@ -291,6 +360,10 @@ func TestFanOutClaim_ReadsItsIndexes(t *testing.T) {
 			if strings.Contains(plan, "Seq Scan on webhook_outbox") || !strings.Contains(plan, "webhook_outbox_fair_idx") {
 				t.Errorf("the fan-out's %s statement (limit %d) does not read a tenant's rows from webhook_outbox_fair_idx:\n%s", name, limit, plan)
 			}
+		}
+		// A lane that knows no key reads the claim index from its edge.
+		if plan := pgtest.Plan(t, tx, firstFanOutSQL, limit, time.Minute, edge, 8); strings.Contains(plan, "Seq Scan on webhook_outbox") || !strings.Contains(plan, "webhook_outbox_claim_idx") {
+			t.Errorf("the first-come fan-out (limit %d) does not read webhook_outbox by its claim index:\n%s", limit, plan)
 		}
 	}
 }

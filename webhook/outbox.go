@@ -145,6 +145,9 @@ ORDER BY i.ordering_seq, ep.created_at`
 // unproven endpoint's cap (bornSQL).
 var (
 	claimFanOutSQL = fanOutSQL(outboxTable.FairIDsSQL("$1::int"), claim.Set("o", ""), "NULL", "$12")
+	// firstFanOutSQL is claimFanOutSQL taking the first due rows, for the
+	// claims of a lane that knows no share key (claim.FairOptions.FirstComeSQL).
+	firstFanOutSQL = fanOutSQL(outboxTable.ClaimIDsSQL("$1::int", "$3"), claim.Set("o", ""), "NULL", "$4")
 	rowFanOutSQL   = fanOutSQL("SELECT unnest($1::uuid[])", "attempts = o.attempts",
 		"(SELECT c.digest FROM unnest($1::uuid[], $4::text[]) AS c(id, digest) WHERE c.id = o.id)", "$3")
 )
@@ -323,7 +326,7 @@ func (s outboxSource) Claim(ctx context.Context, n int) (engine.Claim, error) {
 	most := p.crowdedShares(n)
 	began := time.Now()
 	rows, _, more, err := claim.ClaimFair(ctx, p.pool, outboxTable, &p.outboxFair, k, p.lc.BirthLeaseWindow,
-		claim.FairOptions{SQL: claimFanOutSQL, Args: []any{p.cfg.Concurrency}, Most: most}, scanFanOutRow(began), fanOutKey)
+		claim.FairOptions{SQL: claimFanOutSQL, FirstComeSQL: firstFanOutSQL, Args: []any{p.cfg.Concurrency}, Most: most}, scanFanOutRow(began), fanOutKey)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr):

@@ -5,20 +5,28 @@ package main
 func init() {
 	register(
 		Mutation{
+			Name:    "webhook fan-out: a lane that knows no key runs the fair fan-out, not the first-come one",
+			File:    "webhook/outbox.go",
+			Find:    "FirstComeSQL: firstFanOutSQL, ",
+			Replace: "",
+			Pkg:     "./webhook/",
+			Test:    "TestFanOut_NothingKnownClaimsTheFirstDueRows",
+		},
+		Mutation{
 			// Correct, and the fair claim's statements for every message
 			// of a steady load: the cost it exists to save.
 			Name:    "fair claim: a claim knowing no customer is a fair one, not the first-come claim",
 			File:    "internal/engine/claim/fairclaim.go",
-			Find:    "if opts.Bucket == nil && opts.SQL == \"\" && f.Known() == 0 {",
-			Replace: "if false && opts.Bucket == nil && opts.SQL == \"\" && f.Known() == 0 {",
+			Find:    "if opts.Bucket == nil && f.Known() == 0 {",
+			Replace: "if false && opts.Bucket == nil && f.Known() == 0 {",
 			Pkg:     "./internal/engine/claim/",
 			Test:    "TestFair_NothingKnownTakesTheFirstDueRows",
 		},
 		Mutation{
 			Name:    "fair claim: the first-come claim while customers are known (FIFO)",
 			File:    "internal/engine/claim/fairclaim.go",
-			Find:    "if opts.Bucket == nil && opts.SQL == \"\" && f.Known() == 0 {",
-			Replace: "if opts.Bucket == nil && opts.SQL == \"\" {",
+			Find:    "if opts.Bucket == nil && f.Known() == 0 {",
+			Replace: "if opts.Bucket == nil {",
 			Pkg:     "./internal/engine/claim/",
 			Test:    "TestFair_NextClaimTakesAnotherCustomersRow|TestFair_NothingKnownTakesTheFirstDueRows",
 		},
@@ -35,7 +43,7 @@ func init() {
 		Mutation{
 			Name:    "fair claim: a first-come claim's rows in the order they came, not the fair claim's",
 			File:    "internal/engine/claim/fairclaim.go",
-			Find:    "\tinTurn(claimed, keyOf)\n",
+			Find:    "\t\tinTurn(claimed, keyOf)\n",
 			Replace: "\n",
 			Pkg:     "./internal/engine/claim/",
 			Test:    "TestFair_NothingKnownTakesTheFirstDueRows",

@@ -245,6 +245,14 @@ type FairOptions struct {
 	SQL  string
 	Args []any
 
+	// FirstComeSQL goes with SQL: the same statement taking its rows
+	// with ClaimIDsSQL("$1::int", "$3") in place of FairIDsSQL, for the
+	// claims made while the lane knows no key (claimFirstCome), with
+	// their parameters — $1 the most rows, $2 the lease, $3 the arrival
+	// edge — and Args from $4 on. Without it, every claim with SQL is a
+	// fair one.
+	FirstComeSQL string
+
 	// Most caps the rows of a key (ShareKey.Key, at any priority) this
 	// claim takes; a key not in it takes up to an even share of n. A
 	// webhook endpoint that holds its share of the process's slots is
@@ -272,12 +280,21 @@ func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease
 		return nil, Held{}, false, fmt.Errorf("claim %s: %w", t.Name, err)
 	}
 	f.arrival.Margin = f.Margin
-	if opts.Bucket == nil && opts.SQL == "" && f.Known() == 0 {
-		claimed, more, err = claimFirstCome(ctx, db, t, f, n, lease, scan, keyOf)
-		if err != nil {
-			return fail(err)
+	if opts.Bucket == nil && f.Known() == 0 {
+		// The caller's statement returns its rows in its own order (the
+		// fan-out: deliveries, their events in the order enqueued); the
+		// claim's own are ranked as the fair claim ranks them.
+		sql, args, rank := opts.FirstComeSQL, opts.Args, false
+		if opts.SQL == "" {
+			sql, args, rank = t.memoized("claim", t.ClaimSQL), nil, true
 		}
-		return claimed, Held{}, more, nil
+		if sql != "" {
+			claimed, more, err = claimFirstCome(ctx, db, t, f, sql, args, rank, n, lease, scan, keyOf)
+			if err != nil {
+				return fail(err)
+			}
+			return claimed, Held{}, more, nil
+		}
 	}
 	served, edges, edgeIDs, last, known, turn, rewinds := f.serve()
 	edge, token := f.arrival.Start()
@@ -344,24 +361,25 @@ func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease
 	return claimed, h, more, nil
 }
 
-// claimFirstCome is ClaimFair's claim while f knows no key: every due row
-// is then in front of the arrival edge, and the fair claim, with no key's
+// claimFirstCome is ClaimFair's claim while f knows no key, by sql
+// (ClaimSQL, or FairOptions.FirstComeSQL with its args): every due row is
+// then in front of the arrival edge, and the fair claim, with no key's
 // edge to read, takes the first n rows due from it — the rows a claim of
-// the first due rows takes (ClaimSQL). That claim is the cheaper: a smaller
+// the first due rows takes (ClaimIDsSQL). That claim is the cheaper: a smaller
 // plan, and after it only the read of where the window's next due row is
 // (NextSQL). This is the claim of a steady load, each of whose rows is
 // claimed as it comes; a fair claim of its one row cost the database about
 // half as much again. Only where rows are left due (a backlog begins, a
 // row came in the meantime) does it read, in a second transaction, what the
 // fair claim's settling read would have read after it, and settles f
-// alike; the next claim is then fair. The rows are put in the fair claim's
-// order in Go (inTurn).
-func claimFirstCome[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease time.Duration, scan pgx.RowToFunc[T], keyOf func(T) ShareKey) (claimed []T, more bool, err error) {
+// alike; the next claim is then fair. ClaimSQL's rows are put in the fair
+// claim's order in Go (rank, inTurn).
+func claimFirstCome[T any](ctx context.Context, db DB, t Table, f *Fair, sql string, args []any, rank bool, n int, lease time.Duration, scan pgx.RowToFunc[T], keyOf func(T) ShareKey) (claimed []T, more bool, err error) {
 	_, _, _, _, _, turn, rewinds := f.serve()
 	edge, token := f.arrival.Start()
 	b := &pgx.Batch{}
 	b.Queue(IndexOnlySQL)
-	b.Queue(t.memoized("claim", t.ClaimSQL), n, lease, edge)
+	b.Queue(sql, append([]any{n, lease, edge}, args...)...)
 	b.Queue(t.memoized("next", t.NextSQL), edge)
 	var now time.Time
 	var due *time.Time
@@ -386,7 +404,9 @@ func claimFirstCome[T any](ctx context.Context, db DB, t Table, f *Fair, n int, 
 	if err != nil {
 		return nil, false, err
 	}
-	inTurn(claimed, keyOf)
+	if rank {
+		inTurn(claimed, keyOf)
+	}
 	if due == nil {
 		// No row is due from the arrival edge: the settling read would
 		// have found no keys, and the claim's own are taken whole.
