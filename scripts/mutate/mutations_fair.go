@@ -5,6 +5,14 @@ package main
 func init() {
 	register(
 		Mutation{
+			Name:    "fair claim: a first-come claim whose read after fails drops its committed rows",
+			File:    "internal/engine/claim/fairclaim.go",
+			Find:    "\tst, err := readSettled(ctx, db, t, edge, n)\n\tif err != nil {\n\t\treturn claimed, true, nil\n",
+			Replace: "\tst, err := readSettled(ctx, db, t, edge, n)\n\tif err != nil {\n\t\treturn nil, false, err\n",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestFair_FirstComeRowsKeptWhenTheReadAfterFails",
+		},
+		Mutation{
 			Name:    "webhook fan-out: a lane that knows no key runs the fair fan-out, not the first-come one",
 			File:    "webhook/outbox.go",
 			Find:    "FirstComeSQL: firstFanOutSQL, ",

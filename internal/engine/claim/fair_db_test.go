@@ -477,6 +477,45 @@ func TestFair_NothingKnownTakesTheFirstDueRows(t *testing.T) {
 	}
 }
 
+// settleFails is a pool whose batches of the read after a fair claim go
+// to a closed pool, and fail.
+type settleFails struct {
+	*pgxpool.Pool
+	closed *pgxpool.Pool
+}
+
+func (p settleFails) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
+	for _, q := range b.QueuedQueries {
+		if strings.Contains(q.SQL, "arrived AS MATERIALIZED") {
+			return p.closed.SendBatch(ctx, b)
+		}
+	}
+	return p.Pool.SendBatch(ctx, b)
+}
+
+// TestFair_FirstComeRowsKeptWhenTheReadAfterFails: a first-come claim has
+// committed before the read after it; when that read fails, the claimed
+// rows are still the caller's (not left to wait out their lease), and the
+// lane, knowing nothing more, takes the rest by its next claims.
+func TestFair_FirstComeRowsKeptWhenTheReadAfterFails(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	closed, err := pgxpool.NewWithConfig(context.Background(), pool.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	insertFor(t, pool, "a", 5, 3)
+	var f claim.Fair
+	rows, more := claimFair(t, settleFails{Pool: pool, closed: closed}, &f, 1)
+	if len(rows) != 1 || !more || f.Known() != 0 {
+		t.Fatalf("a first-come claim whose read after failed returned %d rows, more %v, and knows %d customers, want 1, true, 0", len(rows), more, f.Known())
+	}
+	if rows, _ := claimFair(t, pool, &f, 5); len(rows) != 2 {
+		t.Fatalf("the next claim took %d rows, want the 2 left", len(rows))
+	}
+}
+
 // TestFair_PlannedOnce: a connection's fair claims run on one generic plan
 // of each statement, never planned again per claim (FairPlanSQL says why),
 // read from pg_prepared_statements, which counts the plans Postgres made.

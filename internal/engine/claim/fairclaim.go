@@ -413,23 +413,36 @@ func claimFirstCome[T any](ctx context.Context, db DB, t Table, f *Fair, sql str
 		f.arrival.Advance(token, now, time.Time{})
 		return claimed, false, nil
 	}
-	b = &pgx.Batch{}
+	// The claim has committed: its rows are the caller's whatever this
+	// read does. If it fails, f is left as it was — no key known, the
+	// arrival edge where the claim began — and the next claim, first-come
+	// again, takes the rows left and reads after them.
+	st, err := readSettled(ctx, db, t, edge, n)
+	if err != nil {
+		return claimed, true, nil
+	}
+	if more, err = f.settleFrom(st, edge, token, nil, tookKeys(claimed, keyOf), n, turn, rewinds); err != nil {
+		return claimed, true, nil
+	}
+	return claimed, more, nil
+}
+
+// readSettled runs FairSettleSQL for a claim from edge that knew no key
+// and could take n rows, in a transaction of its own.
+func readSettled(ctx context.Context, db DB, t Table, edge time.Time, n int) (settled, error) {
+	b := &pgx.Batch{}
 	b.Queue(FairPlanSQL)
 	b.Queue(t.memoized("fair settle", t.FairSettleSQL), edge, n, []int16{}, []string{}, []int16{}, []string{}, []time.Time{}, []string{})
 	br := db.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
-		return nil, false, err
+		return settled{}, err
 	}
 	st, err := scanSettled(br.QueryRow())
 	if err != nil {
-		return nil, false, err
+		return settled{}, err
 	}
-	if err := br.Close(); err != nil {
-		return nil, false, err
-	}
-	more, err = f.settleFrom(st, edge, token, nil, tookKeys(claimed, keyOf), n, turn, rewinds)
-	return claimed, more, err
+	return st, br.Close()
 }
 
 // inTurn sorts rows, claimed as the first due rows, into a fair claim's
