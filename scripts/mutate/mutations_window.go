@@ -29,8 +29,8 @@ func init() {
 			File:    "internal/engine/claim/window.go",
 			Find:    "if !next.IsZero() && next.Before(edge) {",
 			Replace: "if false && !next.IsZero() && next.Before(edge) {",
-			Pkg:     "./webhook/",
-			Test:    "TestOutbox_ProcessBatch_SkipsRowsLockedBySibling",
+			Pkg:     "./internal/engine/claim/",
+			Test:    "TestClaim_SkipsRowsLockedBySibling",
 		},
 		Mutation{
 			Name:    "claim window: no margin behind now",

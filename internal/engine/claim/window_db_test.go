@@ -228,7 +228,7 @@ func TestClaim_CompletesOnceBegun(t *testing.T) {
 
 // TestClaim_SkipsRowsLockedBySibling: the first-come claim (claim.Claim,
 // the webhook fan-out's row-by-row fallback) passes over rows a sibling
-// holds locked and takes the rest. Without SKIP LOCKED it would wait on
+// holds locked and takes the rest, and its window does not pass them. Without SKIP LOCKED it would wait on
 // the sibling's locks until its own bound (MarkContext) ends it.
 func TestClaim_SkipsRowsLockedBySibling(t *testing.T) {
 	t.Parallel()
@@ -243,8 +243,17 @@ func TestClaim_SkipsRowsLockedBySibling(t *testing.T) {
 	if _, err := sibling.Exec(ctx, `SELECT id FROM email_outbox ORDER BY id LIMIT 4 FOR UPDATE`); err != nil {
 		t.Fatal(err)
 	}
-	if ids := claimIDs(t, pool, &claim.Window{}, 10); len(ids) != 6 {
+	w := &claim.Window{}
+	if ids := claimIDs(t, pool, w, 10); len(ids) != 6 {
 		t.Fatalf("claimed %d rows beside 4 a sibling holds, want the other 6", len(ids))
+	}
+	// The window's edge stopped at the first of them (due a minute ago,
+	// behind the margin): released, they are the next claim's.
+	if err := sibling.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ids := claimIDs(t, pool, w, 10); len(ids) != 4 {
+		t.Fatalf("claimed %d rows once the sibling let go, want its 4", len(ids))
 	}
 }
 
