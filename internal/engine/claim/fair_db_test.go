@@ -516,6 +516,35 @@ func TestFair_FirstComeRowsKeptWhenTheReadAfterFails(t *testing.T) {
 	}
 }
 
+// TestFair_SkipsRowsLockedBySibling: a fair claim (the lane knows a
+// customer) reads the rows of customers it does not know from the arrival
+// edge, locking each as it reads it, and passes over those a sibling holds
+// locked: it takes the rest and does not wait for the sibling.
+func TestFair_SkipsRowsLockedBySibling(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	var f claim.Fair
+	insertFor(t, pool, "a", 5, 2)
+	if claimFair(t, pool, &f, 1); f.Known() != 1 {
+		t.Fatalf("a claim of one of a's two rows knows %d customers, want 1", f.Known())
+	}
+	insertFor(t, pool, "b", 5, 3)
+	insertFor(t, pool, "c", 5, 3)
+	sibling, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sibling.Rollback(ctx) }()
+	if _, err := sibling.Exec(ctx, `SELECT id FROM email_outbox WHERE customer_id = 'b' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	rows, _ := claimFair(t, pool, &f, 10)
+	if len(rows) != 4 || hasCustomer(rows, "b") {
+		t.Fatalf("a fair claim beside b's rows held by a sibling took %+v, want a's last row and c's three", rows)
+	}
+}
+
 // TestFair_PlannedOnce: a connection's fair claims run on one generic plan
 // of each statement, never planned again per claim (FairPlanSQL says why),
 // read from pg_prepared_statements, which counts the plans Postgres made.
