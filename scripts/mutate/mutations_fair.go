@@ -43,8 +43,8 @@ func init() {
 			// claim is first-come again, a backlog's rows before others'.
 			Name:    "fair claim: a first-come claim that left rows does not settle",
 			File:    "internal/engine/claim/fairclaim.go",
-			Find:    "\tif due == nil {\n",
-			Replace: "\tif true {\n",
+			Find:    "\tif !left {\n",
+			Replace: "\tif _ = left; true {\n",
 			Pkg:     "./internal/engine/claim/",
 			Test:    "TestFair_NextClaimTakesAnotherCustomersRow|TestFair_NothingKnownTakesTheFirstDueRows",
 		},

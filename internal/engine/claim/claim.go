@@ -173,7 +173,8 @@ const IndexOnlySQL = `SELECT set_config('enable_seqscan', 'off', true), set_conf
 // found. All run in one implicit transaction (a batch), so NextSQL sees
 // the claim's own leases and shares its now().
 func Claim[T any](ctx context.Context, db DB, t Table, w *Window, n int, lease time.Duration, scan pgx.RowToFunc[T]) ([]T, error) {
-	return claimRows(ctx, db, t, w, t.memoized("claim", t.ClaimSQL), n, lease, scan)
+	claimed, _, err := claimRows(ctx, db, t, w, t.memoized("claim", t.ClaimSQL), n, lease, scan)
+	return claimed, err
 }
 
 // ClaimWith is Claim with a statement of the caller's in place of
@@ -184,11 +185,14 @@ func Claim[T any](ctx context.Context, db DB, t Table, w *Window, n int, lease t
 // read of where to start next; args are its parameters from $4 on. scan
 // reads each row the statement returns.
 func ClaimWith[T any](ctx context.Context, db DB, t Table, w *Window, sql string, n int, lease time.Duration, scan pgx.RowToFunc[T], args ...any) ([]T, error) {
-	return claimRows(ctx, db, t, w, sql, n, lease, scan, args...)
+	claimed, _, err := claimRows(ctx, db, t, w, sql, n, lease, scan, args...)
+	return claimed, err
 }
 
-// claimRows is Claim with its statement claimSQL.
-func claimRows[T any](ctx context.Context, db DB, t Table, w *Window, claimSQL string, n int, lease time.Duration, scan pgx.RowToFunc[T], args ...any) ([]T, error) {
+// claimRows is Claim with its statement claimSQL; left reports that
+// NextSQL found a row still due in the window (always false when w is
+// nil).
+func claimRows[T any](ctx context.Context, db DB, t Table, w *Window, claimSQL string, n int, lease time.Duration, scan pgx.RowToFunc[T], args ...any) (claimed []T, left bool, err error) {
 	// A claim commits before its rows reach the caller. Cancelled in
 	// between — a shift's window closing, a stop — it would leave them
 	// under a lease no one works until the lease ran out (minutes). So,
@@ -198,7 +202,7 @@ func claimRows[T any](ctx context.Context, db DB, t Table, w *Window, claimSQL s
 	ctx, cancel := MarkContext(ctx)
 	defer cancel()
 	edge, token := w.Start()
-	fail := func(err error) ([]T, error) { return nil, fmt.Errorf("claim %s: %w", t.Name, err) }
+	fail := func(err error) ([]T, bool, error) { return nil, false, fmt.Errorf("claim %s: %w", t.Name, err) }
 	b := &pgx.Batch{}
 	b.Queue(IndexOnlySQL)
 	b.Queue(claimSQL, append([]any{n, lease, edge}, args...)...)
@@ -214,8 +218,7 @@ func claimRows[T any](ctx context.Context, db DB, t Table, w *Window, claimSQL s
 	if err != nil {
 		return fail(err)
 	}
-	claimed, err := pgx.CollectRows(rows, scan)
-	if err != nil {
+	if claimed, err = pgx.CollectRows(rows, scan); err != nil {
 		return fail(err)
 	}
 	var now, next time.Time
@@ -234,7 +237,7 @@ func claimRows[T any](ctx context.Context, db DB, t Table, w *Window, claimSQL s
 		}
 		w.Advance(token, now, next)
 	}
-	return claimed, nil
+	return claimed, due != nil, nil
 }
 
 // Release makes claimed-but-unstarted rows due again at once instead of

@@ -291,7 +291,7 @@ func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease
 		if sql != "" {
 			claimed, more, err = claimFirstCome(ctx, db, t, f, sql, args, rank, n, lease, scan, keyOf)
 			if err != nil {
-				return fail(err)
+				return nil, Held{}, false, err // claimRows names the table
 			}
 			return claimed, Held{}, more, nil
 		}
@@ -377,40 +377,18 @@ func ClaimFair[T any](ctx context.Context, db DB, t Table, f *Fair, n int, lease
 func claimFirstCome[T any](ctx context.Context, db DB, t Table, f *Fair, sql string, args []any, rank bool, n int, lease time.Duration, scan pgx.RowToFunc[T], keyOf func(T) ShareKey) (claimed []T, more bool, err error) {
 	_, _, _, _, _, turn, rewinds := f.serve()
 	edge, token := f.arrival.Start()
-	b := &pgx.Batch{}
-	b.Queue(IndexOnlySQL)
-	b.Queue(sql, append([]any{n, lease, edge}, args...)...)
-	b.Queue(t.memoized("next", t.NextSQL), edge)
-	var now time.Time
-	var due *time.Time
-	err = func() error {
-		br := db.SendBatch(ctx, b)
-		defer br.Close()
-		if _, err := br.Exec(); err != nil {
-			return err
-		}
-		rows, err := br.Query()
-		if err != nil {
-			return err
-		}
-		if claimed, err = pgx.CollectRows(rows, scan); err != nil {
-			return err
-		}
-		if err := br.QueryRow().Scan(&now, &due); err != nil {
-			return err
-		}
-		return br.Close()
-	}()
+	// claimRows moves the arrival edge to the first row still due, which
+	// keeps every due row in front of it whatever follows.
+	claimed, left, err := claimRows(ctx, db, t, &f.arrival, sql, n, lease, scan, args...)
 	if err != nil {
 		return nil, false, err
 	}
 	if rank {
 		inTurn(claimed, keyOf)
 	}
-	if due == nil {
+	if !left {
 		// No row is due from the arrival edge: the settling read would
 		// have found no keys, and the claim's own are taken whole.
-		f.arrival.Advance(token, now, time.Time{})
 		return claimed, false, nil
 	}
 	// The claim has committed: its rows are the caller's whatever this
